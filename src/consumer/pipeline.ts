@@ -1,0 +1,595 @@
+import { createHash } from 'node:crypto';
+import { parseDuration, type Duration } from '../core/duration.js';
+import type { Envelope } from '../core/envelope.js';
+import {
+  ClosedError,
+  ConfigError,
+  ConflictError,
+  LeaseLostError,
+  LedgerUnavailableError,
+  PermanentError,
+  errorText,
+} from '../core/errors.js';
+import { fingerprint, type FingerprintSource } from '../core/fingerprint.js';
+import { validateGroup } from '../core/group.js';
+import {
+  compileKeySource,
+  DEFAULT_KEY_SOURCE,
+  normalizeKey,
+  type KeyExtractor,
+  type KeySource,
+} from '../core/key.js';
+import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import type { Outcome } from '../core/outcome.js';
+import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
+import type { Claim, ClaimRequest, ClaimResult, Ledger, LedgerRecord } from '../ledger/ledger.js';
+import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
+import {
+  checkRetention,
+  DEFAULT_REPLAY_MARGIN,
+  RetryPolicy,
+  type RetryPolicyConfig,
+} from './retry-policy.js';
+
+export type Mode = 'transactional' | 'leased';
+
+/** What a handler gets beside the decoded message. */
+export interface HandlerContext<Tx> {
+  readonly envelope: Envelope;
+  readonly group: string;
+  /** The normalized business key. */
+  readonly key: string;
+  /** Execution number of this key: 1 for the first, +1 after each failed or expired attempt. */
+  readonly attempt: number;
+  readonly mode: Mode;
+  /**
+   * The ledger's transaction (transactional mode): write the business effect through it so that the
+   * claim and the effect commit or roll back together. Reading it in leased mode throws.
+   */
+  readonly tx: Tx;
+  /** Aborted when the lease is lost (leased mode): stop, another owner has the key. */
+  readonly signal: AbortSignal;
+  /**
+   * A stable idempotency key for a call to another system, the same on every attempt of this
+   * `(group, key, step)`: pass it to payment APIs and the like so a re-run after a crash is absorbed there.
+   */
+  downstreamKey(step?: string): string;
+}
+
+/** Applies the business effect of one message. Its return value is stored and replayed to duplicates. */
+export type Handler<Tx, T> = (message: T, context: HandlerContext<Tx>) => unknown;
+
+/** How the body becomes the handler's message; a failure is a `malformed` dead letter. */
+export type Decoder<T> = 'json' | 'text' | 'bytes' | ((envelope: Envelope) => T);
+
+export interface PipelineConfig<Tx, T = unknown> {
+  readonly ledger: Ledger<Tx>;
+  /** The consumer group: the same event is applied once per group. */
+  readonly group: string;
+  readonly handler: Handler<Tx, T>;
+  /** Where the business key comes from. @default { header: 'oncemq-key' } */
+  readonly key?: KeySource;
+  /** @default 'transactional' when the ledger can share a transaction, else 'leased' */
+  readonly mode?: Mode;
+  /** @default 'json' */
+  readonly decode?: Decoder<T>;
+  /** Payload fingerprint for conflict detection. @default true (SHA-256 of the body) */
+  readonly fingerprint?: FingerprintSource;
+  /** @default RetryPolicy.rocketmq() */
+  readonly retry?: RetryPolicy | RetryPolicyConfig;
+  /** Added to the retry horizon when checking the ledger's retention (broker retention, replays). @default '1d' */
+  readonly replayMargin?: Duration;
+  /** Lease of a leased claim; a crashed owner's key is reclaimable after it. @default '30s' */
+  readonly lease?: Duration;
+  /** How often a running handler's lease is renewed. @default a third of the lease */
+  readonly renewEvery?: Duration;
+  /** Leased mode, after a failed execution: keep the row as FAIL with the error, or delete it. @default 'fail' */
+  readonly onFailure?: 'fail' | 'release';
+  /** @default JSON */
+  readonly serializer?: Serializer;
+  /** Called with every outcome, after the ledger has recorded it. */
+  readonly onOutcome?: (outcome: Outcome) => void;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_PIPELINE_CONFIG = Object.freeze({
+  decode: 'json',
+  lease: '30s',
+  onFailure: 'fail',
+  replayMargin: DEFAULT_REPLAY_MARGIN,
+} as const);
+
+/** Shortest wait before retrying a busy key. */
+export const MIN_BUSY_DELAY_MS = 100;
+
+export interface Pipeline {
+  readonly group: string;
+  readonly mode: Mode;
+  readonly retry: RetryPolicy;
+  /** Runs one delivery to its outcome. Never throws for a message's fault; the outcome says what to do. */
+  process(envelope: Envelope): Promise<Outcome>;
+  metrics(): PipelineMetrics;
+  /** Refuses further deliveries. The ledger stays open: it is the caller's. */
+  close(): void;
+}
+
+type Parsed<T> =
+  | { readonly ok: true; readonly key: string; readonly message: T; readonly request: ClaimRequest }
+  | { readonly ok: false; readonly key: string | null; readonly error: PermanentError };
+
+const textDecoder = new TextDecoder('utf-8', { fatal: true });
+
+function compileDecoder<T>(decode: Decoder<T>): (envelope: Envelope) => T {
+  switch (decode) {
+    case 'json':
+      return (envelope) => JSON.parse(textDecoder.decode(envelope.body)) as T;
+    case 'text':
+      return (envelope) => textDecoder.decode(envelope.body) as T;
+    case 'bytes':
+      return (envelope) => envelope.body as T;
+    default:
+      if (typeof decode !== 'function') {
+        throw new ConfigError(
+          'decode',
+          `expected 'json', 'text', 'bytes' or a function, got ${JSON.stringify(decode)}`,
+        );
+      }
+      return decode;
+  }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+/**
+ * Turns a handler into `process(envelope) → Outcome`: reads the business key, claims it in the
+ * ledger, runs the handler once per key and group, and says whether to ack, retry or dead-letter.
+ * Usable inside any consumer loop; oncemq's transports call it too.
+ */
+export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): Pipeline {
+  const { ledger, handler } = config;
+  const group = validateGroup(config.group);
+  if (typeof handler !== 'function') throw new ConfigError('handler', 'must be a function');
+  const mode: Mode = config.mode ?? (ledger.capabilities.transactional ? 'transactional' : 'leased');
+  if (!(['transactional', 'leased'] as unknown[]).includes(mode)) {
+    throw new ConfigError('mode', `expected 'transactional' or 'leased', got ${JSON.stringify(mode)}`);
+  }
+  if (mode === 'transactional' && !ledger.capabilities.transactional) {
+    throw new ConfigError(
+      'mode',
+      `ledger '${ledger.name}' cannot share a transaction with the handler; use mode 'leased'`,
+    );
+  }
+  if (mode === 'leased' && !ledger.capabilities.leased) {
+    throw new ConfigError('mode', `ledger '${ledger.name}' has no leased claims; use mode 'transactional'`);
+  }
+  const extractKey: KeyExtractor = compileKeySource(config.key ?? DEFAULT_KEY_SOURCE);
+  const decode = compileDecoder(config.decode ?? (DEFAULT_PIPELINE_CONFIG.decode as Decoder<T>));
+  const fingerprintSource = config.fingerprint ?? true;
+  const retry =
+    config.retry instanceof RetryPolicy
+      ? config.retry
+      : config.retry
+        ? new RetryPolicy(config.retry)
+        : RetryPolicy.rocketmq();
+  const replayMarginMs = parseDuration(
+    config.replayMargin ?? DEFAULT_PIPELINE_CONFIG.replayMargin,
+    'replayMargin',
+  );
+  checkRetention({
+    retentionMs: ledger.retentionMs,
+    policy: retry,
+    replayMarginMs,
+    what: `ledger '${ledger.name}'`,
+  });
+  const leaseMs = parseDuration(config.lease ?? DEFAULT_PIPELINE_CONFIG.lease, 'lease');
+  if (leaseMs < 1) throw new ConfigError('lease', 'must be at least 1ms');
+  const renewEveryMs = parseDuration(config.renewEvery ?? Math.floor(leaseMs / 3), 'renewEvery');
+  if (renewEveryMs < 1 || renewEveryMs >= leaseMs) {
+    throw new ConfigError(
+      'renewEvery',
+      `must be between 1ms and the lease (${leaseMs}ms), or the lease lapses while the handler runs`,
+    );
+  }
+  const onFailure = config.onFailure ?? DEFAULT_PIPELINE_CONFIG.onFailure;
+  const serializer = config.serializer ?? JSON_SERIALIZER;
+  const logger = config.logger ?? SILENT_LOGGER;
+  const counters = new OutcomeCounters();
+
+  let closed = false;
+  let initialized: Promise<void> | undefined;
+  const ensureInit = (): Promise<void> => {
+    initialized ??= ledger.init().catch((error: unknown) => {
+      initialized = undefined;
+      throw error;
+    });
+    return initialized;
+  };
+
+  const parse = (envelope: Envelope): Parsed<T> => {
+    let message: T;
+    try {
+      message = decode(envelope);
+    } catch (error) {
+      if (error instanceof PermanentError) return { ok: false, key: null, error };
+      return {
+        ok: false,
+        key: null,
+        error: new PermanentError('malformed', `cannot decode the body: ${errorText(error)}`, {
+          cause: error,
+        }),
+      };
+    }
+    let key: string;
+    try {
+      key = normalizeKey(extractKey(envelope, message));
+    } catch (error) {
+      if (error instanceof PermanentError) return { ok: false, key: null, error };
+      return {
+        ok: false,
+        key: null,
+        error: new PermanentError('invalid-key', `cannot read the business key: ${errorText(error)}`, {
+          cause: error,
+        }),
+      };
+    }
+    let print: string | null;
+    try {
+      print = fingerprint(fingerprintSource, envelope, message);
+    } catch (error) {
+      return {
+        ok: false,
+        key,
+        error: new PermanentError('malformed', `cannot fingerprint the payload: ${errorText(error)}`, {
+          cause: error,
+        }),
+      };
+    }
+    return {
+      ok: true,
+      key,
+      message,
+      request: {
+        group,
+        key,
+        fingerprint: print,
+        brokerId: envelope.brokerId,
+        topic: envelope.topic,
+        leaseMs,
+      },
+    };
+  };
+
+  const downstreamKey =
+    (key: string) =>
+    (step = 'effect'): string =>
+      createHash('sha256').update(`${group}\u0000${key}\u0000${step}`).digest('hex').slice(0, 32);
+
+  const context = (
+    envelope: Envelope,
+    key: string,
+    claim: Claim,
+    tx: Tx | undefined,
+    signal: AbortSignal,
+  ): HandlerContext<Tx> => ({
+    envelope,
+    group,
+    key,
+    attempt: claim.attempt,
+    mode,
+    get tx(): Tx {
+      if (tx === undefined) throw new ConfigError('mode', "ctx.tx exists only in 'transactional' mode");
+      return tx;
+    },
+    signal,
+    downstreamKey: downstreamKey(key),
+  });
+
+  const replay = (record: LedgerRecord): unknown =>
+    record.result === null ? undefined : serializer.deserialize(record.result);
+  const store = (value: unknown): string | null => (value === undefined ? null : serializer.serialize(value));
+
+  /** Outcome of a claim that was not won. */
+  const notWon = (
+    envelope: Envelope,
+    key: string,
+    claimed: Exclude<ClaimResult, { status: 'acquired' | 'reclaimed' }>,
+    started: number,
+    fingerprintOfCopy: string | null,
+  ): Outcome => {
+    const base = {
+      group,
+      key,
+      topic: envelope.topic,
+      brokerId: envelope.brokerId,
+      deliveryCount: envelope.deliveryCount,
+      elapsedMs: performance.now() - started,
+    };
+    const record = claimed.record;
+    switch (claimed.status) {
+      case 'duplicate':
+        return {
+          ...base,
+          kind: 'duplicate',
+          action: 'ack',
+          source: record.brokerId === envelope.brokerId ? 'redelivery' : 'republish',
+          result: replay(record),
+        };
+      case 'busy': {
+        const remaining =
+          record.leaseUntil === null ? MIN_BUSY_DELAY_MS : record.leaseUntil.getTime() - Date.now();
+        const cap = retry.delaysMs[0] ?? leaseMs;
+        return {
+          ...base,
+          kind: 'busy',
+          action: 'retry',
+          source: 'concurrent',
+          delayMs: Math.max(MIN_BUSY_DELAY_MS, Math.min(remaining, cap)),
+        };
+      }
+      case 'conflict':
+        return {
+          ...base,
+          kind: 'conflict',
+          action: 'dead-letter',
+          reason: 'conflict',
+          error: new ConflictError(group, key, record.fingerprint, fingerprintOfCopy),
+        };
+    }
+  };
+
+  /** Outcome after the handler (or the ledger) failed for good in this delivery. */
+  const failed = (envelope: Envelope, key: string | null, error: unknown, started: number): Outcome => {
+    const base = {
+      group,
+      key,
+      topic: envelope.topic,
+      brokerId: envelope.brokerId,
+      deliveryCount: envelope.deliveryCount,
+      elapsedMs: performance.now() - started,
+    };
+    if (error instanceof PermanentError) {
+      const reason =
+        error.reason === 'missing-key' || error.reason === 'invalid-key' || error.reason === 'malformed'
+          ? error.reason
+          : 'permanent-error';
+      return { ...base, kind: 'dead', action: 'dead-letter', reason, error };
+    }
+    const reconsumeTimes = Math.max(0, envelope.deliveryCount - 1);
+    const decision = retry.decide(reconsumeTimes);
+    if (decision.action === 'dead-letter') {
+      return { ...base, kind: 'dead', action: 'dead-letter', reason: 'retries-exhausted', error };
+    }
+    return { ...base, kind: 'retry', action: 'retry', delayMs: decision.delayMs, reconsumeTimes, error };
+  };
+
+  /** A ledger that cannot be reached: never ack, try again after the first retry delay. */
+  const unavailable = (envelope: Envelope, key: string, error: unknown, started: number): Outcome => ({
+    group,
+    key,
+    topic: envelope.topic,
+    brokerId: envelope.brokerId,
+    deliveryCount: envelope.deliveryCount,
+    elapsedMs: performance.now() - started,
+    kind: 'retry',
+    action: 'retry',
+    delayMs: retry.delaysMs[0] ?? 1000,
+    reconsumeTimes: Math.max(0, envelope.deliveryCount - 1),
+    error,
+  });
+
+  const runTransactional = async (
+    envelope: Envelope,
+    parsed: Parsed<T> & { ok: true },
+    started: number,
+  ): Promise<Outcome> => {
+    const { key, message, request } = parsed;
+    const signal = new AbortController().signal;
+    for (let run = 0; ; run++) {
+      let value: unknown;
+      const handler$ = { failed: false };
+      try {
+        const claimed = await ledger.transaction(request, (tx, claim) => {
+          try {
+            const out = handler(message, context(envelope, key, claim, tx, signal));
+            if (isThenable(out)) {
+              return Promise.resolve(out).then(
+                (resolved) => store((value = resolved)),
+                (error: unknown) => {
+                  handler$.failed = true;
+                  throw error;
+                },
+              );
+            }
+            value = out;
+            return store(out);
+          } catch (error) {
+            handler$.failed = true;
+            throw error;
+          }
+        });
+        if (claimed.status === 'acquired' || claimed.status === 'reclaimed') {
+          return {
+            group,
+            key,
+            topic: envelope.topic,
+            brokerId: envelope.brokerId,
+            deliveryCount: envelope.deliveryCount,
+            elapsedMs: performance.now() - started,
+            kind: 'executed',
+            action: 'ack',
+            mode,
+            attempt: claimed.claim.attempt,
+            reclaimed: claimed.status === 'reclaimed',
+            leaseLost: false,
+            result: value,
+          };
+        }
+        return notWon(envelope, key, claimed, started, request.fingerprint);
+      } catch (error) {
+        if (!handler$.failed && error instanceof LedgerUnavailableError)
+          return unavailable(envelope, key, error, started);
+        if (!(error instanceof PermanentError) && run < retry.immediate) continue;
+        try {
+          await ledger.recordFailure(request, errorText(error));
+        } catch (recordError) {
+          logger.warn('oncemq: could not record a failed attempt', {
+            group,
+            key,
+            error: errorText(recordError),
+          });
+        }
+        return failed(envelope, key, error, started);
+      }
+    }
+  };
+
+  const runLeased = async (
+    envelope: Envelope,
+    parsed: Parsed<T> & { ok: true },
+    started: number,
+  ): Promise<Outcome> => {
+    const { key, message, request } = parsed;
+    let claimed: ClaimResult;
+    try {
+      claimed = await ledger.claim(request);
+    } catch (error) {
+      return unavailable(envelope, key, error, started);
+    }
+    if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
+      return notWon(envelope, key, claimed, started, request.fingerprint);
+    }
+    let claim = claimed.claim;
+    const lease = new AbortController();
+    const timer = setInterval(() => {
+      ledger.renew(claim, leaseMs).then(
+        (renewed) => {
+          claim = renewed;
+        },
+        (error: unknown) => {
+          if (error instanceof LeaseLostError) {
+            clearInterval(timer);
+            lease.abort(error);
+          } else {
+            logger.warn('oncemq: lease renewal failed', { group, key, error: errorText(error) });
+          }
+        },
+      );
+    }, renewEveryMs);
+    timer.unref();
+    let value: unknown;
+    let failure: unknown;
+    let ok = false;
+    try {
+      for (let run = 0; ; run++) {
+        try {
+          value = await handler(message, context(envelope, key, claim, undefined, lease.signal));
+          ok = true;
+          break;
+        } catch (error) {
+          if (error instanceof PermanentError || run >= retry.immediate || lease.signal.aborted) {
+            failure = error;
+            break;
+          }
+        }
+      }
+    } finally {
+      clearInterval(timer);
+    }
+    const base = {
+      group,
+      key,
+      topic: envelope.topic,
+      brokerId: envelope.brokerId,
+      deliveryCount: envelope.deliveryCount,
+    };
+    if (ok) {
+      let leaseLost = false;
+      try {
+        await ledger.complete(claim, store(value));
+      } catch (error) {
+        if (!(error instanceof LeaseLostError)) return unavailable(envelope, key, error, started);
+        leaseLost = true;
+        logger.warn('oncemq: lease lost before completion; another owner may apply the effect again', {
+          group,
+          key,
+          attempt: claim.attempt,
+        });
+      }
+      return {
+        ...base,
+        elapsedMs: performance.now() - started,
+        kind: 'executed',
+        action: 'ack',
+        mode,
+        attempt: claim.attempt,
+        reclaimed: claimed.status === 'reclaimed',
+        leaseLost,
+        result: value,
+      };
+    }
+    try {
+      if (onFailure === 'release') await ledger.release(claim);
+      else await ledger.fail(claim, errorText(failure));
+    } catch (error) {
+      logger.warn('oncemq: could not record a failed attempt', { group, key, error: errorText(error) });
+    }
+    return failed(envelope, key, failure, started);
+  };
+
+  const finish = (outcome: Outcome): Outcome => {
+    counters.record(outcome);
+    if (outcome.kind === 'dead' || outcome.kind === 'conflict') {
+      logger.warn(`oncemq: dead-lettered (${outcome.reason})`, {
+        group,
+        key: outcome.key,
+        brokerId: outcome.brokerId,
+        error: errorText(outcome.error),
+      });
+    } else if (outcome.kind === 'retry') {
+      logger.info('oncemq: retry scheduled', {
+        group,
+        key: outcome.key,
+        delayMs: outcome.delayMs,
+        error: errorText(outcome.error),
+      });
+    }
+    if (config.onOutcome) {
+      try {
+        config.onOutcome(outcome);
+      } catch (error) {
+        logger.error('oncemq: onOutcome listener threw', { error: errorText(error) });
+      }
+    }
+    return outcome;
+  };
+
+  return {
+    group,
+    mode,
+    retry,
+    async process(envelope: Envelope): Promise<Outcome> {
+      if (closed) throw new ClosedError(`pipeline of group '${group}'`);
+      const started = performance.now();
+      const parsed = parse(envelope);
+      if (!parsed.ok) return finish(failed(envelope, parsed.key, parsed.error, started));
+      try {
+        await ensureInit();
+      } catch (error) {
+        if (error instanceof ConfigError) throw error;
+        return finish(unavailable(envelope, parsed.key, error, started));
+      }
+      return finish(
+        mode === 'transactional'
+          ? await runTransactional(envelope, parsed, started)
+          : await runLeased(envelope, parsed, started),
+      );
+    },
+    metrics: () => counters.snapshot(),
+    close(): void {
+      closed = true;
+    },
+  };
+}

@@ -1,0 +1,136 @@
+/**
+ * Every error oncemq raises is an {@link OncemqError} with a `code` the caller can switch on.
+ * Subclasses exist where the caller has a different decision to make.
+ */
+export type OncemqErrorCode =
+  'config' | 'permanent' | 'lease-lost' | 'ledger-unavailable' | 'transport-closed' | 'conflict' | 'closed';
+
+export class OncemqError extends Error {
+  override name = 'OncemqError';
+  readonly code: OncemqErrorCode;
+
+  constructor(code: OncemqErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** A configuration that cannot work; raised at start-up, never mid-run. Names the field and the fix. */
+export class ConfigError extends OncemqError {
+  override name = 'ConfigError' as const;
+  /** The configuration field at fault, as a dotted path (`retry.delays`, `ledger.table`). */
+  readonly field: string;
+
+  constructor(field: string, message: string, options?: ErrorOptions) {
+    super('config', `${field}: ${message}`, options);
+    this.field = field;
+  }
+}
+
+/** Why a message can never succeed; it is dead-lettered with this reason without further retries. */
+export type PermanentReason = 'missing-key' | 'malformed' | 'invalid' | (string & {});
+
+/**
+ * Thrown by a handler (or by oncemq while reading a message) when retrying cannot help:
+ * a malformed payload, a failed validation, a missing business key. Skips all retries.
+ */
+export class PermanentError extends OncemqError {
+  override name = 'PermanentError' as const;
+  readonly reason: PermanentReason;
+
+  constructor(reason: PermanentReason, message: string, options?: ErrorOptions) {
+    super('permanent', message, options);
+    this.reason = reason;
+  }
+
+  static is(error: unknown): error is PermanentError {
+    return error instanceof PermanentError;
+  }
+}
+
+/**
+ * The claim this process held is no longer its own: the lease expired and another owner
+ * reclaimed the key, or the row was released. The stale owner must stop and must not write.
+ */
+export class LeaseLostError extends OncemqError {
+  override name = 'LeaseLostError' as const;
+  readonly group: string;
+  readonly key: string;
+  readonly attempt: number;
+
+  constructor(group: string, key: string, attempt: number, options?: ErrorOptions) {
+    super(
+      'lease-lost',
+      `lease lost on ${describeKey(group, key)} (attempt ${attempt}): another owner reclaimed it or it was released`,
+      options,
+    );
+    this.group = group;
+    this.key = key;
+    this.attempt = attempt;
+  }
+}
+
+/** The ledger's store could not be reached or failed; the message is not acked and will come back. */
+export class LedgerUnavailableError extends OncemqError {
+  override name = 'LedgerUnavailableError' as const;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super('ledger-unavailable', message, options);
+  }
+}
+
+/** The transport was closed while an operation needed it. */
+export class TransportClosedError extends OncemqError {
+  override name = 'TransportClosedError' as const;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super('transport-closed', message, options);
+  }
+}
+
+/** The same business key arrived with a different payload fingerprint: key reuse, never a duplicate. */
+export class ConflictError extends OncemqError {
+  override name = 'ConflictError' as const;
+  readonly group: string;
+  readonly key: string;
+  readonly recordedFingerprint: string | null;
+  readonly fingerprint: string | null;
+
+  constructor(
+    group: string,
+    key: string,
+    recordedFingerprint: string | null,
+    fingerprint: string | null,
+    options?: ErrorOptions,
+  ) {
+    super(
+      'conflict',
+      `${describeKey(group, key)} was recorded with payload fingerprint ${String(recordedFingerprint)} but arrived with ${String(fingerprint)}: the key is reused for a different payload`,
+      options,
+    );
+    this.group = group;
+    this.key = key;
+    this.recordedFingerprint = recordedFingerprint;
+    this.fingerprint = fingerprint;
+  }
+}
+
+/** Use after close. */
+export class ClosedError extends OncemqError {
+  override name = 'ClosedError' as const;
+
+  constructor(what: string) {
+    super('closed', `${what} is closed`);
+  }
+}
+
+/** How errors and logs name one ledger entry. */
+export function describeKey(group: string, key: string): string {
+  return `group '${group}' key '${key}'`;
+}
+
+/** Text of any thrown value, for remarks and logs. */
+export function errorText(error: unknown): string {
+  if (error instanceof Error) return `${error.name}: ${error.message}`;
+  return String(error);
+}

@@ -1,0 +1,90 @@
+/** Where a duplicate came from, told by comparing broker ids (see DESIGN.md §1). */
+export type DuplicateSource =
+  /** The same stored copy again: lost ack, crash after commit, rebalance. */
+  | 'redelivery'
+  /** Another stored copy of the same event: producer retry, relay resend, replay. */
+  | 'republish'
+  /** A copy that arrived while another was still being processed. */
+  | 'concurrent';
+
+/** What the transport must do with the delivery. */
+export type OutcomeAction = 'ack' | 'retry' | 'dead-letter';
+
+/** Why a message was dead-lettered. */
+export type DeadLetterReason =
+  | 'missing-key'
+  | 'invalid-key'
+  | 'malformed'
+  | 'conflict'
+  | 'permanent-error'
+  | 'retries-exhausted'
+  | (string & {});
+
+interface OutcomeBase {
+  readonly group: string;
+  /** The normalized business key; `null` when none could be read. */
+  readonly key: string | null;
+  readonly topic: string;
+  readonly brokerId: string;
+  readonly deliveryCount: number;
+  /** Time spent in the pipeline for this delivery. */
+  readonly elapsedMs: number;
+}
+
+export interface ExecutedOutcome extends OutcomeBase {
+  readonly kind: 'executed';
+  readonly action: 'ack';
+  readonly mode: 'transactional' | 'leased';
+  /** The ledger attempt that succeeded (1 for a first claim). */
+  readonly attempt: number;
+  /** The claim took over an expired lease or a failed attempt. */
+  readonly reclaimed: boolean;
+  /** Leased mode: the lease was lost before completion; another owner may run the effect again. */
+  readonly leaseLost: boolean;
+  readonly result?: unknown;
+}
+
+export interface DuplicateOutcome extends OutcomeBase {
+  readonly kind: 'duplicate';
+  readonly action: 'ack';
+  readonly source: Exclude<DuplicateSource, 'concurrent'>;
+  /** The result stored by the first execution, replayed. */
+  readonly result?: unknown;
+}
+
+export interface BusyOutcome extends OutcomeBase {
+  readonly kind: 'busy';
+  readonly action: 'retry';
+  readonly source: 'concurrent';
+  /** When to try again: until the holder's lease would end, bounded by the retry policy. */
+  readonly delayMs: number;
+}
+
+export interface ConflictOutcome extends OutcomeBase {
+  readonly kind: 'conflict';
+  readonly action: 'dead-letter';
+  readonly reason: 'conflict';
+  readonly error: Error;
+}
+
+export interface RetryOutcome extends OutcomeBase {
+  readonly kind: 'retry';
+  readonly action: 'retry';
+  readonly delayMs: number;
+  /** How many times this message has been reconsumed before this retry (RocketMQ's reconsumeTimes). */
+  readonly reconsumeTimes: number;
+  readonly error: unknown;
+}
+
+export interface DeadOutcome extends OutcomeBase {
+  readonly kind: 'dead';
+  readonly action: 'dead-letter';
+  readonly reason: DeadLetterReason;
+  readonly error: unknown;
+}
+
+/** What became of one delivery. Every delivery ends in exactly one outcome. */
+export type Outcome =
+  ExecutedOutcome | DuplicateOutcome | BusyOutcome | ConflictOutcome | RetryOutcome | DeadOutcome;
+
+export type OutcomeKind = Outcome['kind'];

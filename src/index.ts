@@ -1,0 +1,82 @@
+export { createPipeline, DEFAULT_PIPELINE_CONFIG, MIN_BUSY_DELAY_MS } from './consumer/pipeline.js';
+export type {
+  Decoder,
+  Handler,
+  HandlerContext,
+  Mode,
+  Pipeline,
+  PipelineConfig,
+} from './consumer/pipeline.js';
+export type { PipelineMetrics } from './consumer/metrics.js';
+export {
+  checkRetention,
+  DEFAULT_REPLAY_MARGIN,
+  ROCKETMQ_DELAY_LEVELS,
+  ROCKETMQ_FIRST_RETRY_LEVEL,
+  ROCKETMQ_MAX_RECONSUME_TIMES,
+  RetryPolicy,
+} from './consumer/retry-policy.js';
+export type { RetryDecision, RetryPolicyConfig } from './consumer/retry-policy.js';
+export { formatDuration, parseDuration } from './core/duration.js';
+export type { Duration } from './core/duration.js';
+export { createEnvelope, encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from './core/envelope.js';
+export type { Envelope, EnvelopeInit } from './core/envelope.js';
+export {
+  ClosedError,
+  ConfigError,
+  ConflictError,
+  describeKey,
+  errorText,
+  LeaseLostError,
+  LedgerUnavailableError,
+  OncemqError,
+  PermanentError,
+  TransportClosedError,
+} from './core/errors.js';
+export type { OncemqErrorCode, PermanentReason } from './core/errors.js';
+export { fingerprint, sha256Hex } from './core/fingerprint.js';
+export type { FingerprintSource } from './core/fingerprint.js';
+export { GROUP_PATTERN, validateGroup } from './core/group.js';
+export {
+  compileKeySource,
+  DEFAULT_KEY_SOURCE,
+  HASHED_KEY_PREFIX,
+  MAX_KEY_BYTES,
+  normalizeKey,
+  parseJsonPath,
+} from './core/key.js';
+export type { KeyExtractor, KeySource } from './core/key.js';
+export { SILENT_LOGGER } from './core/logger.js';
+export type { Logger } from './core/logger.js';
+export type {
+  BusyOutcome,
+  ConflictOutcome,
+  DeadLetterReason,
+  DeadOutcome,
+  DuplicateOutcome,
+  DuplicateSource,
+  ExecutedOutcome,
+  Outcome,
+  OutcomeAction,
+  OutcomeKind,
+  RetryOutcome,
+} from './core/outcome.js';
+export { JSON_SERIALIZER } from './core/serializer.js';
+export type { Serializer } from './core/serializer.js';
+export { CLAIM_RACE_ATTEMPTS, decideExisting } from './ledger/claim-decision.js';
+export type { ExistingRowDecision } from './ledger/claim-decision.js';
+export { DEFAULT_LEDGER_CAPABILITIES } from './ledger/ledger.js';
+export type {
+  Claim,
+  ClaimRequest,
+  ClaimResult,
+  ClaimStatus,
+  Ledger,
+  LedgerCapabilities,
+  LedgerRecord,
+  LedgerStatus,
+  PurgeOptions,
+  PurgeResult,
+  TransactionWork,
+} from './ledger/ledger.js';
+export { quoteIdentifier, SQL_IDENTIFIER, sqlIdentifier } from './ledger/sql-identifier.js';

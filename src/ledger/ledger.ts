@@ -1,0 +1,143 @@
+/**
+ * The ledger: the durable record of claimed and processed keys, one row per `(group, key)`.
+ * Backends implement {@link Ledger}; the pipeline branches on {@link LedgerCapabilities}, never on names.
+ */
+
+export type LedgerStatus = 'PROCESSING' | 'SUCCESS' | 'FAIL';
+
+/** One ledger row as stored. */
+export interface LedgerRecord {
+  readonly group: string;
+  readonly key: string;
+  readonly status: LedgerStatus;
+  readonly fingerprint: string | null;
+  /** Token of the process that holds (or last held) the claim. */
+  readonly owner: string | null;
+  /** Executions started for this key: 1 on the first claim, +1 on each reclaim. */
+  readonly attempt: number;
+  /** End of the current lease (PROCESSING rows); `null` once finished. */
+  readonly leaseUntil: Date | null;
+  /** Broker id of the copy that created the row; tells redelivery from republish. */
+  readonly brokerId: string | null;
+  readonly topic: string | null;
+  /** Error text of the last failure. */
+  readonly remark: string | null;
+  /** Serialized result stored at completion, replayed to duplicates. */
+  readonly result: string | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** What a claim records about the delivery that makes it. */
+export interface ClaimRequest {
+  readonly group: string;
+  /** The normalized business key. */
+  readonly key: string;
+  readonly fingerprint: string | null;
+  readonly brokerId: string;
+  readonly topic: string;
+  /** Length of the lease a leased claim takes. */
+  readonly leaseMs: number;
+}
+
+/** A claim held by this process: the owner token and attempt every later write is checked against. */
+export interface Claim {
+  readonly group: string;
+  readonly key: string;
+  readonly owner: string;
+  readonly attempt: number;
+  readonly leaseUntil: Date;
+}
+
+/** Answer of an atomic claim. */
+export type ClaimResult =
+  | { readonly status: 'acquired'; readonly claim: Claim }
+  /** Took over an expired lease or a failed attempt; `previous` is the row as it was. */
+  | { readonly status: 'reclaimed'; readonly claim: Claim; readonly previous: LedgerRecord }
+  | { readonly status: 'duplicate'; readonly record: LedgerRecord }
+  | { readonly status: 'busy'; readonly record: LedgerRecord }
+  | { readonly status: 'conflict'; readonly record: LedgerRecord };
+
+export type ClaimStatus = ClaimResult['status'];
+
+/**
+ * Work done inside a transactional claim. Receives the backend's transaction handle; returns the
+ * serialized result to store with the row (`null` for none).
+ */
+export type TransactionWork<Tx> = (tx: Tx, claim: Claim) => string | null | Promise<string | null>;
+
+/** What a backend can do. New capabilities get a default in {@link DEFAULT_LEDGER_CAPABILITIES}. */
+export interface LedgerCapabilities {
+  /** Claim, the handler's writes and completion can share one local transaction ({@link Ledger.transaction}). */
+  readonly transactional: boolean;
+  /** Leased claims with owner-checked renew, complete, fail and release. */
+  readonly leased: boolean;
+  /** Stores a handler's result and replays it to duplicates. */
+  readonly storesResult: boolean;
+  /** Claims made through separate connections race for real (false for one in-memory connection). */
+  readonly concurrentConnections: boolean;
+  /** Deletes finished rows past a cut-off ({@link Ledger.purge}). */
+  readonly purge: boolean;
+}
+
+export const DEFAULT_LEDGER_CAPABILITIES: LedgerCapabilities = Object.freeze({
+  transactional: false,
+  leased: true,
+  storesResult: true,
+  concurrentConnections: true,
+  purge: true,
+});
+
+/** Input of {@link Ledger.purge}. */
+export interface PurgeOptions {
+  /** Finished rows (SUCCESS, FAIL) last updated before this instant are deleted. */
+  readonly olderThan: Date;
+  /** Rows deleted per statement and short transaction. @default 1000 */
+  readonly batchSize?: number;
+  /** Stop after this many batches (the rest waits for the next run). @default unlimited */
+  readonly maxBatches?: number;
+}
+
+export interface PurgeResult {
+  readonly deleted: number;
+  readonly batches: number;
+}
+
+export interface Ledger<Tx = unknown> {
+  /** Backend name, for logs and metrics. */
+  readonly name: string;
+  readonly capabilities: LedgerCapabilities;
+  /** How long finished rows are kept; checked against the redelivery horizon at start-up. */
+  readonly retentionMs: number;
+
+  /** Prepares the store (runs migrations). Idempotent. */
+  init(): Promise<void>;
+
+  /**
+   * Claims `request` and, only if the claim is won, runs `work` in the same local transaction and
+   * records the row as SUCCESS with work's result. If work throws, everything rolls back and the
+   * error propagates. Requires `capabilities.transactional`.
+   */
+  transaction(request: ClaimRequest, work: TransactionWork<Tx>): Promise<ClaimResult>;
+
+  /**
+   * Records a failed transactional execution after its rollback: the row becomes FAIL with `remark`
+   * and attempt + 1, unless the key was completed meanwhile. Requires `capabilities.transactional`.
+   */
+  recordFailure(request: ClaimRequest, remark: string): Promise<void>;
+
+  /** Commits a PROCESSING row with a fresh owner token and lease (leased mode). */
+  claim(request: ClaimRequest): Promise<ClaimResult>;
+  /** Extends the lease; throws LeaseLostError unless `claim` still owns the row. */
+  renew(claim: Claim, leaseMs: number): Promise<Claim>;
+  /** Marks SUCCESS with an optional serialized result; throws LeaseLostError for a stale owner. */
+  complete(claim: Claim, result: string | null): Promise<void>;
+  /** Marks FAIL with a remark (reclaimable by the next delivery); owner-checked. */
+  fail(claim: Claim, remark: string): Promise<void>;
+  /** Deletes the PROCESSING row so the next delivery claims afresh; owner-checked. */
+  release(claim: Claim): Promise<void>;
+
+  get(group: string, key: string): Promise<LedgerRecord | undefined>;
+  purge(options: PurgeOptions): Promise<PurgeResult>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,567 @@
+import { randomUUID } from 'node:crypto';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../core/errors.js';
+import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
+import {
+  DEFAULT_LEDGER_CAPABILITIES,
+  type Claim,
+  type ClaimRequest,
+  type ClaimResult,
+  type Ledger,
+  type LedgerCapabilities,
+  type LedgerRecord,
+  type LedgerStatus,
+  type PurgeOptions,
+  type PurgeResult,
+  type TransactionWork,
+} from './ledger.js';
+import { quoteIdentifier, sqlIdentifier } from './sql-identifier.js';
+
+/** The part of a better-sqlite3 statement oncemq calls. */
+export interface SqliteStatementLike {
+  run(...params: unknown[]): { changes: number | bigint };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+}
+
+/** The part of a better-sqlite3 `Database` oncemq calls. */
+export interface SqliteDatabaseLike {
+  prepare(sql: string): SqliteStatementLike;
+  exec(sql: string): unknown;
+  readonly inTransaction: boolean;
+  readonly memory?: boolean;
+  close(): unknown;
+}
+
+export interface SqliteLedgerConfig {
+  /**
+   * The database: an open better-sqlite3 `Database` (the handler's writes through `ctx.tx` then share
+   * the claim's transaction), or a file path that oncemq opens (`:memory:` for a private in-memory one).
+   */
+  readonly database: SqliteDatabaseLike | string;
+  /** Ledger table name. @default 'oncemq_ledger' */
+  readonly table?: string;
+  /** How long finished rows are kept. Must outlast the redelivery horizon. @default '7d' */
+  readonly retention?: Duration;
+  /** How long to wait for another process's write lock (only for a database oncemq opens). @default '5s' */
+  readonly busyTimeout?: Duration;
+  /**
+   * `synchronous` pragma for a database oncemq opens. `full` makes every commit durable before the
+   * message is acked; `normal` may lose the last commits on power loss (while the broker thinks they
+   * were processed). @default 'full'
+   */
+  readonly synchronous?: 'full' | 'normal';
+  /** Clock in epoch milliseconds, for leases and timestamps. @default Date.now */
+  readonly clock?: () => number;
+}
+
+export const DEFAULT_SQLITE_LEDGER_CONFIG = Object.freeze({
+  table: 'oncemq_ledger',
+  retention: '7d',
+  busyTimeout: '5s',
+  synchronous: 'full',
+} as const);
+
+interface Row {
+  consumer_group: string;
+  msg_key: string;
+  status: LedgerStatus;
+  fingerprint: string | null;
+  owner: string | null;
+  attempt: number;
+  lease_until: number | null;
+  broker_id: string | null;
+  topic: string | null;
+  remark: string | null;
+  result: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+function toRecord(row: Row): LedgerRecord {
+  return {
+    group: row.consumer_group,
+    key: row.msg_key,
+    status: row.status,
+    fingerprint: row.fingerprint,
+    owner: row.owner,
+    attempt: row.attempt,
+    leaseUntil: row.lease_until === null ? null : new Date(row.lease_until),
+    brokerId: row.broker_id,
+    topic: row.topic,
+    remark: row.remark,
+    result: row.result,
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  };
+}
+
+/** Longest remark stored; error texts beyond it are cut (the cause stays in the logs). */
+export const MAX_REMARK_LENGTH = 2000;
+
+function migrations(table: string): readonly string[] {
+  const t = quoteIdentifier(table);
+  return [
+    `CREATE TABLE ${t} (
+      consumer_group TEXT NOT NULL,
+      msg_key TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('PROCESSING', 'SUCCESS', 'FAIL')),
+      fingerprint TEXT,
+      owner TEXT,
+      attempt INTEGER NOT NULL DEFAULT 1,
+      lease_until INTEGER,
+      broker_id TEXT,
+      topic TEXT,
+      remark TEXT,
+      result TEXT,
+      created_at INTEGER NOT NULL,
+      updated_at INTEGER NOT NULL,
+      PRIMARY KEY (consumer_group, msg_key)
+    );
+    CREATE INDEX ${quoteIdentifier(`${table}_status_updated`)} ON ${t} (status, updated_at);
+    CREATE INDEX ${quoteIdentifier(`${table}_status_lease`)} ON ${t} (status, lease_until);`,
+  ];
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+function prepareStatements(db: SqliteDatabaseLike, table: string) {
+  const t = quoteIdentifier(table);
+  const owned = `consumer_group = ? AND msg_key = ? AND owner = ? AND attempt = ? AND status = 'PROCESSING'`;
+  return {
+    begin: db.prepare('BEGIN IMMEDIATE'),
+    commit: db.prepare('COMMIT'),
+    rollback: db.prepare('ROLLBACK'),
+    savepoint: db.prepare('SAVEPOINT oncemq_claim'),
+    releaseSavepoint: db.prepare('RELEASE oncemq_claim'),
+    rollbackSavepoint: db.prepare('ROLLBACK TO oncemq_claim'),
+    insert: db.prepare(
+      `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (consumer_group, msg_key) DO NOTHING`,
+    ),
+    select: db.prepare(`SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ?`),
+    reclaim: db.prepare(
+      `UPDATE ${t} SET status = ?, owner = ?, attempt = attempt + 1, lease_until = ?, broker_id = ?, topic = ?,
+         fingerprint = COALESCE(fingerprint, ?), updated_at = ?
+       WHERE consumer_group = ? AND msg_key = ? AND status = ? AND attempt = ? AND owner IS ?`,
+    ),
+    storeResult: db.prepare(`UPDATE ${t} SET result = ? WHERE consumer_group = ? AND msg_key = ?`),
+    renew: db.prepare(`UPDATE ${t} SET lease_until = ?, updated_at = ? WHERE ${owned}`),
+    complete: db.prepare(
+      `UPDATE ${t} SET status = 'SUCCESS', result = ?, remark = NULL, lease_until = NULL, updated_at = ? WHERE ${owned}`,
+    ),
+    fail: db.prepare(
+      `UPDATE ${t} SET status = 'FAIL', remark = ?, lease_until = NULL, updated_at = ? WHERE ${owned}`,
+    ),
+    release: db.prepare(`DELETE FROM ${t} WHERE ${owned}`),
+    recordFailure: db.prepare(
+      `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
+       VALUES (?, ?, 'FAIL', ?, NULL, 1, NULL, ?, ?, ?, ?, ?)
+       ON CONFLICT (consumer_group, msg_key) DO UPDATE SET
+         attempt = attempt + 1, remark = excluded.remark, updated_at = excluded.updated_at
+       WHERE status = 'FAIL'`,
+    ),
+    purge: db.prepare(
+      `DELETE FROM ${t} WHERE rowid IN (
+         SELECT rowid FROM ${t} WHERE status IN ('SUCCESS', 'FAIL') AND updated_at < ? LIMIT ?)`,
+    ),
+  };
+}
+
+function isThenable<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+/**
+ * Ledger in a SQLite database through better-sqlite3. Transactional mode shares one local
+ * transaction between the claim and the handler's writes (`ctx.tx` is the database).
+ *
+ * One connection runs one transaction at a time: while a transactional handler awaits, other
+ * operations on the same ledger wait their turn. Processes sharing a file serialize on SQLite's
+ * write lock (`BEGIN IMMEDIATE`, with the busy timeout).
+ */
+export class SqliteLedger implements Ledger<SqliteDatabaseLike> {
+  readonly name = 'sqlite';
+  readonly capabilities: LedgerCapabilities;
+  readonly retentionMs: number;
+  readonly table: string;
+
+  readonly #config: SqliteLedgerConfig;
+  readonly #clock: () => number;
+  readonly #ownsDatabase: boolean;
+  #db: SqliteDatabaseLike | undefined;
+  #statements: Statements | undefined;
+  #busy = false;
+  readonly #waiters: (() => void)[] = [];
+
+  constructor(config: SqliteLedgerConfig) {
+    const database = config.database as unknown;
+    if (typeof database !== 'string' && (typeof database !== 'object' || database === null)) {
+      throw new ConfigError('database', 'expected a better-sqlite3 Database or a file path');
+    }
+    this.#config = config;
+    this.table = sqlIdentifier(config.table ?? DEFAULT_SQLITE_LEDGER_CONFIG.table, 'table');
+    this.retentionMs = parseDuration(config.retention ?? DEFAULT_SQLITE_LEDGER_CONFIG.retention, 'retention');
+    this.#clock = config.clock ?? Date.now;
+    this.#ownsDatabase = typeof config.database === 'string';
+    const inMemory =
+      typeof config.database === 'string' ? config.database === ':memory:' : config.database.memory === true;
+    this.capabilities = Object.freeze({
+      ...DEFAULT_LEDGER_CAPABILITIES,
+      transactional: true,
+      concurrentConnections: !inMemory,
+    });
+    if (typeof config.database !== 'string') this.#db = config.database;
+  }
+
+  /** The database the ledger lives in (opened by {@link init} when a path was given). */
+  get database(): SqliteDatabaseLike {
+    if (this.#db === undefined)
+      throw new LedgerUnavailableError('the SQLite ledger is not initialized; call init() first');
+    return this.#db;
+  }
+
+  async init(): Promise<void> {
+    if (this.#statements !== undefined) return;
+    if (this.#db === undefined) {
+      const path = this.#config.database as string;
+      let Database: new (path: string) => SqliteDatabaseLike;
+      try {
+        const module = (await import('better-sqlite3')) as unknown as {
+          default: new (path: string) => SqliteDatabaseLike;
+        };
+        Database = module.default;
+      } catch (error) {
+        throw new ConfigError(
+          'database',
+          'opening a SQLite file needs the better-sqlite3 package (npm install better-sqlite3@12)',
+          {
+            cause: error,
+          },
+        );
+      }
+      const db = this.#wrap(() => new Database(path), `opening ${path}`);
+      const busyTimeout = parseDuration(
+        this.#config.busyTimeout ?? DEFAULT_SQLITE_LEDGER_CONFIG.busyTimeout,
+        'busyTimeout',
+      );
+      const synchronous = this.#config.synchronous ?? DEFAULT_SQLITE_LEDGER_CONFIG.synchronous;
+      if (!(['full', 'normal'] as unknown[]).includes(synchronous)) {
+        throw new ConfigError(
+          'synchronous',
+          `expected 'full' or 'normal', got ${JSON.stringify(synchronous)}`,
+        );
+      }
+      db.exec(`PRAGMA busy_timeout = ${Math.round(busyTimeout)}`);
+      db.exec('PRAGMA journal_mode = WAL');
+      db.exec(`PRAGMA synchronous = ${synchronous.toUpperCase()}`);
+      this.#db = db;
+    }
+    const db = this.#db;
+    await this.#exclusive(() => {
+      this.#wrap(() => {
+        this.#migrate(db);
+      }, 'migrating the ledger table');
+    });
+    this.#statements = prepareStatements(db, this.table);
+  }
+
+  #migrate(db: SqliteDatabaseLike): void {
+    const versions = quoteIdentifier(`${this.table}_schema`);
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      db.exec(
+        `CREATE TABLE IF NOT EXISTS ${versions} (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`,
+      );
+      const row = db.prepare(`SELECT MAX(version) AS version FROM ${versions}`).get() as {
+        version: number | null;
+      };
+      const current = row.version ?? 0;
+      const steps = migrations(this.table);
+      for (let version = current + 1; version <= steps.length; version++) {
+        db.exec(steps[version - 1] ?? '');
+        db.prepare(`INSERT INTO ${versions} (version, applied_at) VALUES (?, ?)`).run(version, this.#clock());
+      }
+      db.exec('COMMIT');
+    } catch (error) {
+      db.exec('ROLLBACK');
+      throw error;
+    }
+  }
+
+  #stmts(): Statements {
+    if (this.#statements === undefined) {
+      throw new LedgerUnavailableError('the SQLite ledger is not initialized; call init() first');
+    }
+    return this.#statements;
+  }
+
+  /** Runs ledger statements, turning driver failures into LedgerUnavailableError. */
+  #wrap<T>(fn: () => T, what: string): T {
+    try {
+      return fn();
+    } catch (error) {
+      if (error instanceof LeaseLostError || error instanceof ConfigError) throw error;
+      throw new LedgerUnavailableError(`SQLite ledger failed ${what}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  /** Gives the connection to one operation at a time; synchronous work runs without waiting when free. */
+  #exclusive<T>(fn: () => T | Promise<T>): Promise<T> {
+    if (!this.#busy) return this.#runExclusive(fn);
+    return new Promise<void>((resolve) => this.#waiters.push(resolve)).then(() => this.#runExclusive(fn));
+  }
+
+  #runExclusive<T>(fn: () => T | Promise<T>): Promise<T> {
+    this.#busy = true;
+    let value: T | Promise<T>;
+    try {
+      value = fn();
+    } catch (error) {
+      this.#next();
+      return Promise.reject(error);
+    }
+    if (!isThenable(value)) {
+      this.#next();
+      return Promise.resolve(value);
+    }
+    return value.finally(() => {
+      this.#next();
+    });
+  }
+
+  #next(): void {
+    const waiter = this.#waiters.shift();
+    if (waiter === undefined) this.#busy = false;
+    else waiter();
+  }
+
+  #claimSync(request: ClaimRequest, status: 'PROCESSING' | 'SUCCESS'): ClaimResult {
+    const s = this.#stmts();
+    let record: LedgerRecord | undefined;
+    for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
+      const now = this.#clock();
+      const owner = randomUUID();
+      const leaseUntil = now + request.leaseMs;
+      const storedLease = status === 'PROCESSING' ? leaseUntil : null;
+      const inserted = s.insert.run(
+        request.group,
+        request.key,
+        status,
+        request.fingerprint,
+        owner,
+        storedLease,
+        request.brokerId,
+        request.topic,
+        now,
+        now,
+      );
+      if (Number(inserted.changes) === 1) {
+        return {
+          status: 'acquired',
+          claim: {
+            group: request.group,
+            key: request.key,
+            owner,
+            attempt: 1,
+            leaseUntil: new Date(leaseUntil),
+          },
+        };
+      }
+      const row = s.select.get(request.group, request.key) as Row | undefined;
+      if (row === undefined) continue;
+      record = toRecord(row);
+      const decision = decideExisting(record, request, now);
+      if (decision !== 'reclaim') return { status: decision, record };
+      const taken = s.reclaim.run(
+        status,
+        owner,
+        storedLease,
+        request.brokerId,
+        request.topic,
+        request.fingerprint,
+        now,
+        request.group,
+        request.key,
+        record.status,
+        record.attempt,
+        record.owner,
+      );
+      if (Number(taken.changes) === 1) {
+        return {
+          status: 'reclaimed',
+          claim: {
+            group: request.group,
+            key: request.key,
+            owner,
+            attempt: record.attempt + 1,
+            leaseUntil: new Date(leaseUntil),
+          },
+          previous: record,
+        };
+      }
+    }
+    if (record === undefined)
+      throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
+    return { status: 'busy', record };
+  }
+
+  transaction(request: ClaimRequest, work: TransactionWork<SqliteDatabaseLike>): Promise<ClaimResult> {
+    return this.#exclusive(() => {
+      const s = this.#stmts();
+      const db = this.database;
+      const nested = db.inTransaction;
+      this.#wrap(() => (nested ? s.savepoint : s.begin).run(), 'beginning a transaction');
+      const rollback = (): void => {
+        if (!db.inTransaction) return;
+        if (nested) {
+          s.rollbackSavepoint.run();
+          s.releaseSavepoint.run();
+        } else {
+          s.rollback.run();
+        }
+      };
+      const commit = (): void => {
+        this.#wrap(() => (nested ? s.releaseSavepoint : s.commit).run(), 'committing');
+      };
+      let claimed: ClaimResult;
+      try {
+        claimed = this.#wrap(() => this.#claimSync(request, 'SUCCESS'), 'claiming');
+      } catch (error) {
+        rollback();
+        throw error;
+      }
+      if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
+        rollback();
+        return claimed;
+      }
+      const claim = claimed.claim;
+      const finish = (result: string | null): ClaimResult => {
+        try {
+          if (result !== null) {
+            this.#wrap(() => s.storeResult.run(result, request.group, request.key), 'storing the result');
+          }
+          commit();
+        } catch (error) {
+          rollback();
+          throw error;
+        }
+        return claimed;
+      };
+      const abort = (error: unknown): never => {
+        rollback();
+        throw error;
+      };
+      let out: string | null | Promise<string | null>;
+      try {
+        out = work(db, claim);
+      } catch (error) {
+        return abort(error);
+      }
+      return isThenable(out) ? out.then(finish, abort) : finish(out);
+    });
+  }
+
+  recordFailure(request: ClaimRequest, remark: string): Promise<void> {
+    return this.#exclusive(() => {
+      const now = this.#clock();
+      this.#wrap(
+        () =>
+          this.#stmts().recordFailure.run(
+            request.group,
+            request.key,
+            request.fingerprint,
+            request.brokerId,
+            request.topic,
+            remark.slice(0, MAX_REMARK_LENGTH),
+            now,
+            now,
+          ),
+        'recording a failure',
+      );
+    });
+  }
+
+  claim(request: ClaimRequest): Promise<ClaimResult> {
+    return this.#exclusive(() => this.#wrap(() => this.#claimSync(request, 'PROCESSING'), 'claiming'));
+  }
+
+  #owned(
+    claim: Claim,
+    what: string,
+    run: (s: Statements, now: number) => { changes: number | bigint },
+  ): Promise<number> {
+    return this.#exclusive(() => {
+      const now = this.#clock();
+      const changed = this.#wrap(() => run(this.#stmts(), now), what);
+      if (Number(changed.changes) !== 1) throw new LeaseLostError(claim.group, claim.key, claim.attempt);
+      return now;
+    });
+  }
+
+  async renew(claim: Claim, leaseMs: number): Promise<Claim> {
+    let leaseUntil = 0;
+    await this.#owned(claim, 'renewing a lease', (s, now) => {
+      leaseUntil = now + leaseMs;
+      return s.renew.run(leaseUntil, now, claim.group, claim.key, claim.owner, claim.attempt);
+    });
+    return { ...claim, leaseUntil: new Date(leaseUntil) };
+  }
+
+  async complete(claim: Claim, result: string | null): Promise<void> {
+    await this.#owned(claim, 'completing', (s, now) =>
+      s.complete.run(result, now, claim.group, claim.key, claim.owner, claim.attempt),
+    );
+  }
+
+  async fail(claim: Claim, remark: string): Promise<void> {
+    await this.#owned(claim, 'marking a failure', (s, now) =>
+      s.fail.run(remark.slice(0, MAX_REMARK_LENGTH), now, claim.group, claim.key, claim.owner, claim.attempt),
+    );
+  }
+
+  async release(claim: Claim): Promise<void> {
+    await this.#owned(claim, 'releasing', (s) =>
+      s.release.run(claim.group, claim.key, claim.owner, claim.attempt),
+    );
+  }
+
+  get(group: string, key: string): Promise<LedgerRecord | undefined> {
+    return this.#exclusive(() => {
+      const row = this.#wrap(() => this.#stmts().select.get(group, key), 'reading') as Row | undefined;
+      return row === undefined ? undefined : toRecord(row);
+    });
+  }
+
+  async purge(options: PurgeOptions): Promise<PurgeResult> {
+    const batchSize = options.batchSize ?? 1000;
+    if (!Number.isInteger(batchSize) || batchSize < 1)
+      throw new ConfigError('batchSize', 'must be a positive integer');
+    const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+    const cutoff = options.olderThan.getTime();
+    let deleted = 0;
+    let batches = 0;
+    while (batches < maxBatches) {
+      const changes = await this.#exclusive(() =>
+        Number(this.#wrap(() => this.#stmts().purge.run(cutoff, batchSize), 'purging').changes),
+      );
+      batches++;
+      deleted += changes;
+      if (changes < batchSize) break;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    return { deleted, batches };
+  }
+
+  async close(): Promise<void> {
+    await this.#exclusive(() => {
+      this.#statements = undefined;
+      if (this.#ownsDatabase && this.#db !== undefined) {
+        this.#db.close();
+        this.#db = undefined;
+      }
+    });
+  }
+}
