@@ -33,12 +33,12 @@ export interface SqliteDatabaseLike {
   close(): unknown;
 }
 
-export interface SqliteLedgerConfig {
+export interface SqliteLedgerConfig<Db extends SqliteDatabaseLike = SqliteDatabaseLike> {
   /**
    * The database: an open better-sqlite3 `Database` (the handler's writes through `ctx.tx` then share
    * the claim's transaction), or a file path that oncemq opens (`:memory:` for a private in-memory one).
    */
-  readonly database: SqliteDatabaseLike | string;
+  readonly database: Db | string;
   /** Ledger table name. @default 'oncemq_ledger' */
   readonly table?: string;
   /** How long finished rows are kept. Must outlast the redelivery horizon. @default '7d' */
@@ -180,21 +180,21 @@ function isThenable<T>(value: T | Promise<T>): value is Promise<T> {
  * operations on the same ledger wait their turn. Processes sharing a file serialize on SQLite's
  * write lock (`BEGIN IMMEDIATE`, with the busy timeout).
  */
-export class SqliteLedger implements Ledger<SqliteDatabaseLike> {
+export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> implements Ledger<Db> {
   readonly name = 'sqlite';
   readonly capabilities: LedgerCapabilities;
   readonly retentionMs: number;
   readonly table: string;
 
-  readonly #config: SqliteLedgerConfig;
+  readonly #config: SqliteLedgerConfig<Db>;
   readonly #clock: () => number;
   readonly #ownsDatabase: boolean;
-  #db: SqliteDatabaseLike | undefined;
+  #db: Db | undefined;
   #statements: Statements | undefined;
   #busy = false;
   readonly #waiters: (() => void)[] = [];
 
-  constructor(config: SqliteLedgerConfig) {
+  constructor(config: SqliteLedgerConfig<Db>) {
     const database = config.database as unknown;
     if (typeof database !== 'string' && (typeof database !== 'object' || database === null)) {
       throw new ConfigError('database', 'expected a better-sqlite3 Database or a file path');
@@ -215,7 +215,7 @@ export class SqliteLedger implements Ledger<SqliteDatabaseLike> {
   }
 
   /** The database the ledger lives in (opened by {@link init} when a path was given). */
-  get database(): SqliteDatabaseLike {
+  get database(): Db {
     if (this.#db === undefined)
       throw new LedgerUnavailableError('the SQLite ledger is not initialized; call init() first');
     return this.#db;
@@ -255,7 +255,7 @@ export class SqliteLedger implements Ledger<SqliteDatabaseLike> {
       db.exec(`PRAGMA busy_timeout = ${Math.round(busyTimeout)}`);
       db.exec('PRAGMA journal_mode = WAL');
       db.exec(`PRAGMA synchronous = ${synchronous.toUpperCase()}`);
-      this.#db = db;
+      this.#db = db as Db;
     }
     const db = this.#db;
     await this.#exclusive(() => {
@@ -321,7 +321,7 @@ export class SqliteLedger implements Ledger<SqliteDatabaseLike> {
       value = fn();
     } catch (error) {
       this.#next();
-      return Promise.reject(error);
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
     if (!isThenable(value)) {
       this.#next();
@@ -408,7 +408,7 @@ export class SqliteLedger implements Ledger<SqliteDatabaseLike> {
     return { status: 'busy', record };
   }
 
-  transaction(request: ClaimRequest, work: TransactionWork<SqliteDatabaseLike>): Promise<ClaimResult> {
+  transaction(request: ClaimRequest, work: TransactionWork<Db>): Promise<ClaimResult> {
     return this.#exclusive(() => {
       const s = this.#stmts();
       const db = this.database;

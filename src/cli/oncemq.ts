@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+import { OncemqError } from '../core/errors.js';
+import { UsageError, type Command } from './command.js';
+import { exampleCommand } from './commands/example.js';
+
+const commands: readonly Command[] = [exampleCommand];
+
+function help(): string {
+  const width = Math.max(...commands.map((command) => command.name.length));
+  return [
+    'oncemq — exactly-once effect for message consumers over at-least-once brokers',
+    '',
+    'Usage: oncemq <command> [options]',
+    '',
+    'Commands:',
+    ...commands.map((command) => `  ${command.name.padEnd(width)}  ${command.summary}`),
+    '',
+    'Run `oncemq <command> --help` for a command’s options.',
+  ].join('\n');
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    console.log(help());
+    return name === undefined ? 2 : 0;
+  }
+  const command = commands.find((candidate) => candidate.name === name);
+  if (command === undefined) {
+    console.error(`oncemq: unknown command '${name}'\n\n${help()}`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(command.usage);
+    return 0;
+  }
+  try {
+    return await command.run(rest);
+  } catch (error) {
+    if (
+      error instanceof UsageError ||
+      (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))
+    ) {
+      console.error(`oncemq ${command.name}: ${error.message}\n\n${command.usage}`);
+      return 2;
+    }
+    if (error instanceof OncemqError) {
+      console.error(`oncemq ${command.name}: ${error.name}: ${error.message}`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,50 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { createEnvelope, type Envelope } from 'oncemq';
+
+/** The payment-to-points example: a `payment-succeeded` event adds 100 points to the order's user. */
+export interface PaymentSucceeded {
+  eventId: string;
+  orderId: string;
+  userId: string;
+  amount: number;
+}
+
+export function paymentEnvelope(
+  event: PaymentSucceeded,
+  brokerId = `broker-${event.eventId}`,
+  deliveryCount = 1,
+): Envelope {
+  return createEnvelope({ brokerId, topic: 'payments', body: event, deliveryCount });
+}
+
+/** A scratch directory removed by the returned function. */
+export function scratchDir(): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'oncemq-test-'));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Opens a points database at `path` the way an application would (WAL, busy timeout). */
+export function openPointsDb(path: string): Database.Database {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('busy_timeout = 5000');
+  db.exec('CREATE TABLE IF NOT EXISTS points (user_id TEXT PRIMARY KEY, balance INTEGER NOT NULL)');
+  return db;
+}
+
+export function addPoints(db: Database.Database, userId: string, amount: number): void {
+  db.prepare(
+    'INSERT INTO points (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance',
+  ).run(userId, amount);
+}
+
+export function balance(db: Database.Database, userId: string): number {
+  const row = db.prepare('SELECT balance FROM points WHERE user_id = ?').get(userId) as
+    { balance: number } | undefined;
+  return row?.balance ?? 0;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
