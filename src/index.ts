@@ -67,6 +67,9 @@ export { CLAIM_RACE_ATTEMPTS, decideExisting } from './ledger/claim-decision.js'
 export type { ExistingRowDecision } from './ledger/claim-decision.js';
 export { DEFAULT_LEDGER_CAPABILITIES } from './ledger/ledger.js';
 export type {
+  BatchWork,
+  ListQuery,
+  MaintenanceLock,
   Claim,
   ClaimRequest,
   ClaimResult,

@@ -78,6 +78,10 @@ export interface LedgerCapabilities {
   readonly concurrentConnections: boolean;
   /** Deletes finished rows past a cut-off ({@link Ledger.purge}). */
   readonly purge: boolean;
+  /** Claims a batch of keys in one statement inside one transaction ({@link Ledger.transactionMany}). */
+  readonly batchClaim: boolean;
+  /** Lists rows by status and lease ({@link Ledger.list}) and resets them on purpose ({@link Ledger.reset}). */
+  readonly inspect: boolean;
 }
 
 export const DEFAULT_LEDGER_CAPABILITIES: LedgerCapabilities = Object.freeze({
@@ -86,6 +90,8 @@ export const DEFAULT_LEDGER_CAPABILITIES: LedgerCapabilities = Object.freeze({
   storesResult: true,
   concurrentConnections: true,
   purge: true,
+  batchClaim: false,
+  inspect: false,
 });
 
 /** Input of {@link Ledger.purge}. */
@@ -102,6 +108,27 @@ export interface PurgeResult {
   readonly deleted: number;
   readonly batches: number;
 }
+
+/** Input of {@link Ledger.list}; all filters combine. */
+export interface ListQuery {
+  readonly group?: string;
+  readonly status?: LedgerStatus;
+  /** Only PROCESSING rows whose lease ended before this instant: stuck claims of dead owners. */
+  readonly leaseExpiredBefore?: Date;
+  /** @default 100 */
+  readonly limit?: number;
+}
+
+/** A held ledger-wide lock for maintenance (retention runs); see {@link Ledger.tryMaintenanceLock}. */
+export interface MaintenanceLock {
+  release(): Promise<void>;
+}
+
+/** One claim decided by {@link Ledger.transactionMany}, in request order. */
+export type BatchWork<Tx> = (
+  tx: Tx,
+  won: readonly { readonly index: number; readonly claim: Claim }[],
+) => readonly (string | null)[] | Promise<readonly (string | null)[]>;
 
 export interface Ledger<Tx = unknown> {
   /** Backend name, for logs and metrics. */
@@ -137,7 +164,27 @@ export interface Ledger<Tx = unknown> {
   /** Deletes the PROCESSING row so the next delivery claims afresh; owner-checked. */
   release(claim: Claim): Promise<void>;
 
+  /**
+   * Claims all `requests` in one statement inside one transaction and runs `work` once for the won
+   * ones; work returns one serialized result per won claim, in order. If work throws, the whole
+   * batch rolls back. Requires `capabilities.batchClaim`.
+   */
+  transactionMany?(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]>;
+
   get(group: string, key: string): Promise<LedgerRecord | undefined>;
+  /** Rows matching `query`, oldest update first. Requires `capabilities.inspect`. */
+  list?(query: ListQuery): Promise<readonly LedgerRecord[]>;
+  /**
+   * Deletes the row of a stuck (PROCESSING) or failed (FAIL) claim so the next delivery claims afresh.
+   * A SUCCESS row is only deleted with `force` (its effect would be applied again). Returns whether a
+   * row was deleted. Requires `capabilities.inspect`.
+   */
+  reset?(group: string, key: string, options?: { readonly force?: boolean }): Promise<boolean>;
+  /**
+   * Takes the ledger-wide maintenance lock when free, so that one instance at a time runs retention;
+   * `undefined` when another instance holds it.
+   */
+  tryMaintenanceLock?(): Promise<MaintenanceLock | undefined>;
   purge(options: PurgeOptions): Promise<PurgeResult>;
   close(): Promise<void>;
 }
