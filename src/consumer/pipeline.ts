@@ -139,6 +139,9 @@ function compileDecoder<T>(decode: Decoder<T>): (envelope: Envelope) => T {
   }
 }
 
+/** Transactional handlers have no lease to lose: one signal that never aborts serves them all. */
+const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
@@ -386,14 +389,13 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     started: number,
   ): Promise<Outcome> => {
     const { key, message, request } = parsed;
-    const signal = new AbortController().signal;
     for (let run = 0; ; run++) {
       let value: unknown;
       const handler$ = { failed: false };
       try {
         const claimed = await ledger.transaction(request, (tx, claim) => {
           try {
-            const out = handler(message, context(envelope, key, claim, tx, signal));
+            const out = handler(message, context(envelope, key, claim, tx, NEVER_ABORTED));
             if (isThenable(out)) {
               return Promise.resolve(out).then(
                 (resolved) => store((value = resolved)),

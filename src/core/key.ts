@@ -109,7 +109,6 @@ export function compileKeySource(source: KeySource, field = 'key'): KeyExtractor
   throw new ConfigError(field, 'expected { header }, { jsonPath }, { brokerId: true } or a function');
 }
 
-const encoder = new TextEncoder();
 // eslint-disable-next-line no-control-regex -- control characters are exactly what this looks for
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/u;
 
@@ -122,7 +121,11 @@ export function normalizeKey(raw: string): string {
   if (!raw.isWellFormed()) {
     throw new PermanentError('invalid-key', 'the business key contains an unpaired UTF-16 surrogate');
   }
-  if (raw.startsWith(HASHED_KEY_PREFIX) || CONTROL.test(raw) || encoder.encode(raw).length > MAX_KEY_BYTES) {
+  if (
+    raw.startsWith(HASHED_KEY_PREFIX) ||
+    CONTROL.test(raw) ||
+    Buffer.byteLength(raw, 'utf8') > MAX_KEY_BYTES
+  ) {
     return HASHED_KEY_PREFIX + sha256Hex(raw);
   }
   return raw;

@@ -1,0 +1,110 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { createPipeline } from '../src/consumer/pipeline.js';
+import { RetryPolicy } from '../src/consumer/retry-policy.js';
+import type { Envelope } from '../src/core/envelope.js';
+import { SqliteLedger } from '../src/ledger/sqlite-ledger.js';
+import { sideBySide, type Suite } from './harness.js';
+
+interface Payment {
+  readonly eventId: string;
+  readonly userId: string;
+}
+
+const encoder = new TextEncoder();
+
+function message(prefix: string, sequence: number): Envelope {
+  const body = encoder.encode(
+    JSON.stringify({ eventId: `${prefix}-${sequence}`, userId: `user-${sequence % 1000}` }),
+  );
+  return { brokerId: `${prefix}:${sequence}`, topic: 'payments', headers: {}, body, deliveryCount: 1 };
+}
+
+/**
+ * The payment-to-points transaction on SQLite: claim the event id in the ledger and add 100 points,
+ * by hand with better-sqlite3 (`raw`) and through the oncemq pipeline in each mode.
+ */
+export const suite: Suite = {
+  name: 'sqlite',
+  description: 'claim + points update per message: raw better-sqlite3 vs oncemq transactional and leased',
+  async run({ seconds, flags }) {
+    const synchronous = flags.synchronous ?? 'full';
+    if (synchronous !== 'full' && synchronous !== 'normal')
+      throw new Error(`--flag synchronous=full|normal, got ${synchronous}`);
+    const dir = mkdtempSync(join(tmpdir(), 'oncemq-bench-'));
+    const db = new Database(flags.database === 'memory' ? ':memory:' : join(dir, 'bench.db'));
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${synchronous.toUpperCase()}`);
+    db.exec('CREATE TABLE points (user_id TEXT PRIMARY KEY, balance INTEGER NOT NULL)');
+    const ledger = new SqliteLedger({ database: db });
+    await ledger.init();
+    const add = db.prepare(
+      'INSERT INTO points (user_id, balance) VALUES (?, 100) ON CONFLICT (user_id) DO UPDATE SET balance = balance + 100',
+    );
+    const claim = db.prepare(
+      `INSERT INTO oncemq_ledger (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+       VALUES (?, ?, 'SUCCESS', ?, ?, 1, NULL, ?, ?, ?, ?) ON CONFLICT (consumer_group, msg_key) DO NOTHING`,
+    );
+    const rawTx = db.transaction((envelope: Envelope) => {
+      const payment = JSON.parse(Buffer.from(envelope.body).toString('utf8')) as Payment;
+      const now = Date.now();
+      const inserted = claim.run(
+        'raw',
+        payment.eventId,
+        null,
+        'owner',
+        envelope.brokerId,
+        envelope.topic,
+        now,
+        now,
+      );
+      if (inserted.changes === 1) add.run(payment.userId);
+    });
+    const retry = RetryPolicy.rocketmq();
+    const pipeline = (mode: 'transactional' | 'leased') =>
+      createPipeline<Database.Database, Payment>({
+        ledger,
+        group: mode,
+        mode,
+        retry,
+        fingerprint: flags.fingerprint !== 'false',
+        key: { jsonPath: 'eventId' },
+        handler: (payment) => {
+          add.run(payment.userId);
+        },
+      });
+    const transactional = pipeline('transactional');
+    const leased = pipeline('leased');
+    try {
+      return await sideBySide(
+        [
+          {
+            name: 'raw',
+            concurrency: 1,
+            op: (i) => rawTx.immediate(message('raw', i)),
+            note: `synchronous=${synchronous}`,
+          },
+          {
+            name: 'oncemq:transactional',
+            concurrency: 1,
+            op: (i) => transactional.process(message('tx', i)),
+            note: `synchronous=${synchronous}`,
+          },
+          {
+            name: 'oncemq:leased',
+            concurrency: 1,
+            op: (i) => leased.process(message('leased', i)),
+            note: `synchronous=${synchronous}`,
+          },
+        ],
+        { seconds },
+      );
+    } finally {
+      await ledger.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};
