@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import {
+  compileKeySource,
+  ConfigError,
+  createEnvelope,
+  HASHED_KEY_PREFIX,
+  normalizeKey,
+  parseJsonPath,
+  PermanentError,
+  sha256Hex,
+} from 'oncemq';
+
+const envelope = createEnvelope({
+  brokerId: 'host:1234:42',
+  topic: 'payments',
+  headers: { 'oncemq-key': 'evt-1', 'x-empty': '' },
+  body: {},
+});
+
+function permanentReason(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof PermanentError) return error.reason;
+    throw error;
+  }
+  return undefined;
+}
+
+describe('business key extraction', () => {
+  it('reads a header', () => {
+    expect(compileKeySource({ header: 'oncemq-key' })(envelope, undefined)).toBe('evt-1');
+  });
+
+  it('reads nested JSON paths, array indexes and quoted names', () => {
+    const message = { payment: { serialNo: 'P-9' }, items: [{ id: 7 }], 'odd.name': 'x' };
+    expect(compileKeySource({ jsonPath: '$.payment.serialNo' })(envelope, message)).toBe('P-9');
+    expect(compileKeySource({ jsonPath: 'items[0].id' })(envelope, message)).toBe('7');
+    expect(compileKeySource({ jsonPath: "$['odd.name']" })(envelope, message)).toBe('x');
+  });
+
+  it('joins several paths into one composite key', () => {
+    const extract = compileKeySource({ jsonPath: ['orderId', 'type'] });
+    expect(extract(envelope, { orderId: 'o-1', type: 'paid' })).toBe('o-1:paid');
+  });
+
+  it('treats a missing, null or empty key as a permanent missing-key error', () => {
+    expect(permanentReason(() => compileKeySource({ header: 'absent' })(envelope, undefined))).toBe(
+      'missing-key',
+    );
+    expect(permanentReason(() => compileKeySource({ header: 'x-empty' })(envelope, undefined))).toBe(
+      'missing-key',
+    );
+    expect(permanentReason(() => compileKeySource({ jsonPath: 'id' })(envelope, { id: null }))).toBe(
+      'missing-key',
+    );
+    expect(permanentReason(() => compileKeySource(() => undefined)(envelope, {}))).toBe('missing-key');
+  });
+
+  it('refuses an object where a key should be', () => {
+    expect(permanentReason(() => compileKeySource({ jsonPath: 'id' })(envelope, { id: { nested: 1 } }))).toBe(
+      'invalid-key',
+    );
+  });
+
+  it('uses the broker id only when asked to explicitly', () => {
+    expect(compileKeySource({ brokerId: true })(envelope, undefined)).toBe('host:1234:42');
+  });
+
+  it('rejects malformed key sources at start-up', () => {
+    expect(() => compileKeySource({ header: '' })).toThrow(ConfigError);
+    expect(() => compileKeySource({ jsonPath: '$.a..b' })).toThrow(ConfigError);
+    expect(() => compileKeySource({ jsonPath: '$' })).toThrow(ConfigError);
+    expect(() => compileKeySource({ jsonPath: [] })).toThrow(ConfigError);
+    expect(() => compileKeySource({} as never)).toThrow(ConfigError);
+  });
+
+  it('parses JSON paths into steps', () => {
+    expect(parseJsonPath('$.a.b[2]["c d"]')).toEqual(['a', 'b', 2, 'c d']);
+    expect(parseJsonPath('eventId')).toEqual(['eventId']);
+  });
+});
+
+describe('key normalization', () => {
+  it('keeps short printable keys as they are, emoji included', () => {
+    expect(normalizeKey('order-1:paid')).toBe('order-1:paid');
+    expect(normalizeKey('支付-🎉')).toBe('支付-🎉');
+  });
+
+  it('stores keys over 200 UTF-8 bytes as a digest, never truncated', () => {
+    const long = 'k'.repeat(10_000);
+    const sameUpTo200 = `${'k'.repeat(9_999)}j`;
+    expect(normalizeKey(long)).toBe(HASHED_KEY_PREFIX + sha256Hex(long));
+    expect(normalizeKey(long)).not.toBe(normalizeKey(sameUpTo200));
+    expect(normalizeKey('k'.repeat(200))).toBe('k'.repeat(200));
+    expect(normalizeKey('é'.repeat(101)).startsWith(HASHED_KEY_PREFIX)).toBe(true);
+  });
+
+  it('hashes keys with control characters or NUL bytes', () => {
+    expect(normalizeKey('a\u0000b').startsWith(HASHED_KEY_PREFIX)).toBe(true);
+    expect(normalizeKey('line\nbreak').startsWith(HASHED_KEY_PREFIX)).toBe(true);
+  });
+
+  it('cannot be made to collide with a digest by sending a key that looks like one', () => {
+    const digest = normalizeKey('a\u0000b');
+    expect(normalizeKey(digest)).not.toBe(digest);
+  });
+
+  it('refuses a key with an unpaired surrogate, which UTF-8 cannot carry', () => {
+    expect(permanentReason(() => normalizeKey('bad\ud800'))).toBe('invalid-key');
+  });
+});
