@@ -1,12 +1,7 @@
 export { createPipeline, DEFAULT_PIPELINE_CONFIG, MIN_BUSY_DELAY_MS } from './consumer/pipeline.js';
-export type {
-  Decoder,
-  Handler,
-  HandlerContext,
-  Mode,
-  Pipeline,
-  PipelineConfig,
-} from './consumer/pipeline.js';
+export type { Decoder, Handler, Pipeline, PipelineConfig } from './consumer/pipeline.js';
+export { downstreamKey } from './consumer/handler-context.js';
+export type { HandlerContext, Mode } from './consumer/handler-context.js';
 export type { PipelineMetrics } from './consumer/metrics.js';
 export {
   checkRetention,

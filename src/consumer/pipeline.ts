@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
 import type { Envelope } from '../core/envelope.js';
 import {
@@ -23,6 +22,7 @@ import { SILENT_LOGGER, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
 import type { Claim, ClaimRequest, ClaimResult, Ledger, LedgerRecord } from '../ledger/ledger.js';
+import { NEVER_ABORTED, PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
 import {
   checkRetention,
@@ -30,31 +30,6 @@ import {
   RetryPolicy,
   type RetryPolicyConfig,
 } from './retry-policy.js';
-
-export type Mode = 'transactional' | 'leased';
-
-/** What a handler gets beside the decoded message. */
-export interface HandlerContext<Tx> {
-  readonly envelope: Envelope;
-  readonly group: string;
-  /** The normalized business key. */
-  readonly key: string;
-  /** Execution number of this key: 1 for the first, +1 after each failed or expired attempt. */
-  readonly attempt: number;
-  readonly mode: Mode;
-  /**
-   * The ledger's transaction (transactional mode): write the business effect through it so that the
-   * claim and the effect commit or roll back together. Reading it in leased mode throws.
-   */
-  readonly tx: Tx;
-  /** Aborted when the lease is lost (leased mode): stop, another owner has the key. */
-  readonly signal: AbortSignal;
-  /**
-   * A stable idempotency key for a call to another system, the same on every attempt of this
-   * `(group, key, step)`: pass it to payment APIs and the like so a re-run after a crash is absorbed there.
-   */
-  downstreamKey(step?: string): string;
-}
 
 /** Applies the business effect of one message. Its return value is stored and replayed to duplicates. */
 export type Handler<Tx, T> = (message: T, context: HandlerContext<Tx>) => unknown;
@@ -139,9 +114,6 @@ function compileDecoder<T>(decode: Decoder<T>): (envelope: Envelope) => T {
   }
 }
 
-/** Transactional handlers have no lease to lose: one signal that never aborts serves them all. */
-const NEVER_ABORTED: AbortSignal = new AbortController().signal;
-
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
@@ -203,11 +175,17 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
 
   let closed = false;
   let initialized: Promise<void> | undefined;
+  let ready = false;
   const ensureInit = (): Promise<void> => {
-    initialized ??= ledger.init().catch((error: unknown) => {
-      initialized = undefined;
-      throw error;
-    });
+    initialized ??= ledger.init().then(
+      () => {
+        ready = true;
+      },
+      (error: unknown) => {
+        initialized = undefined;
+        throw error;
+      },
+    );
     return initialized;
   };
 
@@ -265,30 +243,13 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     };
   };
 
-  const downstreamKey =
-    (key: string) =>
-    (step = 'effect'): string =>
-      createHash('sha256').update(`${group}\u0000${key}\u0000${step}`).digest('hex').slice(0, 32);
-
   const context = (
     envelope: Envelope,
     key: string,
     claim: Claim,
     tx: Tx | undefined,
     signal: AbortSignal,
-  ): HandlerContext<Tx> => ({
-    envelope,
-    group,
-    key,
-    attempt: claim.attempt,
-    mode,
-    get tx(): Tx {
-      if (tx === undefined) throw new ConfigError('mode', "ctx.tx exists only in 'transactional' mode");
-      return tx;
-    },
-    signal,
-    downstreamKey: downstreamKey(key),
-  });
+  ): HandlerContext<Tx> => new PipelineContext(envelope, group, key, claim.attempt, mode, tx, signal);
 
   const replay = (record: LedgerRecord): unknown =>
     record.result === null ? undefined : serializer.deserialize(record.result);
@@ -578,7 +539,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
       const parsed = parse(envelope);
       if (!parsed.ok) return finish(failed(envelope, parsed.key, parsed.error, started));
       try {
-        await ensureInit();
+        if (!ready) await ensureInit();
       } catch (error) {
         if (error instanceof ConfigError) throw error;
         return finish(unavailable(envelope, parsed.key, error, started));

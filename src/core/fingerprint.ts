@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Envelope } from './envelope.js';
 
 /**
@@ -9,7 +9,7 @@ import type { Envelope } from './envelope.js';
 export type FingerprintSource = boolean | ((envelope: Envelope, message: unknown) => string | Uint8Array);
 
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  return hash('sha256', data, 'hex');
 }
 
 /** The fingerprint recorded with a claim, or `null` when fingerprints are off. */

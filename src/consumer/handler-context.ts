@@ -1,0 +1,62 @@
+import type { Envelope } from '../core/envelope.js';
+import { ConfigError } from '../core/errors.js';
+import { sha256Hex } from '../core/fingerprint.js';
+
+export type Mode = 'transactional' | 'leased';
+
+/** What a handler gets beside the decoded message. */
+export interface HandlerContext<Tx> {
+  readonly envelope: Envelope;
+  readonly group: string;
+  /** The normalized business key. */
+  readonly key: string;
+  /** Execution number of this key: 1 for the first, +1 after each failed or expired attempt. */
+  readonly attempt: number;
+  readonly mode: Mode;
+  /**
+   * The ledger's transaction (transactional mode): write the business effect through it so that the
+   * claim and the effect commit or roll back together. Reading it in leased mode throws.
+   */
+  readonly tx: Tx;
+  /** Aborted when the lease is lost (leased mode): stop, another owner has the key. */
+  readonly signal: AbortSignal;
+  /**
+   * A stable idempotency key for a call to another system, the same on every attempt of this
+   * `(group, key, step)`: pass it to payment APIs and the like so a re-run after a crash is absorbed there.
+   */
+  downstreamKey(step?: string): string;
+}
+
+/** The idempotency key `ctx.downstreamKey(step)` returns: 32 hex characters of SHA-256(group, key, step). */
+export function downstreamKey(group: string, key: string, step = 'effect'): string {
+  return sha256Hex(`${group}\u0000${key}\u0000${step}`).slice(0, 32);
+}
+
+/** Transactional handlers have no lease to lose: one signal that never aborts serves them all. */
+export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
+/** A {@link HandlerContext}; a class so that each delivery allocates one plain object. */
+export class PipelineContext<Tx> implements HandlerContext<Tx> {
+  readonly #tx: Tx | undefined;
+
+  constructor(
+    readonly envelope: Envelope,
+    readonly group: string,
+    readonly key: string,
+    readonly attempt: number,
+    readonly mode: Mode,
+    tx: Tx | undefined,
+    readonly signal: AbortSignal,
+  ) {
+    this.#tx = tx;
+  }
+
+  get tx(): Tx {
+    if (this.#tx === undefined) throw new ConfigError('mode', "ctx.tx exists only in 'transactional' mode");
+    return this.#tx;
+  }
+
+  downstreamKey(step?: string): string {
+    return downstreamKey(this.group, this.key, step);
+  }
+}
