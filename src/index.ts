@@ -1,4 +1,6 @@
-export { createPipeline, DEFAULT_PIPELINE_CONFIG, MIN_BUSY_DELAY_MS } from './consumer/pipeline.js';
+export { createPipeline, DEFAULT_PIPELINE_CONFIG } from './consumer/pipeline.js';
+export { MIN_BUSY_DELAY_MS, OutcomeBuilder } from './consumer/outcome-builder.js';
+export type { LostClaim } from './consumer/outcome-builder.js';
 export type { Decoder, Handler, Pipeline, PipelineConfig } from './consumer/pipeline.js';
 export { downstreamKey } from './consumer/handler-context.js';
 export type { HandlerContext, Mode } from './consumer/handler-context.js';
@@ -45,6 +47,7 @@ export { SILENT_LOGGER } from './core/logger.js';
 export type { Logger } from './core/logger.js';
 export type {
   BusyOutcome,
+  OutcomeBase,
   ConflictOutcome,
   DeadLetterReason,
   DeadOutcome,

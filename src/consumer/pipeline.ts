@@ -3,7 +3,6 @@ import type { Envelope } from '../core/envelope.js';
 import {
   ClosedError,
   ConfigError,
-  ConflictError,
   LeaseLostError,
   LedgerUnavailableError,
   PermanentError,
@@ -21,9 +20,10 @@ import {
 import { SILENT_LOGGER, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
-import type { Claim, ClaimRequest, ClaimResult, Ledger, LedgerRecord } from '../ledger/ledger.js';
+import type { Claim, ClaimRequest, ClaimResult, Ledger } from '../ledger/ledger.js';
 import { NEVER_ABORTED, PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
+import { OutcomeBuilder } from './outcome-builder.js';
 import {
   checkRetention,
   DEFAULT_REPLAY_MARGIN,
@@ -74,9 +74,6 @@ export const DEFAULT_PIPELINE_CONFIG = Object.freeze({
   onFailure: 'fail',
   replayMargin: DEFAULT_REPLAY_MARGIN,
 } as const);
-
-/** Shortest wait before retrying a busy key. */
-export const MIN_BUSY_DELAY_MS = 100;
 
 export interface Pipeline {
   readonly group: string;
@@ -251,98 +248,8 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     signal: AbortSignal,
   ): HandlerContext<Tx> => new PipelineContext(envelope, group, key, claim.attempt, mode, tx, signal);
 
-  const replay = (record: LedgerRecord): unknown =>
-    record.result === null ? undefined : serializer.deserialize(record.result);
   const store = (value: unknown): string | null => (value === undefined ? null : serializer.serialize(value));
-
-  /** Outcome of a claim that was not won. */
-  const notWon = (
-    envelope: Envelope,
-    key: string,
-    claimed: Exclude<ClaimResult, { status: 'acquired' | 'reclaimed' }>,
-    started: number,
-    fingerprintOfCopy: string | null,
-  ): Outcome => {
-    const base = {
-      group,
-      key,
-      topic: envelope.topic,
-      brokerId: envelope.brokerId,
-      deliveryCount: envelope.deliveryCount,
-      elapsedMs: performance.now() - started,
-    };
-    const record = claimed.record;
-    switch (claimed.status) {
-      case 'duplicate':
-        return {
-          ...base,
-          kind: 'duplicate',
-          action: 'ack',
-          source: record.brokerId === envelope.brokerId ? 'redelivery' : 'republish',
-          result: replay(record),
-        };
-      case 'busy': {
-        const remaining =
-          record.leaseUntil === null ? MIN_BUSY_DELAY_MS : record.leaseUntil.getTime() - Date.now();
-        const cap = retry.delaysMs[0] ?? leaseMs;
-        return {
-          ...base,
-          kind: 'busy',
-          action: 'retry',
-          source: 'concurrent',
-          delayMs: Math.max(MIN_BUSY_DELAY_MS, Math.min(remaining, cap)),
-        };
-      }
-      case 'conflict':
-        return {
-          ...base,
-          kind: 'conflict',
-          action: 'dead-letter',
-          reason: 'conflict',
-          error: new ConflictError(group, key, record.fingerprint, fingerprintOfCopy),
-        };
-    }
-  };
-
-  /** Outcome after the handler (or the ledger) failed for good in this delivery. */
-  const failed = (envelope: Envelope, key: string | null, error: unknown, started: number): Outcome => {
-    const base = {
-      group,
-      key,
-      topic: envelope.topic,
-      brokerId: envelope.brokerId,
-      deliveryCount: envelope.deliveryCount,
-      elapsedMs: performance.now() - started,
-    };
-    if (error instanceof PermanentError) {
-      const reason =
-        error.reason === 'missing-key' || error.reason === 'invalid-key' || error.reason === 'malformed'
-          ? error.reason
-          : 'permanent-error';
-      return { ...base, kind: 'dead', action: 'dead-letter', reason, error };
-    }
-    const reconsumeTimes = Math.max(0, envelope.deliveryCount - 1);
-    const decision = retry.decide(reconsumeTimes);
-    if (decision.action === 'dead-letter') {
-      return { ...base, kind: 'dead', action: 'dead-letter', reason: 'retries-exhausted', error };
-    }
-    return { ...base, kind: 'retry', action: 'retry', delayMs: decision.delayMs, reconsumeTimes, error };
-  };
-
-  /** A ledger that cannot be reached: never ack, try again after the first retry delay. */
-  const unavailable = (envelope: Envelope, key: string, error: unknown, started: number): Outcome => ({
-    group,
-    key,
-    topic: envelope.topic,
-    brokerId: envelope.brokerId,
-    deliveryCount: envelope.deliveryCount,
-    elapsedMs: performance.now() - started,
-    kind: 'retry',
-    action: 'retry',
-    delayMs: retry.delaysMs[0] ?? 1000,
-    reconsumeTimes: Math.max(0, envelope.deliveryCount - 1),
-    error,
-  });
+  const outcomes = new OutcomeBuilder(group, mode, retry, leaseMs, serializer);
 
   const runTransactional = async (
     envelope: Envelope,
@@ -374,26 +281,16 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
           }
         });
         if (claimed.status === 'acquired' || claimed.status === 'reclaimed') {
-          return {
-            group,
-            key,
-            topic: envelope.topic,
-            brokerId: envelope.brokerId,
-            deliveryCount: envelope.deliveryCount,
-            elapsedMs: performance.now() - started,
-            kind: 'executed',
-            action: 'ack',
-            mode,
-            attempt: claimed.claim.attempt,
+          return outcomes.executed(envelope, key, started, claimed.claim, {
             reclaimed: claimed.status === 'reclaimed',
             leaseLost: false,
             result: value,
-          };
+          });
         }
-        return notWon(envelope, key, claimed, started, request.fingerprint);
+        return outcomes.notWon(envelope, key, claimed, started, request.fingerprint);
       } catch (error) {
         if (!handler$.failed && error instanceof LedgerUnavailableError)
-          return unavailable(envelope, key, error, started);
+          return outcomes.unavailable(envelope, key, error, started);
         if (!(error instanceof PermanentError) && run < retry.immediate) continue;
         try {
           await ledger.recordFailure(request, errorText(error));
@@ -404,7 +301,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
             error: errorText(recordError),
           });
         }
-        return failed(envelope, key, error, started);
+        return outcomes.failed(envelope, key, error, started);
       }
     }
   };
@@ -419,10 +316,10 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     try {
       claimed = await ledger.claim(request);
     } catch (error) {
-      return unavailable(envelope, key, error, started);
+      return outcomes.unavailable(envelope, key, error, started);
     }
     if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
-      return notWon(envelope, key, claimed, started, request.fingerprint);
+      return outcomes.notWon(envelope, key, claimed, started, request.fingerprint);
     }
     let claim = claimed.claim;
     const lease = new AbortController();
@@ -461,19 +358,12 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     } finally {
       clearInterval(timer);
     }
-    const base = {
-      group,
-      key,
-      topic: envelope.topic,
-      brokerId: envelope.brokerId,
-      deliveryCount: envelope.deliveryCount,
-    };
     if (ok) {
       let leaseLost = false;
       try {
         await ledger.complete(claim, store(value));
       } catch (error) {
-        if (!(error instanceof LeaseLostError)) return unavailable(envelope, key, error, started);
+        if (!(error instanceof LeaseLostError)) return outcomes.unavailable(envelope, key, error, started);
         leaseLost = true;
         logger.warn('oncemq: lease lost before completion; another owner may apply the effect again', {
           group,
@@ -481,17 +371,11 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
           attempt: claim.attempt,
         });
       }
-      return {
-        ...base,
-        elapsedMs: performance.now() - started,
-        kind: 'executed',
-        action: 'ack',
-        mode,
-        attempt: claim.attempt,
+      return outcomes.executed(envelope, key, started, claim, {
         reclaimed: claimed.status === 'reclaimed',
         leaseLost,
         result: value,
-      };
+      });
     }
     try {
       if (onFailure === 'release') await ledger.release(claim);
@@ -499,7 +383,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     } catch (error) {
       logger.warn('oncemq: could not record a failed attempt', { group, key, error: errorText(error) });
     }
-    return failed(envelope, key, failure, started);
+    return outcomes.failed(envelope, key, failure, started);
   };
 
   const finish = (outcome: Outcome): Outcome => {
@@ -537,12 +421,12 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
       if (closed) throw new ClosedError(`pipeline of group '${group}'`);
       const started = performance.now();
       const parsed = parse(envelope);
-      if (!parsed.ok) return finish(failed(envelope, parsed.key, parsed.error, started));
+      if (!parsed.ok) return finish(outcomes.failed(envelope, parsed.key, parsed.error, started));
       try {
         if (!ready) await ensureInit();
       } catch (error) {
         if (error instanceof ConfigError) throw error;
-        return finish(unavailable(envelope, parsed.key, error, started));
+        return finish(outcomes.unavailable(envelope, parsed.key, error, started));
       }
       return finish(
         mode === 'transactional'

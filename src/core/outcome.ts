@@ -20,7 +20,7 @@ export type DeadLetterReason =
   | 'retries-exhausted'
   | (string & {});
 
-interface OutcomeBase {
+export interface OutcomeBase {
   readonly group: string;
   /** The normalized business key; `null` when none could be read. */
   readonly key: string | null;
