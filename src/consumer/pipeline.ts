@@ -402,6 +402,13 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
         delayMs: outcome.delayMs,
         error: errorText(outcome.error),
       });
+    } else {
+      logger.debug(`oncemq: ${outcome.kind}`, {
+        group,
+        key: outcome.key,
+        brokerId: outcome.brokerId,
+        ...(outcome.kind === 'executed' ? { attempt: outcome.attempt } : { source: outcome.source }),
+      });
     }
     if (config.onOutcome) {
       try {
