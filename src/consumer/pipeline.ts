@@ -20,7 +20,8 @@ import {
 import { SILENT_LOGGER, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
-import type { Claim, ClaimRequest, ClaimResult, Ledger } from '../ledger/ledger.js';
+import type { Claim, ClaimResult, Ledger } from '../ledger/ledger.js';
+import { processBatch, type BatchInternals, type ParsedDelivery } from './batch.js';
 import { NEVER_ABORTED, PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
 import { OutcomeBuilder } from './outcome-builder.js';
@@ -81,14 +82,16 @@ export interface Pipeline {
   readonly retry: RetryPolicy;
   /** Runs one delivery to its outcome. Never throws for a message's fault; the outcome says what to do. */
   process(envelope: Envelope): Promise<Outcome>;
+  /**
+   * Runs a batch of deliveries to their outcomes, in order, with process()'s semantics. In
+   * transactional mode on a ledger with batch claims the batch shares one claim statement and one
+   * commit; a failing handler makes the batch fall back to one transaction per delivery.
+   */
+  processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
   metrics(): PipelineMetrics;
   /** Refuses further deliveries. The ledger stays open: it is the caller's. */
   close(): void;
 }
-
-type Parsed<T> =
-  | { readonly ok: true; readonly key: string; readonly message: T; readonly request: ClaimRequest }
-  | { readonly ok: false; readonly key: string | null; readonly error: PermanentError };
 
 const textDecoder = new TextDecoder('utf-8', { fatal: true });
 
@@ -186,7 +189,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     return initialized;
   };
 
-  const parse = (envelope: Envelope): Parsed<T> => {
+  const parse = (envelope: Envelope): ParsedDelivery<T> => {
     let message: T;
     try {
       message = decode(envelope);
@@ -253,7 +256,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
 
   const runTransactional = async (
     envelope: Envelope,
-    parsed: Parsed<T> & { ok: true },
+    parsed: ParsedDelivery<T> & { ok: true },
     started: number,
   ): Promise<Outcome> => {
     const { key, message, request } = parsed;
@@ -308,7 +311,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
 
   const runLeased = async (
     envelope: Envelope,
-    parsed: Parsed<T> & { ok: true },
+    parsed: ParsedDelivery<T> & { ok: true },
     started: number,
   ): Promise<Outcome> => {
     const { key, message, request } = parsed;
@@ -420,7 +423,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     return outcome;
   };
 
-  return {
+  const pipeline: Pipeline = {
     group,
     mode,
     retry,
@@ -441,9 +444,35 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
           : await runLeased(envelope, parsed, started),
       );
     },
+    processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]> {
+      if (closed) return Promise.reject(new ClosedError(`pipeline of group '${group}'`));
+      return processBatch(batchInternals, envelopes);
+    },
     metrics: () => counters.snapshot(),
     close(): void {
       closed = true;
     },
   };
+  const batchInternals: BatchInternals<Tx, T> = {
+    ledger,
+    mode,
+    parse,
+    ensureInit,
+    runHandler: (envelope, parsed, claim, tx) =>
+      handler(parsed.message, context(envelope, parsed.key, claim, tx, NEVER_ABORTED)),
+    store,
+    executed: (envelope, key, claimed, value, started) =>
+      outcomes.executed(envelope, key, started, claimed.claim, {
+        reclaimed: claimed.status === 'reclaimed',
+        leaseLost: false,
+        result: value,
+      }),
+    notWon: (envelope, key, claimed, started, fingerprint) =>
+      outcomes.notWon(envelope, key, claimed, started, fingerprint),
+    failed: (envelope, key, error, started) => outcomes.failed(envelope, key, error, started),
+    unavailable: (envelope, key, error, started) => outcomes.unavailable(envelope, key, error, started),
+    finish,
+    process: (envelope) => pipeline.process(envelope),
+  };
+  return pipeline;
 }
