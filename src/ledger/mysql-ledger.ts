@@ -1,7 +1,6 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
-import { ConfigError, LeaseLostError, LedgerUnavailableError, PermanentError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
+import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../core/errors.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   type Claim,
@@ -10,7 +9,6 @@ import {
   type Ledger,
   type LedgerCapabilities,
   type LedgerRecord,
-  type LedgerStatus,
   type ListQuery,
   type MaintenanceLock,
   type PurgeOptions,
@@ -25,10 +23,7 @@ import {
   matchedRows,
   MAX_MYSQL_TABLE_LENGTH,
   mysqlIdentifier,
-  nullableNumber,
-  nullableText,
   rows,
-  SERVER_STATUS_IN_TRANS,
   wrapMysqlError,
   type MysqlConnectionLike,
   type MysqlPoolLike,
@@ -37,11 +32,15 @@ import {
 import {
   MYSQL_GROUP_BYTES,
   MYSQL_KEY_BYTES,
-  mysqlMigrations,
+  mysqlListQuery,
+  runMysqlMigrations,
   mysqlStatements,
   strictStatement,
   type MysqlStatements,
 } from './mysql-schema.js';
+import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
+import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
+import { beginMysqlTx, commitMysqlTx, rollbackMysqlTx } from './mysql-transaction.js';
 import { MAX_REMARK_LENGTH } from './sqlite-ledger.js';
 
 export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConnectionLike> {
@@ -78,57 +77,6 @@ export const DEFAULT_MYSQL_LEDGER_CONFIG = Object.freeze({
 const MIGRATION_LOCK_SECONDS = 30;
 
 type Queryable = MysqlConnectionLike | MysqlPoolLike;
-
-interface Row {
-  consumer_group: unknown;
-  msg_key: unknown;
-  status: unknown;
-  fingerprint: unknown;
-  owner: unknown;
-  attempt: unknown;
-  lease_until: unknown;
-  broker_id: unknown;
-  topic: unknown;
-  remark: unknown;
-  result: unknown;
-  created_at: unknown;
-  updated_at: unknown;
-}
-
-function toRecord(row: Row): LedgerRecord {
-  const lease = nullableNumber(row.lease_until);
-  return {
-    group: columnText(row.consumer_group),
-    key: columnText(row.msg_key),
-    status: columnText(row.status) as LedgerStatus,
-    fingerprint: nullableText(row.fingerprint),
-    owner: nullableText(row.owner),
-    attempt: Number(row.attempt),
-    leaseUntil: lease === null ? null : new Date(lease),
-    brokerId: nullableText(row.broker_id),
-    topic: nullableText(row.topic),
-    remark: nullableText(row.remark),
-    result: nullableText(row.result),
-    createdAt: new Date(Number(row.created_at)),
-    updatedAt: new Date(Number(row.updated_at)),
-  };
-}
-
-function checkBytes(value: string, max: number, what: string): void {
-  if (Buffer.byteLength(value, 'utf8') > max) {
-    throw new PermanentError(
-      'invalid-key',
-      `the ${what} is longer than ${max} UTF-8 bytes; pass keys through normalizeKey() before the ledger`,
-    );
-  }
-}
-
-/** A transaction in progress on one connection, and how to end it. */
-interface OpenTx<Conn> {
-  readonly conn: Conn;
-  /** Joined the caller's transaction through a savepoint. */
-  readonly nested: boolean;
-}
 
 /**
  * Ledger in a MySQL 8 or MariaDB 10.6+ database through mysql2/promise. Transactional mode runs the
@@ -199,30 +147,13 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
         );
       }
       try {
-        await this.#migrate(conn);
+        await runMysqlMigrations(conn, this.table, this.#versions, this.#clock);
       } finally {
         await conn.execute('SELECT RELEASE_LOCK(?)', [lockName]);
       }
       const flavor = /mariadb/i.test(version) ? 'mariadb' : 'mysql';
       this.#statements = mysqlStatements(this.table, strictStatement(flavor));
     }, 'migrating the ledger table');
-  }
-
-  async #migrate(conn: MysqlConnectionLike): Promise<void> {
-    await conn.query(
-      `CREATE TABLE IF NOT EXISTS ${this.#versions} (version INT NOT NULL PRIMARY KEY, applied_at BIGINT NOT NULL) ENGINE = InnoDB`,
-    );
-    const [current] = await conn.query(`SELECT COALESCE(MAX(version), 0) AS version FROM ${this.#versions}`);
-    const from = Number(rows<{ version: unknown }>(current)[0]?.version ?? 0);
-    const steps = mysqlMigrations(this.table);
-    for (let version = from + 1; version <= steps.length; version++) {
-      // DDL commits implicitly in MySQL: each statement is idempotent, and the version row comes last.
-      for (const statement of steps[version - 1] ?? []) await conn.query(statement);
-      await conn.execute(`INSERT INTO ${this.#versions} (version, applied_at) VALUES (?, ?)`, [
-        version,
-        this.#clock(),
-      ]);
-    }
   }
 
   #stmts(): MysqlStatements {
@@ -239,31 +170,15 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     return run;
   }
 
-  /** Runs `fn` with a connection of its own: one from the pool, or the configured connection, alone. */
-  async #withConnection<T>(fn: (conn: Conn) => Promise<T>, what: string): Promise<T> {
-    const guarded = async (conn: Conn): Promise<T> => {
+  /** Runs `fn` with a connection of its own (see #withConnectionRaw), wrapping driver errors. */
+  #withConnection<T>(fn: (conn: Conn) => Promise<T>, what: string): Promise<T> {
+    return this.#withConnectionRaw(async (conn) => {
       try {
         return await fn(conn);
       } catch (error) {
         throw wrapMysqlError(error, what);
       }
-    };
-    if (this.#connection !== undefined) {
-      const conn = this.#connection;
-      return this.#exclusive(() => guarded(conn));
-    }
-    const pool = this.#pool as MysqlPoolLike<Conn>;
-    let conn: Conn & { release(): void };
-    try {
-      conn = await pool.getConnection();
-    } catch (error) {
-      throw wrapMysqlError(error, `taking a pool connection for ${what}`);
-    }
-    try {
-      return await guarded(conn);
-    } finally {
-      conn.release();
-    }
+    });
   }
 
   /** Runs one statement with values on the pool, or alone on the configured connection. */
@@ -280,144 +195,41 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     return this.#connection === undefined ? run() : this.#exclusive(run);
   }
 
-  /** Claims on `db` (inside a transaction when `locking`). Throws driver errors raw. */
-  async #claimOn(
-    db: Queryable,
-    request: ClaimRequest,
-    status: 'PROCESSING' | 'SUCCESS',
-    locking: boolean,
-  ): Promise<ClaimResult> {
-    checkBytes(request.key, MYSQL_KEY_BYTES, 'key');
-    checkBytes(request.group, MYSQL_GROUP_BYTES, 'group');
-    const s = this.#stmts();
-    let record: LedgerRecord | undefined;
-    for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
-      const now = this.#clock();
-      const owner = randomUUID();
-      const leaseUntil = now + request.leaseMs;
-      const storedLease = status === 'PROCESSING' ? leaseUntil : null;
-      const [inserted] = await db.execute(s.insert, [
-        request.group,
-        request.key,
-        status,
-        request.fingerprint,
-        owner,
-        storedLease,
-        request.brokerId,
-        request.topic,
-        now,
-        now,
-      ]);
-      const ok = header(inserted);
-      if (ok.insertId === 0) {
-        if (ok.affectedRows !== 1) {
-          throw new LedgerUnavailableError(`claim insert reported ${ok.affectedRows} rows and no duplicate`);
-        }
-        const claim = {
-          group: request.group,
-          key: request.key,
-          owner,
-          attempt: 1,
-          leaseUntil: new Date(leaseUntil),
-        };
-        return { status: 'acquired', claim };
-      }
-      const [found] = await db.execute(locking ? s.selectForUpdate : s.select, [request.group, request.key]);
-      const row = rows<Row>(found)[0];
-      if (row === undefined) continue;
-      record = toRecord(row);
-      const decision = decideExisting(record, request, now);
-      if (decision !== 'reclaim') return { status: decision, record };
-      const [taken] = await db.execute(s.reclaim, [
-        status,
-        owner,
-        storedLease,
-        request.brokerId,
-        request.topic,
-        request.fingerprint,
-        now,
-        request.group,
-        request.key,
-        record.status,
-        record.attempt,
-        record.owner,
-      ]);
-      if (matchedRows(taken) === 1) {
-        const claim = {
-          group: request.group,
-          key: request.key,
-          owner,
-          attempt: record.attempt + 1,
-          leaseUntil: new Date(leaseUntil),
-        };
-        return { status: 'reclaimed', claim, previous: record };
-      }
-    }
-    if (record === undefined)
-      throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
-    return { status: 'busy', record };
-  }
-
-  async #begin(conn: Conn, joinable: boolean): Promise<OpenTx<Conn>> {
-    if (joinable) {
-      const [probe] = await conn.query('DO 0');
-      if (((header(probe).serverStatus ?? 0) & SERVER_STATUS_IN_TRANS) !== 0) {
-        await conn.query('SAVEPOINT oncemq_claim');
-        return { conn, nested: true };
-      }
-    }
-    await conn.query('START TRANSACTION');
-    return { conn, nested: false };
-  }
-
-  async #rollback(tx: OpenTx<Conn>): Promise<void> {
-    try {
-      if (tx.nested) await tx.conn.query('ROLLBACK TO SAVEPOINT oncemq_claim');
-      else await tx.conn.query('ROLLBACK');
-    } catch {
-      // the connection is broken or the server already rolled back; the original error matters
-    }
-  }
-
-  async #commit(tx: OpenTx<Conn>): Promise<void> {
-    await tx.conn.query(tx.nested ? 'RELEASE SAVEPOINT oncemq_claim' : 'COMMIT');
-  }
-
   transaction(request: ClaimRequest, work: TransactionWork<Conn>): Promise<ClaimResult> {
     const joinable = this.#connection !== undefined;
     return this.#withConnectionRaw(async (conn) => {
       for (let round = 0; ; round++) {
-        const tx = await this.#begin(conn, joinable).catch((error: unknown) => {
+        const tx = await beginMysqlTx(conn, joinable).catch((error: unknown) => {
           throw wrapMysqlError(error, 'beginning a transaction');
         });
         let claimed: ClaimResult;
         try {
-          claimed = await this.#claimOn(conn, request, 'SUCCESS', true);
+          claimed = await claimOnMysql(conn, this.#stmts(), request, 'SUCCESS', true, this.#clock);
         } catch (error) {
-          await this.#rollback(tx);
+          await rollbackMysqlTx(tx);
           // a deadlock inside the caller's transaction rolled all of it back: it cannot be resumed here
           const resumable = !(tx.nested && isDeadlock(error));
           if (isLockConflict(error) && resumable && round < this.#lockRetries) continue;
           throw wrapMysqlError(error, 'claiming');
         }
         if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
-          await this.#rollback(tx);
+          await rollbackMysqlTx(tx);
           return claimed;
         }
         let result: string | null;
         try {
           result = await work(conn, claimed.claim);
         } catch (error) {
-          await this.#rollback(tx);
+          await rollbackMysqlTx(tx);
           throw error;
         }
         try {
           if (result !== null) {
             await conn.execute(this.#stmts().storeResult, [result, request.group, request.key]);
           }
-          await this.#commit(tx);
+          await commitMysqlTx(tx);
         } catch (error) {
-          await this.#rollback(tx);
+          await rollbackMysqlTx(tx);
           throw wrapMysqlError(error, 'committing');
         }
         return claimed;
@@ -425,7 +237,10 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     });
   }
 
-  /** Like #withConnection, but leaves errors of `fn` as they are (a handler's own errors must pass). */
+  /**
+   * Runs `fn` with a connection of its own: one from the pool, or the configured connection, alone.
+   * Errors of `fn` pass as they are (a handler's own errors must reach the pipeline unchanged).
+   */
   async #withConnectionRaw<T>(fn: (conn: Conn) => Promise<T>): Promise<T> {
     if (this.#connection !== undefined) {
       const conn = this.#connection;
@@ -473,14 +288,21 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
       const conn = this.#connection;
       return this.#exclusive(async () => {
         try {
-          return await this.#claimOn(conn, request, 'PROCESSING', false);
+          return await claimOnMysql(conn, this.#stmts(), request, 'PROCESSING', false, this.#clock);
         } catch (error) {
           throw wrapMysqlError(error, 'claiming');
         }
       });
     }
     try {
-      return await this.#claimOn(this.#pool as MysqlPoolLike<Conn>, request, 'PROCESSING', false);
+      return await claimOnMysql(
+        this.#pool as MysqlPoolLike<Conn>,
+        this.#stmts(),
+        request,
+        'PROCESSING',
+        false,
+        this.#clock,
+      );
     } catch (error) {
       throw wrapMysqlError(error, 'claiming');
     }
@@ -545,25 +367,8 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
   }
 
   async list(query: ListQuery): Promise<readonly LedgerRecord[]> {
-    const limit = query.limit ?? 100;
-    if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('limit', 'must be a positive integer');
-    const where: string[] = [];
-    const values: MysqlValue[] = [];
-    if (query.group !== undefined) {
-      where.push('consumer_group = ?');
-      values.push(query.group);
-    }
-    if (query.status !== undefined) {
-      where.push('status = ?');
-      values.push(query.status);
-    }
-    if (query.leaseExpiredBefore !== undefined) {
-      where.push(`status = 'PROCESSING' AND lease_until < ?`);
-      values.push(query.leaseExpiredBefore.getTime());
-    }
-    const sql = `${this.#stmts().list}${where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`} ORDER BY updated_at LIMIT ${Math.trunc(limit)}`;
-    const found = await this.#execute(sql, values, 'listing');
-    return rows<Row>(found).map(toRecord);
+    const { sql, values } = mysqlListQuery(this.#stmts().list, query);
+    return rows<Row>(await this.#execute(sql, values, 'listing')).map(toRecord);
   }
 
   async reset(group: string, key: string, options?: { readonly force?: boolean }): Promise<boolean> {
@@ -578,66 +383,20 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
 
   /**
    * GET_LOCK on a connection held until release (a pool connection of its own, or the configured
-   * connection). The server frees the lock if this process dies.
+   * connection, queued behind other operations). The server frees the lock if this process dies.
    */
-  async tryMaintenanceLock(): Promise<MaintenanceLock | undefined> {
+  tryMaintenanceLock(): Promise<MaintenanceLock | undefined> {
     const name = this.#lockName('maintenance');
-    const take = async (conn: MysqlConnectionLike): Promise<boolean> => {
-      const [result] = await conn.execute('SELECT GET_LOCK(?, 0) AS locked', [name]);
-      return Number(rows<{ locked: unknown }>(result)[0]?.locked) === 1;
-    };
-    const releaseOn = (conn: MysqlConnectionLike) => async (): Promise<void> => {
-      try {
-        await conn.execute('SELECT RELEASE_LOCK(?)', [name]);
-      } catch (error) {
-        throw wrapMysqlError(error, 'releasing the maintenance lock');
-      }
-    };
     if (this.#connection !== undefined) {
       const conn = this.#connection;
-      const held = await this.#withConnection(take, 'taking the maintenance lock');
-      if (!held) return undefined;
-      const release = releaseOn(conn);
-      let released = false;
-      return {
-        release: () => {
-          if (released) return Promise.resolve();
-          released = true;
-          return this.#exclusive(release);
-        },
-      };
+      return takeMysqlUserLock(
+        name,
+        conn,
+        () => undefined,
+        (fn) => this.#exclusive(fn),
+      );
     }
-    const pool = this.#pool as MysqlPoolLike<Conn>;
-    let conn: Conn & { release(): void };
-    try {
-      conn = await pool.getConnection();
-    } catch (error) {
-      throw wrapMysqlError(error, 'taking a pool connection for the maintenance lock');
-    }
-    let held: boolean;
-    try {
-      held = await take(conn);
-    } catch (error) {
-      conn.release();
-      throw wrapMysqlError(error, 'taking the maintenance lock');
-    }
-    if (!held) {
-      conn.release();
-      return undefined;
-    }
-    const release = releaseOn(conn);
-    let released = false;
-    return {
-      release: async () => {
-        if (released) return;
-        released = true;
-        try {
-          await release();
-        } finally {
-          conn.release();
-        }
-      },
-    };
+    return takeMysqlUserLockFromPool(name, this.#pool as MysqlPoolLike<Conn>);
   }
 
   async purge(options: PurgeOptions): Promise<PurgeResult> {

@@ -1,3 +1,7 @@
+import { ConfigError } from '../core/errors.js';
+import type { ListQuery } from './ledger.js';
+import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
+
 /**
  * The MySQL/MariaDB ledger's DDL and statements. Keys and groups are VARBINARY so that they compare
  * byte for byte: 'A' ≠ 'a' and trailing spaces count (utf8mb4_bin is a PAD SPACE collation on
@@ -8,6 +12,50 @@
 export const MYSQL_KEY_BYTES = 255;
 /** Longest consumer group, in bytes. */
 export const MYSQL_GROUP_BYTES = 128;
+
+/**
+ * Applies the migrations past the recorded version, on a connection that holds the migration lock.
+ * DDL commits implicitly in MySQL: each statement is idempotent, and the version row comes last.
+ */
+export async function runMysqlMigrations(
+  conn: MysqlConnectionLike,
+  table: string,
+  versions: string,
+  clock: () => number,
+): Promise<void> {
+  await conn.query(
+    `CREATE TABLE IF NOT EXISTS ${versions} (version INT NOT NULL PRIMARY KEY, applied_at BIGINT NOT NULL) ENGINE = InnoDB`,
+  );
+  const [current] = await conn.query(`SELECT COALESCE(MAX(version), 0) AS version FROM ${versions}`);
+  const from = Number(rows<{ version: unknown }>(current)[0]?.version ?? 0);
+  const steps = mysqlMigrations(table);
+  for (let version = from + 1; version <= steps.length; version++) {
+    for (const statement of steps[version - 1] ?? []) await conn.query(statement);
+    await conn.execute(`INSERT INTO ${versions} (version, applied_at) VALUES (?, ?)`, [version, clock()]);
+  }
+}
+
+/** The statement and values of a `list` query (oldest update first). */
+export function mysqlListQuery(select: string, query: ListQuery): { sql: string; values: MysqlValue[] } {
+  const limit = query.limit ?? 100;
+  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('limit', 'must be a positive integer');
+  const where: string[] = [];
+  const values: MysqlValue[] = [];
+  if (query.group !== undefined) {
+    where.push('consumer_group = ?');
+    values.push(query.group);
+  }
+  if (query.status !== undefined) {
+    where.push('status = ?');
+    values.push(query.status);
+  }
+  if (query.leaseExpiredBefore !== undefined) {
+    where.push(`status = 'PROCESSING' AND lease_until < ?`);
+    values.push(query.leaseExpiredBefore.getTime());
+  }
+  const filter = where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`;
+  return { sql: `${select}${filter} ORDER BY updated_at LIMIT ${Math.trunc(limit)}`, values };
+}
 
 /** Ordered migrations; version n is element n - 1. Each is a list of statements. */
 export function mysqlMigrations(table: string): readonly (readonly string[])[] {
