@@ -81,5 +81,8 @@ export type {
   TransactionWork,
 } from './ledger/ledger.js';
 export { quoteIdentifier, SQL_IDENTIFIER, sqlIdentifier } from './ledger/sql-identifier.js';
+export { transition } from './ledger/transition.js';
+export type { TransitionResult, TransitionSpec } from './ledger/transition.js';
+export type { PgQueryableLike, TransitionValue } from './ledger/transition-dialects.js';
 export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
 export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';

@@ -2,8 +2,10 @@
 import { OncemqError } from '../core/errors.js';
 import { UsageError, type Command } from './command.js';
 import { exampleCommand } from './commands/example.js';
+import { ledgerCommand } from './commands/ledger.js';
+import { migrateCommand } from './commands/migrate.js';
 
-const commands: readonly Command[] = [exampleCommand];
+const commands: readonly Command[] = [exampleCommand, migrateCommand, ledgerCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((command) => command.name.length));

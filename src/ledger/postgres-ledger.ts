@@ -18,7 +18,14 @@ import {
   type TransactionWork,
 } from './ledger.js';
 import { pgClaimMany } from './postgres-batch-claim.js';
-import { pgExecute, pgFailure, pgQuery, type PgClientLike, type PgPoolLike } from './postgres-client.js';
+import {
+  pgExecute,
+  pgFailure,
+  pgQuery,
+  type PgClientLike,
+  type PgPoolLike,
+  type PgStatement,
+} from './postgres-client.js';
 import {
   pgMigrations,
   pgRecord,
@@ -52,6 +59,11 @@ export interface PostgresLedgerConfig {
   readonly table?: string;
   /** How long finished rows are kept. Must outlast the redelivery horizon. @default '7d' */
   readonly retention?: Duration;
+  /**
+   * Prepares oncemq's statements once per connection (named statements). Turn off behind a pooler
+   * that cannot keep them (PgBouncer in transaction mode before 1.21). @default true
+   */
+  readonly preparedStatements?: boolean;
   /** Runs migrate() from init(). Turn off when migrations run in a deploy step. @default true */
   readonly migrate?: boolean;
   /**
@@ -67,6 +79,7 @@ export const DEFAULT_POSTGRES_LEDGER_CONFIG = Object.freeze({
   table: 'oncemq_ledger',
   retention: '7d',
   poolSize: 10,
+  preparedStatements: true,
   migrate: true,
 } as const);
 
@@ -141,7 +154,11 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       'retention',
     );
     this.#clock = config.clock ?? Date.now;
-    this.#sql = pgStatements(this.schema, this.table);
+    this.#sql = pgStatements(
+      this.schema,
+      this.table,
+      config.preparedStatements ?? DEFAULT_POSTGRES_LEDGER_CONFIG.preparedStatements,
+    );
     this.#pool = config.pool;
     this.#joined = config.client;
     const joined = config.client !== undefined;
@@ -161,6 +178,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       table: this.table,
       retention: this.retentionMs,
       clock: this.#clock,
+      preparedStatements: this.#config.preparedStatements,
       client,
       migrate: false,
     });
@@ -369,7 +387,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
     return this.#claimOn(this.#q, request, 'PROCESSING');
   }
 
-  async #owned(claim: Claim, what: string, statement: string, values: unknown[]): Promise<void> {
+  async #owned(claim: Claim, what: string, statement: PgStatement, values: unknown[]): Promise<void> {
     const changed = await pgExecute(
       this.#q,
       statement,

@@ -16,8 +16,11 @@ import {
   type PurgeResult,
   type TransactionWork,
   type BatchWork,
+  type ListQuery,
+  type MaintenanceLock,
 } from './ledger.js';
 import { quoteIdentifier, sqlIdentifier } from './sql-identifier.js';
+import { sqliteListQuery, sqliteResetSql, takeSqliteMaintenanceLock } from './sqlite-inspection.js';
 
 /** The part of a better-sqlite3 statement oncemq calls. */
 export interface SqliteStatementLike {
@@ -213,6 +216,7 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
       transactional: true,
       concurrentConnections: !inMemory,
       batchClaim: true,
+      inspect: true,
     });
     if (typeof config.database !== 'string') this.#db = config.database;
   }
@@ -699,6 +703,37 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
     return { deleted, batches };
+  }
+
+  list(query: ListQuery): Promise<readonly LedgerRecord[]> {
+    const { sql, values } = sqliteListQuery(this.table, query);
+    return this.#exclusive(() => {
+      this.#stmts();
+      const found = this.#wrap(() => this.database.prepare(sql).all(...values), 'listing') as Row[];
+      return found.map(toRecord);
+    });
+  }
+
+  reset(group: string, key: string, options?: { readonly force?: boolean }): Promise<boolean> {
+    const sql = sqliteResetSql(this.table, options?.force === true);
+    return this.#exclusive(() => {
+      this.#stmts();
+      return Number(this.#wrap(() => this.database.prepare(sql).run(group, key), 'resetting').changes) === 1;
+    });
+  }
+
+  /** A lease row in `<table>_lock`, renewed while held, so processes sharing the file take turns. */
+  tryMaintenanceLock(): Promise<MaintenanceLock | undefined> {
+    return takeSqliteMaintenanceLock(this.table, this.#clock, (fn) =>
+      this.#exclusive(() => {
+        this.#stmts();
+        const db = this.database;
+        return this.#wrap(
+          () => fn({ run: (sql, ...params) => Number(db.prepare(sql).run(...params).changes) }),
+          'taking the maintenance lock',
+        );
+      }),
+    );
   }
 
   async close(): Promise<void> {

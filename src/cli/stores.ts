@@ -1,0 +1,111 @@
+import { ConfigError } from '../core/errors.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { UsageError } from './command.js';
+import { resolveServiceUrl, type ResolvedUrl } from './connection.js';
+
+/** A ledger the CLI opened, and how to let go of everything it opened for it. */
+export interface OpenedStore {
+  readonly ledger: Ledger;
+  /** What the ledger is connected to (password redacted where there is one). */
+  readonly location: string;
+  close(): Promise<void>;
+}
+
+export interface StoreTarget {
+  /** `--url`: a connection URL, or the database file for `sqlite`. */
+  readonly url?: string;
+  /** `--table`. */
+  readonly table?: string;
+}
+
+type StoreOpener = (target: StoreTarget) => Promise<OpenedStore>;
+
+/** Loads an optional driver, telling the user which package to install when it is missing. */
+async function load<T>(load: () => Promise<T>, driver: string): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    throw new ConfigError('store', `this store needs the ${driver} package (npm install ${driver})`, {
+      cause: error,
+    });
+  }
+}
+
+const url = (service: 'postgres' | 'mysql', target: StoreTarget): ResolvedUrl =>
+  resolveServiceUrl(service, target.url);
+
+/** Each store by name: adding one is one entry. Drivers load only when their store is used. */
+const STORES: Readonly<Record<string, StoreOpener>> = {
+  async sqlite(target) {
+    if (target.url === undefined || target.url === '') {
+      throw new UsageError('--store sqlite needs --url PATH, the ledger database file');
+    }
+    const path = target.url.replace(/^sqlite:(\/\/)?/, '');
+    const { SqliteLedger } = await import('../ledger/sqlite-ledger.js');
+    const ledger = new SqliteLedger({
+      database: path,
+      ...(target.table === undefined ? {} : { table: target.table }),
+    });
+    return { ledger, location: path, close: () => ledger.close() };
+  },
+  async mysql(target) {
+    const { url: uri } = url('mysql', target);
+    const mysql = await load(() => import('mysql2/promise'), 'mysql2');
+    const { MysqlLedger } = await import('../ledger/mysql-ledger.js');
+    const pool = mysql.createPool({ uri, connectionLimit: 2 });
+    const ledger = new MysqlLedger({ pool, ...(target.table === undefined ? {} : { table: target.table }) });
+    return {
+      ledger,
+      location: redactedLocation(uri),
+      close: async () => {
+        await ledger.close();
+        await pool.end();
+      },
+    };
+  },
+  async postgres(target) {
+    const { url: connectionString } = url('postgres', target);
+    const { PostgresLedger } = await import('../ledger/postgres-ledger.js');
+    const ledger = new PostgresLedger({
+      connectionString,
+      poolSize: 2,
+      ...(target.table === undefined ? {} : { table: target.table }),
+    });
+    return { ledger, location: redactedLocation(connectionString), close: () => ledger.close() };
+  },
+};
+
+/** A URL with its password replaced, for printing. */
+export function redactedLocation(value: string): string {
+  try {
+    const parsed = new URL(value);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return value;
+  }
+}
+
+export const STORE_NAMES: readonly string[] = Object.freeze(Object.keys(STORES));
+
+/** The store a URL points at by its scheme (`mysql://`, `postgres://`), or undefined. */
+export function storeOfUrl(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (/^mysql:|^mariadb:/i.test(value)) return 'mysql';
+  if (/^postgres(ql)?:/i.test(value)) return 'postgres';
+  if (/^sqlite:|\.(db|sqlite3?)$/i.test(value)) return 'sqlite';
+  return undefined;
+}
+
+/** Opens the ledger of `--store` (or the store `--url` names), without initializing it. */
+export async function openStore(store: string | undefined, target: StoreTarget): Promise<OpenedStore> {
+  const name = store ?? storeOfUrl(target.url);
+  if (name === undefined) {
+    throw new UsageError(`--store is required (one of ${STORE_NAMES.join(', ')})`);
+  }
+  const opener = Object.hasOwn(STORES, name) ? STORES[name] : undefined;
+  if (opener === undefined) {
+    throw new UsageError(`unknown store '${name}'; use one of ${STORE_NAMES.join(', ')}`);
+  }
+  return opener(target);
+}

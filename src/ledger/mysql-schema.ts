@@ -1,0 +1,146 @@
+import { ConfigError } from '../core/errors.js';
+import type { ListQuery } from './ledger.js';
+import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
+
+/**
+ * The MySQL/MariaDB ledger's DDL and statements. Keys and groups are VARBINARY so that they compare
+ * byte for byte: 'A' ≠ 'a' and trailing spaces count (utf8mb4_bin is a PAD SPACE collation on
+ * MariaDB and MySQL 5.7, under which 'k' and 'k ' would collide on the primary key).
+ */
+
+/** Longest key the ledger stores, in UTF-8 bytes (normalized keys are at most 200). */
+export const MYSQL_KEY_BYTES = 255;
+/** Longest consumer group, in bytes. */
+export const MYSQL_GROUP_BYTES = 128;
+
+/**
+ * Applies the migrations past the recorded version, on a connection that holds the migration lock.
+ * DDL commits implicitly in MySQL: each statement is idempotent, and the version row comes last.
+ */
+export async function runMysqlMigrations(
+  conn: MysqlConnectionLike,
+  table: string,
+  versions: string,
+  clock: () => number,
+): Promise<void> {
+  await conn.query(
+    `CREATE TABLE IF NOT EXISTS ${versions} (version INT NOT NULL PRIMARY KEY, applied_at BIGINT NOT NULL) ENGINE = InnoDB`,
+  );
+  const [current] = await conn.query(`SELECT COALESCE(MAX(version), 0) AS version FROM ${versions}`);
+  const from = Number(rows<{ version: unknown }>(current)[0]?.version ?? 0);
+  const steps = mysqlMigrations(table);
+  for (let version = from + 1; version <= steps.length; version++) {
+    for (const statement of steps[version - 1] ?? []) await conn.query(statement);
+    await conn.execute(`INSERT INTO ${versions} (version, applied_at) VALUES (?, ?)`, [version, clock()]);
+  }
+}
+
+/** The statement and values of a `list` query (oldest update first). */
+export function mysqlListQuery(select: string, query: ListQuery): { sql: string; values: MysqlValue[] } {
+  const limit = query.limit ?? 100;
+  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('limit', 'must be a positive integer');
+  const where: string[] = [];
+  const values: MysqlValue[] = [];
+  if (query.group !== undefined) {
+    where.push('consumer_group = ?');
+    values.push(query.group);
+  }
+  if (query.status !== undefined) {
+    where.push('status = ?');
+    values.push(query.status);
+  }
+  if (query.leaseExpiredBefore !== undefined) {
+    where.push(`status = 'PROCESSING' AND lease_until < ?`);
+    values.push(query.leaseExpiredBefore.getTime());
+  }
+  const filter = where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`;
+  return { sql: `${select}${filter} ORDER BY updated_at LIMIT ${Math.trunc(limit)}`, values };
+}
+
+/** Ordered migrations; version n is element n - 1. Each is a list of statements. */
+export function mysqlMigrations(table: string): readonly (readonly string[])[] {
+  return [
+    [
+      `CREATE TABLE IF NOT EXISTS ${table} (
+        consumer_group VARBINARY(${MYSQL_GROUP_BYTES}) NOT NULL,
+        msg_key VARBINARY(${MYSQL_KEY_BYTES}) NOT NULL,
+        status VARCHAR(10) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+        fingerprint VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NULL,
+        owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
+        attempt INT UNSIGNED NOT NULL DEFAULT 1,
+        lease_until BIGINT NULL,
+        broker_id VARCHAR(1024) NULL,
+        topic VARCHAR(1024) NULL,
+        remark TEXT NULL,
+        result LONGTEXT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (consumer_group, msg_key),
+        KEY status_updated (status, updated_at),
+        KEY status_lease (status, lease_until),
+        CHECK (status IN ('PROCESSING', 'SUCCESS', 'FAIL'))
+      ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+    ],
+  ];
+}
+
+/** SQL of every ledger statement, for one quoted table; `strict` prefixes writes with strict sql_mode. */
+export function mysqlStatements(table: string, strict: (sql: string) => string) {
+  const t = table;
+  const owned = `consumer_group = ? AND msg_key = ? AND owner = ? AND attempt = ? AND status = 'PROCESSING'`;
+  return {
+    /**
+     * The claim. On a duplicate the row is left as it is and LAST_INSERT_ID(attempt) makes the OK
+     * packet's insert id the row's attempt (≥ 1); a fresh insert reports 0. This tells the two apart
+     * under either CLIENT_FOUND_ROWS setting (with it, affectedRows is 1 in both cases), takes the
+     * row's exclusive lock (a concurrent claim waits for the holder's transaction), and, unlike
+     * INSERT IGNORE, fails on every other error.
+     */
+    insert: strict(
+      `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
+       ON DUPLICATE KEY UPDATE attempt = LAST_INSERT_ID(attempt)`,
+    ),
+    select: `SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ?`,
+    selectForUpdate: `SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ? FOR UPDATE`,
+    reclaim: strict(
+      `UPDATE ${t} SET status = ?, owner = ?, attempt = attempt + 1, lease_until = ?, broker_id = ?, topic = ?,
+         fingerprint = COALESCE(fingerprint, ?), updated_at = ?
+       WHERE consumer_group = ? AND msg_key = ? AND status = ? AND attempt = ? AND owner <=> ?`,
+    ),
+    storeResult: strict(`UPDATE ${t} SET result = ? WHERE consumer_group = ? AND msg_key = ?`),
+    renew: strict(`UPDATE ${t} SET lease_until = ?, updated_at = ? WHERE ${owned}`),
+    complete: strict(
+      `UPDATE ${t} SET status = 'SUCCESS', result = ?, remark = NULL, lease_until = NULL, updated_at = ? WHERE ${owned}`,
+    ),
+    fail: strict(
+      `UPDATE ${t} SET status = 'FAIL', remark = ?, lease_until = NULL, updated_at = ? WHERE ${owned}`,
+    ),
+    release: `DELETE FROM ${t} WHERE ${owned}`,
+    recordFailure: strict(
+      `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
+       VALUES (?, ?, 'FAIL', ?, NULL, 1, NULL, ?, ?, ?, ?, ?)
+       ON DUPLICATE KEY UPDATE
+         attempt = IF(status = 'FAIL', attempt + 1, attempt),
+         remark = IF(status = 'FAIL', ?, remark),
+         updated_at = IF(status = 'FAIL', ?, updated_at)`,
+    ),
+    reset: `DELETE FROM ${t} WHERE consumer_group = ? AND msg_key = ? AND status IN ('PROCESSING', 'FAIL')`,
+    resetForce: `DELETE FROM ${t} WHERE consumer_group = ? AND msg_key = ?`,
+    /** `LIMIT` takes a validated integer: some servers refuse a bound LIMIT from mysql2's execute. */
+    purge: (limit: number) =>
+      `DELETE FROM ${t} WHERE status IN ('SUCCESS', 'FAIL') AND updated_at < ? LIMIT ${Math.trunc(limit)}`,
+    list: `SELECT * FROM ${t}`,
+  };
+}
+
+export type MysqlStatements = ReturnType<typeof mysqlStatements>;
+
+/** Strict sql_mode for one statement, without touching the session (MariaDB: SET STATEMENT). */
+export const STRICT_SQL_MODE = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION';
+
+export function strictStatement(flavor: 'mariadb' | 'mysql'): (sql: string) => string {
+  if (flavor === 'mariadb') return (sql) => `SET STATEMENT sql_mode = '${STRICT_SQL_MODE}' FOR ${sql}`;
+  // MySQL 8: an optimizer hint right after the verb; older servers read it as a comment.
+  return (sql) => sql.replace(/^(\s*\w+)/, `$1 /*+ SET_VAR(sql_mode = '${STRICT_SQL_MODE}') */`);
+}

@@ -1,0 +1,95 @@
+import { ConfigError } from '../core/errors.js';
+import { sqlIdentifier } from './sql-identifier.js';
+import { detectDialect, type TransitionValue } from './transition-dialects.js';
+
+/** A state change of one business row, applied only from the expected states. */
+export interface TransitionSpec {
+  /** Table of the business row, optionally schema-qualified (`billing.orders`). */
+  readonly table: string;
+  /** Column that identifies the row. */
+  readonly idColumn: string;
+  readonly id: TransitionValue;
+  /** Column holding the row's state. */
+  readonly statusColumn: string;
+  /** States the row may leave; anything else is rejected. */
+  readonly from: TransitionValue | readonly TransitionValue[];
+  /** The state the row moves to. A row already in it is a duplicate (`already`). */
+  readonly to: TransitionValue;
+  /** Other columns written with the change; names are validated, values bound. */
+  readonly set?: Readonly<Record<string, TransitionValue>>;
+}
+
+export type TransitionResult =
+  | { readonly status: 'applied' }
+  /** The row is already in `to`: a duplicate of a change that happened before. */
+  | { readonly status: 'already' }
+  /** The row is in a state the change may not leave (`current`), or does not exist (`null`). */
+  | { readonly status: 'rejected'; readonly current: unknown };
+
+function qualified(name: string, field: string, quote: (part: string) => string): string {
+  const parts = typeof name === 'string' ? name.split('.') : [name];
+  if (parts.length > 2) throw new ConfigError(field, `${JSON.stringify(name)} has more than one dot`);
+  return parts.map((part) => quote(sqlIdentifier(part, field))).join('.');
+}
+
+/**
+ * Moves one row from one of `from` to `to` with a conditional `UPDATE … WHERE id = ? AND status IN
+ * (from)`, inside the caller's transaction `tx` (a pg client, a mysql2 connection or a better-sqlite3
+ * database). Only one of two concurrent identical transitions applies; the other sees `already`.
+ * Driver errors propagate unchanged: the statement runs on the caller's tables in the caller's
+ * transaction, like the caller's own SQL.
+ */
+export async function transition(tx: unknown, spec: TransitionSpec): Promise<TransitionResult> {
+  const dialect = detectDialect(tx);
+  if (dialect === undefined) {
+    throw new ConfigError(
+      'tx',
+      'expected a pg client, a mysql2/promise connection or a better-sqlite3 database',
+    );
+  }
+  const q = dialect.quote;
+  const table = qualified(spec.table, 'table', q);
+  const id = q(sqlIdentifier(spec.idColumn, 'idColumn'));
+  const status = q(sqlIdentifier(spec.statusColumn, 'statusColumn'));
+  const from = Array.isArray(spec.from)
+    ? (spec.from as readonly TransitionValue[])
+    : [spec.from as TransitionValue];
+  if (from.length === 0) throw new ConfigError('from', 'name at least one state the row may leave');
+  const set = Object.entries(spec.set ?? {});
+  const assignments: string[] = [];
+  const values: TransitionValue[] = [];
+  const bind = (value: TransitionValue): string => {
+    values.push(value);
+    return dialect.placeholder(values.length);
+  };
+  assignments.push(`${status} = ${bind(spec.to)}`);
+  for (const [column, value] of set) {
+    const name = sqlIdentifier(column, `set.${column}`);
+    if (name === spec.statusColumn || name === spec.idColumn) {
+      throw new ConfigError(`set.${column}`, 'the status and id columns are not set through `set`');
+    }
+    assignments.push(`${q(name)} = ${bind(value)}`);
+  }
+  const where = `${id} = ${bind(spec.id)} AND ${status} IN (${from.map(bind).join(', ')})`;
+  const changed = await dialect.update(
+    `UPDATE ${table} SET ${assignments.join(', ')} WHERE ${where}`,
+    values,
+  );
+  if (changed > 1) {
+    throw new ConfigError(
+      'idColumn',
+      `${spec.idColumn} matched ${changed} rows of ${spec.table}; it must be unique`,
+    );
+  }
+  if (changed === 1) return { status: 'applied' };
+  const found = await dialect.select(
+    `SELECT ${status} AS current_status FROM ${table} WHERE ${id} = ${dialect.placeholder(1)}${dialect.lockingRead}`,
+    [spec.id],
+  );
+  const row = found[0];
+  if (row === undefined) return { status: 'rejected', current: null };
+  const current = row.current_status;
+  const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
+  const same = text(current) === text(spec.to);
+  return same ? { status: 'already' } : { status: 'rejected', current };
+}

@@ -1,0 +1,374 @@
+import type { Pool, PoolConnection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ConfigError,
+  LeaseLostError,
+  LedgerUnavailableError,
+  PermanentError,
+  type ClaimRequest,
+} from 'oncemq';
+import { MysqlLedger } from 'oncemq/mysql';
+import { sleep } from '../support/points.js';
+import { dropLedgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
+
+const service = await mysqlService();
+
+const request = (key: string, extra: Partial<ClaimRequest> = {}): ClaimRequest => ({
+  group: 'points',
+  key,
+  fingerprint: 'fp-1',
+  brokerId: 'b1',
+  topic: 'payments',
+  leaseMs: 30_000,
+  ...extra,
+});
+
+describe.skipIf(!service.available)('MysqlLedger on MariaDB', () => {
+  let pool: Pool;
+  const tables: string[] = [];
+
+  beforeAll(() => {
+    pool = testPool(service.url, { size: 24 });
+  });
+
+  afterAll(async () => {
+    for (const table of tables) await dropLedgerTables(pool, table);
+    await pool.query('DROP TABLE IF EXISTS t_points_ledger_test');
+    await pool.end();
+  });
+
+  async function ledgerOn(
+    target: Pool | PoolConnection = pool,
+    extra: { clock?: () => number; table?: string } = {},
+  ): Promise<MysqlLedger<PoolConnection>> {
+    const table = extra.table ?? uniqueTable();
+    if (!tables.includes(table)) tables.push(table);
+    const ledger =
+      'release' in target
+        ? new MysqlLedger<PoolConnection>({ connection: target, table, ...extra })
+        : new MysqlLedger<PoolConnection>({ pool: target, table, ...extra });
+    await ledger.init();
+    return ledger;
+  }
+
+  it('acquires a first claim and answers a committed key as duplicate with the first copy attributed', async () => {
+    const ledger = await ledgerOn();
+    const first = await ledger.transaction(request('evt-1'), () => '"ok"');
+    expect(first).toMatchObject({ status: 'acquired', claim: { attempt: 1 } });
+    const second = await ledger.transaction(request('evt-1', { brokerId: 'b2' }), () => {
+      throw new Error('must not run');
+    });
+    expect(second).toMatchObject({
+      status: 'duplicate',
+      record: { status: 'SUCCESS', brokerId: 'b1', result: '"ok"', key: 'evt-1', group: 'points' },
+    });
+  });
+
+  it('compares keys byte for byte: case and trailing spaces make different keys', async () => {
+    const ledger = await ledgerOn();
+    for (const key of ['Key', 'key', 'key ', 'key  ', 'ключ', 'ключ ']) {
+      expect((await ledger.claim(request(key))).status).toBe('acquired');
+    }
+    expect((await ledger.claim(request('key '))).status).toBe('busy');
+    expect((await ledger.get('points', 'key  '))?.key).toBe('key  ');
+    expect(await ledger.get('Points', 'key')).toBeUndefined();
+  });
+
+  it('rolls back the claim with the handler writes when the handler throws, freeing the key', async () => {
+    const ledger = await ledgerOn();
+    await pool.query('CREATE TABLE IF NOT EXISTS t_points_ledger_test (id VARCHAR(64) PRIMARY KEY)');
+    await expect(
+      ledger.transaction(request('evt-rollback'), async (conn) => {
+        await conn.execute('INSERT INTO t_points_ledger_test (id) VALUES (?)', ['evt-rollback']);
+        throw new Error('handler failed after its write');
+      }),
+    ).rejects.toThrow('handler failed after its write');
+    expect(await ledger.get('points', 'evt-rollback')).toBeUndefined();
+    const [written] = await pool.query<RowDataPacket[]>('SELECT id FROM t_points_ledger_test WHERE id = ?', [
+      'evt-rollback',
+    ]);
+    expect(written).toHaveLength(0);
+    expect((await ledger.transaction(request('evt-rollback'), () => null)).status).toBe('acquired');
+  });
+
+  it('lets 20 concurrent transactional claims of one key on separate connections apply the work once; the rest wait and see duplicate', async () => {
+    const ledger = await ledgerOn();
+    let executions = 0;
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        ledger.transaction(request('evt-race', { brokerId: `copy-${i}` }), async () => {
+          executions++;
+          await sleep(50);
+          return null;
+        }),
+      ),
+    );
+    expect(executions).toBe(1);
+    const statuses = results.map((r) => r.status).sort();
+    expect(statuses.filter((s) => s === 'acquired')).toHaveLength(1);
+    expect(statuses.filter((s) => s === 'duplicate')).toHaveLength(19);
+  });
+
+  it('gives the key to a waiting duplicate when the in-flight claim rolls back, never surfacing an error', async () => {
+    const ledger = await ledgerOn();
+    let executions = 0;
+    let failFirst = true;
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, () =>
+        ledger.transaction(request('evt-rolled'), async () => {
+          executions++;
+          await sleep(30);
+          if (failFirst) {
+            failFirst = false;
+            throw new Error('first attempt fails');
+          }
+          return null;
+        }),
+      ),
+    );
+    const rejected = results.filter((r) => r.status === 'rejected');
+    expect(rejected).toHaveLength(1);
+    expect(String((rejected[0] as PromiseRejectedResult).reason)).toContain('first attempt fails');
+    const statuses = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.status] : []));
+    expect(statuses.filter((s) => s === 'acquired')).toHaveLength(1);
+    expect(statuses.filter((s) => s === 'duplicate')).toHaveLength(6);
+    expect(executions).toBe(2);
+    expect(await ledger.get('points', 'evt-rolled')).toMatchObject({ status: 'SUCCESS', attempt: 1 });
+  });
+
+  it('answers a different payload fingerprint under a known key as conflict', async () => {
+    const ledger = await ledgerOn();
+    await ledger.transaction(request('evt-fp'), () => null);
+    expect((await ledger.transaction(request('evt-fp', { fingerprint: 'fp-2' }), () => null)).status).toBe(
+      'conflict',
+    );
+  });
+
+  it('records a failed transactional attempt as FAIL, counts attempts, and a redelivery reclaims it', async () => {
+    const ledger = await ledgerOn();
+    await ledger.recordFailure(request('evt-fail'), 'boom 1');
+    expect(await ledger.get('points', 'evt-fail')).toMatchObject({
+      status: 'FAIL',
+      attempt: 1,
+      remark: 'boom 1',
+    });
+    await expect(
+      ledger.transaction(request('evt-fail'), () => {
+        throw new Error('boom 2');
+      }),
+    ).rejects.toThrow('boom 2');
+    await ledger.recordFailure(request('evt-fail'), 'boom 2');
+    expect(await ledger.get('points', 'evt-fail')).toMatchObject({
+      status: 'FAIL',
+      attempt: 2,
+      remark: 'boom 2',
+    });
+    const third = await ledger.transaction(request('evt-fail'), () => '"done"');
+    expect(third).toMatchObject({ status: 'reclaimed', claim: { attempt: 3 }, previous: { status: 'FAIL' } });
+    await ledger.recordFailure(request('evt-fail'), 'late failure of a completed key');
+    expect(await ledger.get('points', 'evt-fail')).toMatchObject({
+      status: 'SUCCESS',
+      attempt: 3,
+      result: '"done"',
+    });
+  });
+
+  for (const foundRows of [true, false]) {
+    it(`checks owner and attempt on every leased write (CLIENT_FOUND_ROWS ${foundRows ? 'on' : 'off'})`, async () => {
+      const flagged = testPool(service.url, { foundRows, size: 2 });
+      try {
+        let now = 1_000_000;
+        const ledger = await ledgerOn(flagged, { clock: () => now });
+        const first = await ledger.claim(request('evt-lease'));
+        if (first.status !== 'acquired') throw new Error(`expected acquired, got ${first.status}`);
+        expect((await ledger.claim(request('evt-lease', { brokerId: 'b2' }))).status).toBe('busy');
+        // same clock value: the UPDATE changes nothing, yet the owner still matches
+        const renewed = await ledger.renew(first.claim, 30_000);
+        expect(renewed.leaseUntil.getTime()).toBe(now + 30_000);
+        now += 30_001;
+        const second = await ledger.claim(request('evt-lease', { brokerId: 'b2' }));
+        expect(second).toMatchObject({ status: 'reclaimed', claim: { attempt: 2 } });
+        if (second.status !== 'reclaimed') throw new Error('expected reclaimed');
+        await expect(ledger.complete(first.claim, null)).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(ledger.renew(first.claim, 30_000)).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(ledger.fail(first.claim, 'stale')).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(ledger.release(first.claim)).rejects.toBeInstanceOf(LeaseLostError);
+        await ledger.complete(second.claim, '"done"');
+        expect(await ledger.get('points', 'evt-lease')).toMatchObject({
+          status: 'SUCCESS',
+          attempt: 2,
+          result: '"done"',
+          leaseUntil: null,
+        });
+        expect((await ledger.claim(request('evt-lease'))).status).toBe('duplicate');
+        const other = await ledger.claim(request('evt-release'));
+        if (other.status !== 'acquired') throw new Error('expected acquired');
+        await ledger.release(other.claim);
+        expect(await ledger.get('points', 'evt-release')).toBeUndefined();
+      } finally {
+        await flagged.end();
+      }
+    });
+  }
+
+  it('lists stuck and failed claims and resets them, refusing a SUCCESS row unless forced', async () => {
+    let now = 5_000_000;
+    const ledger = await ledgerOn(pool, { clock: () => now });
+    await ledger.claim(request('stuck', { leaseMs: 1000 }));
+    await ledger.claim(request('running', { leaseMs: 60_000 }));
+    await ledger.recordFailure(request('failed'), 'db down');
+    await ledger.recordFailure(request('failed-other', { group: 'mail' }), 'smtp down');
+    await ledger.transaction(request('done'), () => null);
+    now += 5000;
+    const stuck = await ledger.list({ leaseExpiredBefore: new Date(now) });
+    expect(stuck.map((r) => r.key)).toEqual(['stuck']);
+    const failed = await ledger.list({ status: 'FAIL', group: 'points' });
+    expect(failed.map((r) => [r.key, r.remark])).toEqual([['failed', 'db down']]);
+    expect((await ledger.list({ limit: 2 })).length).toBe(2);
+    expect(await ledger.reset('points', 'stuck')).toBe(true);
+    expect(await ledger.reset('points', 'failed')).toBe(true);
+    expect(await ledger.reset('points', 'done')).toBe(false);
+    expect(await ledger.get('points', 'done')).toBeDefined();
+    expect(await ledger.reset('points', 'done', { force: true })).toBe(true);
+    expect(await ledger.reset('points', 'never-seen')).toBe(false);
+    expect((await ledger.claim(request('stuck'))).status).toBe('acquired');
+  });
+
+  it('purges finished rows older than the cut-off in bounded batches and never a PROCESSING row', async () => {
+    let now = 10_000_000;
+    const ledger = await ledgerOn(pool, { clock: () => now });
+    for (let i = 0; i < 25; i++) await ledger.transaction(request(`old-${i}`), () => null);
+    await ledger.recordFailure(request('old-failed'), 'x');
+    await ledger.claim(request('old-processing', { leaseMs: 1 }));
+    now += 60_000;
+    await ledger.transaction(request('recent'), () => null);
+    const purged = await ledger.purge({ olderThan: new Date(now - 1000), batchSize: 10 });
+    expect(purged).toEqual({ deleted: 26, batches: 3 });
+    expect(await ledger.get('points', 'old-processing')).toBeDefined();
+    expect(await ledger.get('points', 'recent')).toBeDefined();
+    expect(await ledger.get('points', 'old-3')).toBeUndefined();
+    const bounded = await ledger.purge({ olderThan: new Date(now + 1), batchSize: 1, maxBatches: 1 });
+    expect(bounded).toEqual({ deleted: 1, batches: 1 });
+  });
+
+  it('gives the maintenance lock to one ledger instance at a time', async () => {
+    const table = uniqueTable();
+    const a = await ledgerOn(pool, { table });
+    const b = await ledgerOn(pool, { table });
+    const held = await a.tryMaintenanceLock();
+    expect(held).toBeDefined();
+    expect(await b.tryMaintenanceLock()).toBeUndefined();
+    await held?.release();
+    const next = await b.tryMaintenanceLock();
+    expect(next).toBeDefined();
+    await next?.release();
+    const other = await ledgerOn(pool);
+    const independent = await other.tryMaintenanceLock();
+    expect(independent).toBeDefined();
+    await independent?.release();
+  });
+
+  it('migrates idempotently: concurrent and repeated init leave one version row and one table', async () => {
+    const table = uniqueTable();
+    tables.push(table);
+    const ledgers = Array.from({ length: 4 }, () => new MysqlLedger({ pool, table }));
+    await Promise.all(ledgers.map((l) => l.init()));
+    await new MysqlLedger({ pool, table }).init();
+    const [versions] = await pool.query<RowDataPacket[]>(`SELECT version FROM \`${table}_schema\``);
+    expect(versions.map((v) => v.version as number)).toEqual([1]);
+    const [indexes] = await pool.query<RowDataPacket[]>(`SHOW INDEX FROM \`${table}\``);
+    const names = new Set(indexes.map((i) => i.Key_name as string));
+    expect(names).toEqual(new Set(['PRIMARY', 'status_updated', 'status_lease']));
+  });
+
+  it('refuses hostile or oversized table and database names at construction', async () => {
+    for (const table of ['x; DROP TABLE y', 'a`b', 'ledger"', 'a.b', '', 'x'.repeat(58), '1abc']) {
+      expect(() => new MysqlLedger({ pool, table })).toThrow(ConfigError);
+    }
+    expect(() => new MysqlLedger({ pool, database: 'test`; DROP DATABASE test; --' })).toThrow(ConfigError);
+    const connection = await pool.getConnection();
+    expect(() => new MysqlLedger<PoolConnection>({ pool, connection })).toThrow(ConfigError);
+    connection.release();
+    expect(() => new MysqlLedger<PoolConnection>({})).toThrow(ConfigError);
+    expect(() => new MysqlLedger({ pool, lockRetries: -1 })).toThrow(ConfigError);
+  });
+
+  it('stores SQL metacharacters, NUL-free unicode and 255-byte keys verbatim, and refuses longer keys instead of truncating', async () => {
+    const ledger = await ledgerOn();
+    const keys = ["'; DROP TABLE points; --", 'emoji-🎉-ключ', '\\%_', 'k'.repeat(255)];
+    for (const key of keys) {
+      expect((await ledger.claim(request(key))).status).toBe('acquired');
+      expect((await ledger.get('points', key))?.key).toBe(key);
+    }
+    await expect(ledger.claim(request('k'.repeat(256)))).rejects.toBeInstanceOf(PermanentError);
+    await expect(ledger.transaction(request('é'.repeat(128)), () => null)).rejects.toBeInstanceOf(
+      PermanentError,
+    );
+  });
+
+  it('writes in strict mode even when the session is not strict: an oversized topic fails loudly', async () => {
+    const conn = await pool.getConnection();
+    try {
+      await conn.query("SET SESSION sql_mode = ''");
+      const ledger = await ledgerOn(conn);
+      const error: unknown = await ledger
+        .claim(request('evt-topic', { topic: 't'.repeat(2000) }))
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LedgerUnavailableError);
+      expect((error as Error).cause).toMatchObject({ code: 'ER_DATA_TOO_LONG' });
+      expect(await ledger.get('points', 'evt-topic')).toBeUndefined();
+    } finally {
+      await conn.query('SET SESSION sql_mode = DEFAULT');
+      conn.release();
+    }
+  });
+
+  it("joins the caller's open transaction: the claim commits or rolls back with the caller's own writes", async () => {
+    await pool.query('CREATE TABLE IF NOT EXISTS t_points_ledger_test (id VARCHAR(64) PRIMARY KEY)');
+    const conn = await pool.getConnection();
+    try {
+      const ledger = await ledgerOn(conn);
+      await conn.query('START TRANSACTION');
+      await conn.execute('INSERT INTO t_points_ledger_test (id) VALUES (?)', ['joined-rollback']);
+      expect((await ledger.transaction(request('joined-1'), () => null)).status).toBe('acquired');
+      await conn.query('ROLLBACK');
+      expect(await ledger.get('points', 'joined-1')).toBeUndefined();
+
+      await conn.query('START TRANSACTION');
+      await conn.execute('INSERT INTO t_points_ledger_test (id) VALUES (?)', ['joined-commit']);
+      expect((await ledger.transaction(request('joined-2'), () => null)).status).toBe('acquired');
+      // a failing handler rolls back to the savepoint only: the caller's insert stays
+      await expect(
+        ledger.transaction(request('joined-3'), () => {
+          throw new Error('handler failed');
+        }),
+      ).rejects.toThrow('handler failed');
+      await conn.query('COMMIT');
+      expect(await ledger.get('points', 'joined-2')).toMatchObject({ status: 'SUCCESS' });
+      expect(await ledger.get('points', 'joined-3')).toBeUndefined();
+      const [rowsWritten] = await pool.query<RowDataPacket[]>(
+        "SELECT id FROM t_points_ledger_test WHERE id IN ('joined-rollback', 'joined-commit') ORDER BY id",
+      );
+      expect(rowsWritten.map((r) => r.id as string)).toEqual(['joined-commit']);
+      // outside a transaction it opens and commits its own
+      expect((await ledger.transaction(request('joined-4'), () => null)).status).toBe('acquired');
+      expect(await ledger.get('points', 'joined-4')).toMatchObject({ status: 'SUCCESS' });
+    } finally {
+      conn.release();
+    }
+  });
+
+  it('turns driver failures into LedgerUnavailableError with the cause', async () => {
+    const table = uniqueTable();
+    const ledger = await ledgerOn(pool, { table });
+    await pool.query(`DROP TABLE \`${table}\``);
+    const error: unknown = await ledger.claim(request('evt-x')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LedgerUnavailableError);
+    expect((error as Error).cause).toMatchObject({ code: 'ER_NO_SUCH_TABLE' });
+    await expect(ledger.transaction(request('evt-x'), () => null)).rejects.toBeInstanceOf(
+      LedgerUnavailableError,
+    );
+    const [result] = await pool.query<ResultSetHeader>('DO 0');
+    expect(result.affectedRows).toBe(0);
+  });
+});

@@ -1,0 +1,28 @@
+import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
+import { findService, type Service } from './services.js';
+
+export const MYSQL_SERVICE = { variable: 'ONCEMQ_MYSQL_URL', defaultUrl: 'mysql://root@127.0.0.1:3306/test' };
+
+export function mysqlService(): Promise<Service> {
+  return findService(MYSQL_SERVICE);
+}
+
+/** A pool on the test server; `foundRows: false` clears mysql2's default CLIENT_FOUND_ROWS flag. */
+export function testPool(url: string, options: { foundRows?: boolean; size?: number } = {}): mysql.Pool {
+  return mysql.createPool({
+    uri: url,
+    connectionLimit: options.size ?? 8,
+    ...(options.foundRows === false ? { flags: ['-FOUND_ROWS'] } : {}),
+  });
+}
+
+/** A table name no other test uses. */
+export function uniqueTable(prefix = 'ledger'): string {
+  return `t_${prefix}_${randomBytes(5).toString('hex')}`;
+}
+
+/** Drops a test table and its schema-version table. */
+export async function dropLedgerTables(pool: mysql.Pool, table: string): Promise<void> {
+  await pool.query(`DROP TABLE IF EXISTS \`${table}\`, \`${table}_schema\``);
+}
