@@ -16,6 +16,8 @@ export interface TestRedis {
   readonly redis: RedisLike;
   /** A prefix no other test uses. */
   readonly prefix: string;
+  /** FLUSHALL — only ever on a private server a fault test started (see redis-server.ts). */
+  flushAllOfPrivateServer(): Promise<void>;
   /** Deletes the keys under the prefix and disconnects. */
   close(): Promise<void>;
 }
@@ -31,6 +33,9 @@ export async function connectRedis(kind: RedisClientKind, url: string): Promise<
       client,
       redis: fromNodeRedis(client),
       prefix,
+      async flushAllOfPrivateServer() {
+        await client.flushAll();
+      },
       async close() {
         for await (const keys of client.scanIterator({ MATCH: `${prefix}:*`, COUNT: 500 })) {
           if (keys.length > 0) await client.del(keys);
@@ -47,6 +52,9 @@ export async function connectRedis(kind: RedisClientKind, url: string): Promise<
     client,
     redis: fromIoredis(client),
     prefix,
+    async flushAllOfPrivateServer() {
+      await client.flushall();
+    },
     async close() {
       let cursor = '0';
       do {
