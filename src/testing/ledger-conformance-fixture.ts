@@ -1,0 +1,115 @@
+import type { Claim, ClaimRequest, ClaimResult, Ledger, LedgerCapabilities } from '../ledger/ledger.js';
+
+/** Options for one ledger instance of a conformance namespace. */
+export interface LedgerInstanceOptions {
+  /** Clock in epoch milliseconds the instance uses for leases and timestamps. */
+  readonly clock?: () => number;
+}
+
+/**
+ * One fresh, isolated namespace (schema, database file, table) for one test. Every instance it
+ * opens shares the namespace, each on its own connection, so claims made through them race for real.
+ */
+export interface LedgerNamespace<Tx> {
+  /** A new, initialized ledger instance on its own connection to this namespace. */
+  open(options?: LedgerInstanceOptions): Promise<Ledger<Tx>>;
+  /**
+   * Optional business effect for transactional cases: `apply` writes one effect for `key` through
+   * the claim's transaction handle, `count` reads how many effects `key` has (committed ones only).
+   */
+  readonly effect?: {
+    apply(tx: Tx, key: string): void | Promise<void>;
+    count(key: string): Promise<number>;
+  };
+  /** Closes every instance opened and removes the namespace. */
+  teardown(): Promise<void>;
+}
+
+/** What a ledger spec hands to {@link describeLedgerConformance}. */
+export interface LedgerConformanceFactory<Tx> {
+  /**
+   * The capabilities of the ledgers this factory opens, known before any test runs (cases are
+   * declared, and skipped, from them). A case checks that opened instances declare the same.
+   */
+  readonly capabilities: LedgerCapabilities;
+  /** Makes a fresh isolated namespace. */
+  create(): Promise<LedgerNamespace<Tx>>;
+  /**
+   * Constructs (without initializing) a ledger whose table is named `table`; must throw a
+   * ConfigError synchronously for a name that is not a safe SQL identifier.
+   */
+  construct(table: string): unknown;
+  /**
+   * Whether a claim on a second connection waits for another connection's in-flight transaction
+   * without blocking the process. `false` for synchronous drivers (better-sqlite3 blocks the event
+   * loop on the write lock, so an in-flight transaction awaiting in the same process is never
+   * finished). @default true
+   */
+  readonly waitsForInflightTransactions?: boolean;
+  /** Parallel connections used by the race cases. @default 8 */
+  readonly raceConnections?: number;
+}
+
+let sequence = 0;
+
+/** A claim request with a key unique to the test run. */
+export function conformanceRequest(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
+  sequence++;
+  return {
+    group: 'conformance',
+    key: `key-${process.pid}-${sequence}`,
+    fingerprint: 'fp-1',
+    brokerId: `broker-${sequence}`,
+    topic: 'payments',
+    leaseMs: 30_000,
+    ...overrides,
+  };
+}
+
+/** The claim of a won result; fails the test otherwise. */
+export function wonClaim(result: ClaimResult): Claim {
+  if (result.status !== 'acquired' && result.status !== 'reclaimed') {
+    throw new Error(`expected the claim to be won, got '${result.status}'`);
+  }
+  return result.claim;
+}
+
+/** A promise with its resolver, to hold a transaction open. */
+export function gate(): { promise: Promise<void>; open: () => void } {
+  let open = (): void => undefined;
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+/** Runs `body` with a fresh namespace and tears it down afterwards. */
+export async function withNamespace<Tx>(
+  factory: LedgerConformanceFactory<Tx>,
+  body: (namespace: LedgerNamespace<Tx>) => Promise<void>,
+): Promise<void> {
+  const namespace = await factory.create();
+  try {
+    await body(namespace);
+  } finally {
+    await namespace.teardown();
+  }
+}
+
+/**
+ * Applies the namespace's effect for `key` and answers `value`, staying synchronous when the effect
+ * is (a transaction of a synchronous driver must not wait on the event loop while other connections race).
+ */
+export function applyThen<Tx, T>(
+  namespace: LedgerNamespace<Tx>,
+  tx: Tx,
+  keys: readonly string[],
+  value: T,
+): T | Promise<T> {
+  const pending: Promise<void>[] = [];
+  for (const key of keys) {
+    const applied = namespace.effect?.apply(tx, key);
+    if (applied instanceof Promise) pending.push(applied);
+  }
+  return pending.length === 0 ? value : Promise.all(pending).then(() => value);
+}

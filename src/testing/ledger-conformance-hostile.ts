@@ -1,0 +1,157 @@
+import { describe, expect, it } from 'vitest';
+import { createPipeline } from '../consumer/pipeline.js';
+import { createEnvelope, KEY_HEADER } from '../core/envelope.js';
+import { ConfigError, PermanentError } from '../core/errors.js';
+import { HASHED_KEY_PREFIX } from '../core/key.js';
+import type { ClaimRequest, ClaimResult, Ledger, LedgerCapabilities } from '../ledger/ledger.js';
+import {
+  conformanceRequest,
+  withNamespace,
+  type LedgerConformanceFactory,
+  type LedgerNamespace,
+} from './ledger-conformance-fixture.js';
+
+/** Strings that break naive SQL, encodings or byte-length assumptions. */
+export const HOSTILE_STRINGS: readonly string[] = Object.freeze([
+  "'; DROP TABLE oncemq_ledger; --",
+  '" OR "1"="1',
+  'back\\slash\\',
+  '%_ LIKE wildcards _%',
+  '$1 $$dollar$$ quoting',
+  '🦄 emoji 💳 and 中文',
+  'trailing space ',
+  'Trailing Space ',
+  'line\nbreak\ttab',
+]);
+
+/** Table names that must be refused with a ConfigError before reaching SQL. */
+export const HOSTILE_TABLE_NAMES: readonly string[] = Object.freeze([
+  'x; DROP TABLE y',
+  'a"b',
+  "a'b",
+  '',
+  '1starts_with_digit',
+  'schema.table',
+  'tab\u0000le',
+  'x'.repeat(64),
+  'naïve',
+]);
+
+function claimVia(ledger: Ledger, caps: LedgerCapabilities, request: ClaimRequest): Promise<ClaimResult> {
+  return caps.transactional ? ledger.transaction(request, () => null) : ledger.claim(request);
+}
+
+/**
+ * Either the ledger stores the value exactly, or it refuses it with a PermanentError (a clear,
+ * non-retryable answer). A raw driver error or a silent change is a failure.
+ */
+async function storedExactlyOrRefused(attempt: () => Promise<unknown>): Promise<'stored' | 'refused'> {
+  try {
+    await attempt();
+    return 'stored';
+  } catch (error) {
+    expect(error).toBeInstanceOf(PermanentError);
+    return 'refused';
+  }
+}
+
+/** Keys, groups, broker ids and table names chosen to break naive code. */
+export function describeLedgerHostileInput<Tx>(
+  factory: LedgerConformanceFactory<Tx>,
+  caps: LedgerCapabilities,
+): void {
+  const run = (body: (namespace: LedgerNamespace<Tx>) => Promise<void>) => () => withNamespace(factory, body);
+
+  describe('hostile input', () => {
+    it(
+      'stores keys, groups and broker ids with SQL metacharacters, quotes, emoji and whitespace exactly, each distinct',
+      run(async (ns) => {
+        const ledger = await ns.open();
+        for (const [i, text] of HOSTILE_STRINGS.entries()) {
+          const request = conformanceRequest({ key: text, group: `g'${i};--`, brokerId: text });
+          expect((await claimVia(ledger, caps, request)).status).toBe('acquired');
+          expect(await ledger.get(request.group, text)).toMatchObject({
+            key: text,
+            group: request.group,
+            brokerId: text,
+          });
+          expect(await claimVia(ledger, caps, { ...request, brokerId: 'again' })).toMatchObject({
+            record: { brokerId: text },
+          });
+        }
+        const shared = 'hostile-shared';
+        for (const text of HOSTILE_STRINGS) {
+          expect(
+            (await claimVia(ledger, caps, conformanceRequest({ group: shared, key: text }))).status,
+          ).toBe('acquired');
+        }
+      }),
+    );
+
+    it(
+      'a key with NUL bytes or of 10 kB is stored exactly or refused as a permanent error, never a driver error',
+      run(async (ns) => {
+        const ledger = await ns.open();
+        for (const key of ['nul\u0000inside', 'k'.repeat(10_240), '🦄'.repeat(2600)]) {
+          const request = conformanceRequest({ key });
+          const outcome = await storedExactlyOrRefused(() => claimVia(ledger, caps, request));
+          if (outcome === 'stored') expect((await ledger.get(request.group, key))?.key).toBe(key);
+        }
+      }),
+    );
+
+    it(
+      'NUL bytes in a broker id, topic or failure remark never make a claim or a failure record fail',
+      run(async (ns) => {
+        const ledger = await ns.open();
+        const request = conformanceRequest({ brokerId: 'id\u0000x', topic: 't\u0000' });
+        expect((await claimVia(ledger, caps, request)).status).toBe('acquired');
+        if (caps.transactional) {
+          const failing = conformanceRequest({ brokerId: '\u0000' });
+          await ledger.recordFailure(failing, 'remark with \u0000 inside');
+          expect((await ledger.get(failing.group, failing.key))?.remark).toMatch(/^remark with .* inside$/);
+        }
+      }),
+    );
+
+    it(
+      'through the pipeline, a 10 kB key with NUL bytes is normalized to a digest, applied once and then a duplicate',
+      run(async (ns) => {
+        const ledger = await ns.open();
+        let runs = 0;
+        const pipeline = createPipeline({
+          ledger,
+          group: 'hostile-pipeline',
+          mode: caps.transactional ? 'transactional' : 'leased',
+          decode: 'bytes',
+          handler: () => {
+            runs++;
+          },
+        });
+        const rawKey = `${'x'.repeat(10_240)}\u0000'; DROP TABLE t; --`;
+        const envelope = (brokerId: string) =>
+          createEnvelope({ brokerId, topic: 'hostile', body: 'payload', headers: { [KEY_HEADER]: rawKey } });
+        const first = await pipeline.process(envelope('b1'));
+        const second = await pipeline.process(envelope('b2'));
+        expect(first).toMatchObject({ kind: 'executed' });
+        expect(second).toMatchObject({ kind: 'duplicate', source: 'republish' });
+        expect(runs).toBe(1);
+        expect(first.key?.startsWith(HASHED_KEY_PREFIX)).toBe(true);
+        expect(await ledger.get('hostile-pipeline', first.key ?? '')).toMatchObject({ status: 'SUCCESS' });
+      }),
+    );
+
+    it('refuses table names that are not plain SQL identifiers with a ConfigError naming the field', () => {
+      for (const table of HOSTILE_TABLE_NAMES) {
+        let thrown: unknown;
+        try {
+          factory.construct(table);
+        } catch (error) {
+          thrown = error;
+        }
+        expect(thrown, JSON.stringify(table)).toBeInstanceOf(ConfigError);
+        expect((thrown as ConfigError).field).toMatch(/table/);
+      }
+    });
+  });
+}
