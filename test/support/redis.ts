@@ -22,8 +22,12 @@ export interface TestRedis {
   close(): Promise<void>;
 }
 
-export async function connectRedis(kind: RedisClientKind, url: string): Promise<TestRedis> {
-  const prefix = `oncemq-test-${randomUUID().slice(0, 8)}`;
+/** Connects a client; pass `prefix` to join another connection's namespace. */
+export async function connectRedis(
+  kind: RedisClientKind,
+  url: string,
+  prefix = `oncemq-test-${randomUUID().slice(0, 8)}`,
+): Promise<TestRedis> {
   if (kind === 'node-redis') {
     const client = createClient({ url });
     client.on('error', () => undefined);
