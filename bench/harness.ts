@@ -1,0 +1,141 @@
+/** Shared benchmark harness: every suite reports in one machine-readable shape. */
+
+export interface BenchResult {
+  readonly name: string;
+  readonly concurrency: number;
+  readonly messagesPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Messages measured. */
+  readonly messages?: number;
+  /** Anything else a suite wants to say about this row (batch size, workload). */
+  readonly note?: string;
+}
+
+export interface SuiteOptions {
+  /** Rough wall-clock budget for the whole suite. */
+  readonly seconds: number;
+  /** Suite-specific flags (`--synchronous normal`). */
+  readonly flags: Readonly<Record<string, string>>;
+}
+
+export interface Suite {
+  readonly name: string;
+  readonly description: string;
+  run(options: SuiteOptions): Promise<BenchResult[]>;
+}
+
+/** One contender: `op(i)` does the work of one message (or one batch, counted as `perOp` messages). */
+export interface Contender {
+  readonly name: string;
+  readonly concurrency: number;
+  /** Messages one call of `op` handles. @default 1 */
+  readonly perOp?: number;
+  readonly note?: string;
+  op(sequence: number): unknown;
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return 0;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index] ?? 0;
+}
+
+interface Tally {
+  ops: number;
+  elapsedMs: number;
+  latencies: number[];
+}
+
+/** Runs `contender` for `ms` milliseconds with its concurrency; sequence numbers keep growing across rounds. */
+async function runFor(
+  contender: Contender,
+  ms: number,
+  next: { value: number },
+  tally: Tally,
+): Promise<void> {
+  const deadline = performance.now() + ms;
+  const started = performance.now();
+  const worker = async (): Promise<void> => {
+    while (performance.now() < deadline) {
+      const sequence = next.value++;
+      const t0 = performance.now();
+      await contender.op(sequence);
+      tally.latencies.push(performance.now() - t0);
+      tally.ops++;
+    }
+  };
+  await Promise.all(Array.from({ length: contender.concurrency }, worker));
+  tally.elapsedMs += performance.now() - started;
+}
+
+/**
+ * Measures contenders side by side: the time is cut into rounds and the contenders take turns in
+ * each round, so a noisy neighbour slows them alike and the ratios stay meaningful.
+ */
+export async function sideBySide(
+  contenders: readonly Contender[],
+  options: { seconds: number; rounds?: number; warmupMs?: number },
+): Promise<BenchResult[]> {
+  const rounds = options.rounds ?? 3;
+  const sliceMs = (options.seconds * 1000) / (rounds * contenders.length);
+  const tallies = contenders.map((): Tally => ({ ops: 0, elapsedMs: 0, latencies: [] }));
+  const sequences = contenders.map(() => ({ value: 0 }));
+  const warmupMs = options.warmupMs ?? Math.min(500, sliceMs / 4);
+  for (const [i, contender] of contenders.entries()) {
+    const sequence = sequences[i];
+    if (sequence) await runFor(contender, warmupMs, sequence, { ops: 0, elapsedMs: 0, latencies: [] });
+  }
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, contender] of contenders.entries()) {
+      const tally = tallies[i];
+      const sequence = sequences[i];
+      if (tally && sequence) await runFor(contender, sliceMs, sequence, tally);
+    }
+  }
+  return contenders.map((contender, i) => {
+    const tally = tallies[i] ?? { ops: 0, elapsedMs: 1, latencies: [] };
+    const perOp = contender.perOp ?? 1;
+    const sorted = Float64Array.from(tally.latencies).sort();
+    const result: BenchResult = {
+      name: contender.name,
+      concurrency: contender.concurrency,
+      messagesPerSecond: Math.round((tally.ops * perOp * 1000) / tally.elapsedMs),
+      p50Ms: Number(percentile(sorted, 50).toFixed(3)),
+      p99Ms: Number(percentile(sorted, 99).toFixed(3)),
+      messages: tally.ops * perOp,
+    };
+    return contender.note === undefined ? result : { ...result, note: contender.note };
+  });
+}
+
+/** Human table of a suite's results, with each row's ratio to `raw` at the same concurrency. */
+export function formatTable(suite: string, results: readonly BenchResult[]): string {
+  const raw = new Map(
+    results.filter((r) => r.name === 'raw').map((r) => [r.concurrency, r.messagesPerSecond]),
+  );
+  const rows = results.map((r) => {
+    const base = raw.get(r.concurrency);
+    const ratio =
+      base === undefined || r.name === 'raw'
+        ? ''
+        : `${((r.messagesPerSecond / base) * 100).toFixed(0)}% of raw`;
+    return [
+      r.name,
+      String(r.concurrency),
+      String(r.messagesPerSecond),
+      r.p50Ms.toFixed(3),
+      r.p99Ms.toFixed(3),
+      ratio,
+      r.note ?? '',
+    ];
+  });
+  const header = ['name', 'conc', 'msg/s', 'p50 ms', 'p99 ms', 'vs raw', 'note'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
+  return [`suite ${suite}`, line(header), ...rows.map(line)].join('\n');
+}
