@@ -83,3 +83,5 @@ export type {
   TransactionWork,
 } from './ledger/ledger.js';
 export { quoteIdentifier, SQL_IDENTIFIER, sqlIdentifier } from './ledger/sql-identifier.js';
+export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
+export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';

@@ -23,6 +23,7 @@ import { SILENT_LOGGER, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
 import type { Claim, ClaimRequest, ClaimResult, Ledger, LedgerRecord } from '../ledger/ledger.js';
+import { processBatch, type BatchInternals } from './batch.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
 import {
   checkRetention,
@@ -109,6 +110,12 @@ export interface Pipeline {
   readonly retry: RetryPolicy;
   /** Runs one delivery to its outcome. Never throws for a message's fault; the outcome says what to do. */
   process(envelope: Envelope): Promise<Outcome>;
+  /**
+   * Runs a batch of deliveries to their outcomes, in order, with process()'s semantics. In
+   * transactional mode on a ledger with batch claims the batch shares one claim statement and one
+   * commit; a failing handler makes the batch fall back to one transaction per delivery.
+   */
+  processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
   metrics(): PipelineMetrics;
   /** Refuses further deliveries. The ledger stays open: it is the caller's. */
   close(): void;
@@ -566,7 +573,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     return outcome;
   };
 
-  return {
+  const pipeline: Pipeline = {
     group,
     mode,
     retry,
@@ -587,9 +594,43 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
           : await runLeased(envelope, parsed, started),
       );
     },
+    processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]> {
+      if (closed) return Promise.reject(new ClosedError(`pipeline of group '${group}'`));
+      return processBatch(batchInternals, envelopes);
+    },
     metrics: () => counters.snapshot(),
     close(): void {
       closed = true;
     },
   };
+  const batchInternals: BatchInternals<Tx, T> = {
+    ledger,
+    mode,
+    parse,
+    ensureInit,
+    runHandler: (envelope, parsed, claim, tx) =>
+      handler(parsed.message, context(envelope, parsed.key, claim, tx, new AbortController().signal)),
+    store,
+    executed: (envelope, key, claimed, value, started) => ({
+      group,
+      key,
+      topic: envelope.topic,
+      brokerId: envelope.brokerId,
+      deliveryCount: envelope.deliveryCount,
+      elapsedMs: performance.now() - started,
+      kind: 'executed',
+      action: 'ack',
+      mode,
+      attempt: claimed.claim.attempt,
+      reclaimed: claimed.status === 'reclaimed',
+      leaseLost: false,
+      result: value,
+    }),
+    notWon,
+    failed,
+    unavailable,
+    finish,
+    process: (envelope) => pipeline.process(envelope),
+  };
+  return pipeline;
 }

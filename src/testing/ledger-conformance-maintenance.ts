@@ -228,11 +228,11 @@ export function describeLedgerMaintenance<Tx>(
       'overlapping batches on separate connections win every key exactly once',
       run(async (ns) => {
         const ledgers = await Promise.all([ns.open(), ns.open(), ns.open(), ns.open()]);
-        const keys = Array.from({ length: 40 }, () => conformanceRequest());
+        const keys = Array.from({ length: 400 }, () => conformanceRequest());
         const wins = new Map<string, number>();
         await Promise.all(
           ledgers.map((ledger, i) => {
-            const rotated = [...keys.slice(i * 10), ...keys.slice(0, i * 10)];
+            const rotated = [...keys.slice(i * 100), ...keys.slice(0, i * 100)];
             const many = ledger.transactionMany?.bind(ledger);
             if (many === undefined) throw new Error('batchClaim capability without transactionMany()');
             return many(rotated, (tx, won) => {

@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import { checkBatchResults, planBatch, rowIdentity, twinResult, wonClaims } from './batch-claim.js';
+import { decideExisting } from './claim-decision.js';
+import type { BatchWork, ClaimRequest, ClaimResult } from './ledger.js';
+import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
+import { pgRecord, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
+
+/** What a batch claim needs from its ledger. */
+export interface PgBatchContext {
+  readonly sql: PgStatements;
+  readonly now: number;
+  /** Makes free text storable (PostgreSQL text holds no NUL). */
+  readonly text: (value: string) => string;
+  /** The single-key claim, for keys that need a reclaim or whose row vanished meanwhile. */
+  readonly claimOne: (client: PgClientLike, request: ClaimRequest) => Promise<ClaimResult>;
+}
+
+async function selectMany(
+  client: PgClientLike,
+  sql: PgStatements,
+  requests: readonly ClaimRequest[],
+): Promise<Map<string, PgLedgerRow>> {
+  const rows = await pgQuery<PgLedgerRow>(
+    client,
+    sql.selectMany,
+    [requests.map((r) => r.group), requests.map((r) => r.key)],
+    'reading a batch',
+  );
+  return new Map(rows.map((row) => [rowIdentity(row.consumer_group, row.msg_key), row]));
+}
+
+/** One multi-row insert for every distinct key (sorted), then one read of the keys that were not new. */
+async function claimBatch(
+  client: PgClientLike,
+  requests: readonly ClaimRequest[],
+  context: PgBatchContext,
+): Promise<(ClaimResult | undefined)[]> {
+  const { sql, now, text } = context;
+  const { distinct } = planBatch(requests);
+  const picked = distinct.map((index) => requests[index] as ClaimRequest);
+  const owners = picked.map(() => randomUUID());
+  const inserted = await pgQuery<{ consumer_group: string; msg_key: string }>(
+    client,
+    sql.claimMany,
+    [
+      picked.map((r) => r.group),
+      picked.map((r) => r.key),
+      picked.map((r) => r.fingerprint),
+      owners,
+      picked.map((r) => text(r.brokerId)),
+      picked.map((r) => text(r.topic)),
+      new Date(now),
+    ],
+    'claiming a batch',
+  );
+  const won = new Set(inserted.map((row) => rowIdentity(row.consumer_group, row.msg_key)));
+  const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
+  const lost: number[] = [];
+  distinct.forEach((index, i) => {
+    const r = requests[index] as ClaimRequest;
+    if (!won.has(rowIdentity(r.group, r.key))) {
+      lost.push(index);
+      return;
+    }
+    const owner = owners[i] as string;
+    const claim = { group: r.group, key: r.key, owner, attempt: 1, leaseUntil: new Date(now + r.leaseMs) };
+    results[index] = { status: 'acquired', claim };
+  });
+  if (lost.length > 0) {
+    const rows = await selectMany(
+      client,
+      sql,
+      lost.map((i) => requests[i] as ClaimRequest),
+    );
+    for (const index of lost) {
+      const r = requests[index] as ClaimRequest;
+      const row = rows.get(rowIdentity(r.group, r.key));
+      const record = row === undefined ? undefined : pgRecord(row);
+      const decision = record === undefined ? 'reclaim' : decideExisting(record, r, now);
+      results[index] =
+        record !== undefined && decision !== 'reclaim'
+          ? { status: decision, record }
+          : await context.claimOne(client, r);
+    }
+  }
+  return results;
+}
+
+/**
+ * The body of a PostgreSQL batch transaction: claims, runs `work` once for the won claims, stores
+ * their results in one statement, and answers later copies of a key in the batch as duplicates.
+ */
+export async function pgClaimMany(
+  client: PgClientLike,
+  requests: readonly ClaimRequest[],
+  work: BatchWork<PgClientLike>,
+  context: PgBatchContext,
+): Promise<readonly ClaimResult[]> {
+  const results = await claimBatch(client, requests, context);
+  const won = wonClaims(results);
+  const stored = checkBatchResults(await work(client, won), won.length);
+  const withResult = won.flatMap(({ claim }, i) => {
+    const result = stored[i];
+    return result === null || result === undefined ? [] : [{ claim, result }];
+  });
+  if (withResult.length > 0) {
+    await pgExecute(
+      client,
+      context.sql.storeResults,
+      [
+        withResult.map((w) => w.claim.group),
+        withResult.map((w) => w.claim.key),
+        withResult.map((w) => w.result),
+      ],
+      'storing batch results',
+    );
+  }
+  const plan = planBatch(requests);
+  const twins = plan.firstOf.flatMap((first, index) => (first === index ? [] : [index]));
+  if (twins.length > 0) {
+    const rows = await selectMany(
+      client,
+      context.sql,
+      twins.map((i) => requests[i] as ClaimRequest),
+    );
+    for (const index of twins) {
+      const r = requests[index] as ClaimRequest;
+      const row = rows.get(rowIdentity(r.group, r.key));
+      results[index] = row === undefined ? results[plan.firstOf[index] ?? index] : twinResult(pgRecord(row));
+    }
+  }
+  return results as ClaimResult[];
+}

@@ -1,0 +1,72 @@
+import { LedgerUnavailableError, OncemqError } from '../core/errors.js';
+
+/** What oncemq reads from a pg query result. */
+export interface PgQueryResultLike {
+  readonly rows: unknown[];
+  readonly rowCount: number | null;
+  /** The command tag: `COMMIT` answers `ROLLBACK` when the transaction had been aborted. */
+  readonly command?: string;
+}
+
+/** The part of a pg `Client` / `PoolClient` oncemq calls: a connection, possibly inside the caller's transaction. */
+export interface PgClientLike {
+  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+}
+
+/** A client checked out of a pool. `release(error)` destroys it instead of returning it. */
+export interface PgPoolClientLike extends PgClientLike {
+  release(error?: Error | boolean): void;
+}
+
+/** The part of a pg `Pool` oncemq calls. */
+export interface PgPoolLike extends PgClientLike {
+  connect(): Promise<PgPoolClientLike>;
+  end?(): Promise<void>;
+}
+
+/** SQLSTATEs worth naming in messages: the caller retries the delivery later in every case. */
+const SQLSTATE_HINTS: Readonly<Record<string, string>> = {
+  '40001': 'serialization failure (the transaction is not READ COMMITTED?)',
+  '40P01': 'deadlock detected',
+  '42P01': 'the ledger table does not exist (run migrate() or init())',
+  '57P01': 'the server is shutting down',
+  '53300': 'too many connections',
+};
+
+/** Turns a pg failure into a LedgerUnavailableError with the driver error as `cause`; oncemq errors pass. */
+export function pgFailure(error: unknown, what: string): Error {
+  if (error instanceof OncemqError) return error;
+  const code = (error as { code?: unknown } | null)?.code;
+  const hint =
+    typeof code === 'string' ? ` [${code}${SQLSTATE_HINTS[code] ? `: ${SQLSTATE_HINTS[code]}` : ''}]` : '';
+  const message = error instanceof Error ? error.message : String(error);
+  return new LedgerUnavailableError(`PostgreSQL ledger failed ${what}${hint}: ${message}`, { cause: error });
+}
+
+/** Runs a query, wrapping driver failures. */
+export async function pgQuery<R>(
+  client: PgClientLike,
+  text: string,
+  values: unknown[],
+  what: string,
+): Promise<R[]> {
+  try {
+    return (await client.query(text, values)).rows as R[];
+  } catch (error) {
+    throw pgFailure(error, what);
+  }
+}
+
+/** Runs a statement, wrapping driver failures; answers the affected row count. */
+export async function pgExecute(
+  client: PgClientLike,
+  text: string,
+  values: unknown[],
+  what: string,
+): Promise<number> {
+  try {
+    return (await client.query(text, values)).rowCount ?? 0;
+  } catch (error) {
+    throw pgFailure(error, what);
+  }
+}

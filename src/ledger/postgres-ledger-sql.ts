@@ -1,0 +1,127 @@
+import type { LedgerRecord, LedgerStatus } from './ledger.js';
+import { quoteIdentifier } from './sql-identifier.js';
+
+/** A ledger row as pg returns it (timestamptz columns come back as Dates). */
+export interface PgLedgerRow {
+  consumer_group: string;
+  msg_key: string;
+  status: LedgerStatus;
+  fingerprint: string | null;
+  owner: string | null;
+  attempt: number;
+  lease_until: Date | null;
+  broker_id: string | null;
+  topic: string | null;
+  remark: string | null;
+  result: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export function pgRecord(row: PgLedgerRow): LedgerRecord {
+  return {
+    group: row.consumer_group,
+    key: row.msg_key,
+    status: row.status,
+    fingerprint: row.fingerprint,
+    owner: row.owner,
+    attempt: row.attempt,
+    leaseUntil: row.lease_until,
+    brokerId: row.broker_id,
+    topic: row.topic,
+    remark: row.remark,
+    result: row.result,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+const COLUMNS = `consumer_group text NOT NULL,
+      msg_key text NOT NULL,
+      status text NOT NULL CHECK (status IN ('PROCESSING', 'SUCCESS', 'FAIL')),
+      fingerprint text,
+      owner text,
+      attempt integer NOT NULL DEFAULT 1,
+      lease_until timestamptz,
+      broker_id text,
+      topic text,
+      remark text,
+      result text,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL`;
+
+/**
+ * Versioned migrations of the ledger table; step n brings the schema to version n. Index names
+ * derive from the table name (at most 63 bytes in PostgreSQL, hence the shorter table limit).
+ */
+export function pgMigrations(schema: string, table: string): readonly string[] {
+  const t = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
+  return [
+    `CREATE TABLE ${t} (
+      ${COLUMNS},
+      PRIMARY KEY (consumer_group, msg_key)
+    );
+    CREATE INDEX ${quoteIdentifier(`${table}_status_updated`)} ON ${t} (status, updated_at);
+    CREATE INDEX ${quoteIdentifier(`${table}_stuck`)} ON ${t} (lease_until) WHERE status = 'PROCESSING';`,
+  ];
+}
+
+/** The statements of one ledger table, built once from validated, quoted identifiers. */
+export function pgStatements(schema: string, table: string) {
+  const t = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
+  const owned = `consumer_group = $1 AND msg_key = $2 AND owner = $3 AND attempt = $4 AND status = 'PROCESSING'`;
+  return {
+    table: t,
+    versions: `${quoteIdentifier(schema)}.${quoteIdentifier(`${table}_schema`)}`,
+    /**
+     * Inserts the claim or, when the key exists and its row was committed before this statement
+     * began, returns that row: one round trip for both the first claim and a plain duplicate.
+     * A row committed by a transaction this insert waited for is invisible to the statement's
+     * snapshot, so the caller re-reads it with a separate SELECT when neither comes back.
+     */
+    claim: `WITH inserted AS (
+        INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $9)
+        ON CONFLICT (consumer_group, msg_key) DO NOTHING
+        RETURNING 1)
+      SELECT true AS inserted, NULL AS consumer_group, NULL AS msg_key, NULL AS status, NULL AS fingerprint, NULL AS owner,
+        NULL AS attempt, NULL AS lease_until, NULL AS broker_id, NULL AS topic, NULL AS remark, NULL AS result,
+        NULL AS created_at, NULL AS updated_at
+      FROM inserted
+      UNION ALL
+      SELECT false, consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, result,
+        created_at, updated_at
+      FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND NOT EXISTS (SELECT FROM inserted)`,
+    select: `SELECT * FROM ${t} WHERE consumer_group = $1 AND msg_key = $2`,
+    reclaim: `UPDATE ${t} SET status = $3, owner = $4, attempt = attempt + 1, lease_until = $5, broker_id = $6, topic = $7,
+        fingerprint = COALESCE(fingerprint, $8), remark = NULL, updated_at = $9
+      WHERE consumer_group = $1 AND msg_key = $2 AND status = $10 AND attempt = $11 AND owner IS NOT DISTINCT FROM $12`,
+    storeResult: `UPDATE ${t} SET result = $3 WHERE consumer_group = $1 AND msg_key = $2`,
+    renew: `UPDATE ${t} SET lease_until = $5, updated_at = $6 WHERE ${owned}`,
+    complete: `UPDATE ${t} SET status = 'SUCCESS', result = $5, remark = NULL, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
+    fail: `UPDATE ${t} SET status = 'FAIL', remark = $5, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
+    release: `DELETE FROM ${t} WHERE ${owned}`,
+    recordFailure: `INSERT INTO ${t} AS l (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
+      VALUES ($1, $2, 'FAIL', $3, NULL, 1, NULL, $4, $5, $6, $7, $7)
+      ON CONFLICT (consumer_group, msg_key) DO UPDATE SET
+        attempt = l.attempt + 1, remark = excluded.remark, updated_at = excluded.updated_at
+      WHERE l.status = 'FAIL'`,
+    /** Bounded delete of finished rows, on the (status, updated_at) index; skips rows a claim holds. */
+    purge: `DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM ${t} WHERE status IN ('SUCCESS', 'FAIL') AND updated_at < $1
+        LIMIT $2 FOR UPDATE SKIP LOCKED))`,
+    reset: `DELETE FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND (status <> 'SUCCESS' OR $3::boolean)`,
+    /** Multi-row claim of a batch: arrays in, the won keys out. Rows go in in the given (sorted) order. */
+    claimMany: `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+      SELECT g, k, 'SUCCESS', f, o, 1, NULL, b, tp, $7, $7
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS i(g, k, f, o, b, tp, n)
+      ORDER BY n
+      ON CONFLICT (consumer_group, msg_key) DO NOTHING
+      RETURNING consumer_group, msg_key`,
+    selectMany: `SELECT l.* FROM ${t} l JOIN unnest($1::text[], $2::text[]) AS i(g, k) ON l.consumer_group = i.g AND l.msg_key = i.k`,
+    storeResults: `UPDATE ${t} l SET result = i.r FROM unnest($1::text[], $2::text[], $3::text[]) AS i(g, k, r)
+      WHERE l.consumer_group = i.g AND l.msg_key = i.k`,
+  };
+}
+
+export type PgStatements = ReturnType<typeof pgStatements>;

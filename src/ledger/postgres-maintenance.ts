@@ -1,0 +1,118 @@
+import { ConfigError } from '../core/errors.js';
+import type { LedgerRecord, ListQuery, MaintenanceLock, PurgeOptions, PurgeResult } from './ledger.js';
+import {
+  pgExecute,
+  pgFailure,
+  pgQuery,
+  type PgClientLike,
+  type PgPoolClientLike,
+  type PgPoolLike,
+} from './postgres-client.js';
+import { pgRecord, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
+
+/** Rows matching `query`, oldest update first; stuck claims use the partial index on lease_until. */
+export async function pgList(
+  q: PgClientLike,
+  sql: PgStatements,
+  query: ListQuery,
+): Promise<readonly LedgerRecord[]> {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  const add = (condition: string, value: unknown): void => {
+    values.push(value);
+    where.push(condition.replace('?', `$${values.length}`));
+  };
+  if (query.group !== undefined) add('consumer_group = ?', query.group);
+  if (query.status !== undefined) add('status = ?', query.status);
+  if (query.leaseExpiredBefore !== undefined) {
+    add("status = 'PROCESSING' AND lease_until < ?", query.leaseExpiredBefore);
+  }
+  const limit = query.limit ?? 100;
+  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('limit', 'must be a positive integer');
+  values.push(limit);
+  const rows = await pgQuery<PgLedgerRow>(
+    q,
+    `SELECT * FROM ${sql.table} ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+     ORDER BY updated_at, consumer_group, msg_key LIMIT $${values.length}`,
+    values,
+    'listing',
+  );
+  return rows.map(pgRecord);
+}
+
+const LOCK_SQL = 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS locked';
+const UNLOCK_SQL = 'SELECT pg_advisory_unlock(hashtextextended($1, 0))';
+
+/**
+ * Takes the session advisory lock `name` when free. With a pool, on a dedicated connection held
+ * until release() (or until that connection dies, which frees the lock); with a joined client, on it.
+ */
+export async function pgTryAdvisoryLock(
+  target: { readonly pool: PgPoolLike } | { readonly client: PgClientLike },
+  name: string,
+): Promise<MaintenanceLock | undefined> {
+  if ('client' in target) {
+    const client = target.client;
+    const [row] = await pgQuery<{ locked: boolean }>(client, LOCK_SQL, [name], 'taking the maintenance lock');
+    if (row?.locked !== true) return undefined;
+    return {
+      release: async () => {
+        await pgQuery(client, UNLOCK_SQL, [name], 'releasing the maintenance lock');
+      },
+    };
+  }
+  let client: PgPoolClientLike;
+  try {
+    client = await target.pool.connect();
+  } catch (error) {
+    throw pgFailure(error, 'connecting');
+  }
+  let locked: boolean;
+  try {
+    const [row] = await pgQuery<{ locked: boolean }>(client, LOCK_SQL, [name], 'taking the maintenance lock');
+    locked = row?.locked === true;
+  } catch (error) {
+    client.release(true);
+    throw error;
+  }
+  if (!locked) {
+    client.release();
+    return undefined;
+  }
+  let released = false;
+  return {
+    release: async () => {
+      if (released) return;
+      released = true;
+      try {
+        await client.query(UNLOCK_SQL, [name]);
+        client.release();
+      } catch (error) {
+        // Destroying the connection ends its session, which frees the lock as well.
+        client.release(error instanceof Error ? error : true);
+      }
+    },
+  };
+}
+
+/** Deletes finished rows in bounded batches, one short autocommit statement each. */
+export async function pgPurge(
+  q: PgClientLike,
+  sql: PgStatements,
+  options: PurgeOptions,
+): Promise<PurgeResult> {
+  const batchSize = options.batchSize ?? 1000;
+  if (!Number.isInteger(batchSize) || batchSize < 1) {
+    throw new ConfigError('batchSize', 'must be a positive integer');
+  }
+  const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
+  let deleted = 0;
+  let batches = 0;
+  while (batches < maxBatches) {
+    const changes = await pgExecute(q, sql.purge, [options.olderThan, batchSize], 'purging');
+    batches++;
+    deleted += changes;
+    if (changes < batchSize) break;
+  }
+  return { deleted, batches };
+}

@@ -1,0 +1,87 @@
+import { LedgerUnavailableError } from '../core/errors.js';
+import {
+  pgFailure,
+  pgQuery,
+  type PgClientLike,
+  type PgPoolClientLike,
+  type PgPoolLike,
+  type PgQueryResultLike,
+} from './postgres-client.js';
+
+/**
+ * Runs `fn` in a transaction on a client checked out of `pool`: BEGIN, `fn`, then COMMIT when
+ * `keep(value)` (else ROLLBACK). If `fn` throws, ROLLBACK and rethrow it unchanged. A client whose
+ * ROLLBACK or COMMIT failed is destroyed (`release(error)`), never returned to the pool.
+ */
+export async function pgTransaction<T>(
+  pool: PgPoolLike,
+  fn: (client: PgClientLike) => Promise<T>,
+  keep: (value: T) => boolean,
+): Promise<T> {
+  let client: PgPoolClientLike;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    throw pgFailure(error, 'connecting');
+  }
+  let value: T;
+  try {
+    await pgQuery(client, 'BEGIN', [], 'beginning a transaction');
+    value = await fn(client);
+  } catch (error) {
+    try {
+      await client.query('ROLLBACK');
+      client.release();
+    } catch (rollbackError) {
+      client.release(rollbackError instanceof Error ? rollbackError : true);
+    }
+    throw error;
+  }
+  const commit = keep(value);
+  let done: PgQueryResultLike;
+  try {
+    done = await client.query(commit ? 'COMMIT' : 'ROLLBACK');
+  } catch (error) {
+    client.release(true);
+    throw pgFailure(error, 'committing');
+  }
+  client.release();
+  // COMMIT of a transaction an earlier statement aborted answers ROLLBACK instead of failing.
+  if (commit && done.command === 'ROLLBACK') {
+    throw new LedgerUnavailableError(
+      'the transaction was aborted by an earlier failed statement (a database error caught inside the handler?); ' +
+        'PostgreSQL rolled it back at COMMIT, so nothing was applied and the delivery must be retried',
+    );
+  }
+  return value;
+}
+
+/**
+ * Runs `fn` under a savepoint of the caller's open transaction on `client`: rolled back to the
+ * savepoint if `fn` throws or `keep(value)` is false; the caller commits the transaction.
+ */
+export async function pgSavepoint<T>(
+  client: PgClientLike,
+  fn: (client: PgClientLike) => Promise<T>,
+  keep: (value: T) => boolean,
+): Promise<T> {
+  await pgQuery(
+    client,
+    'SAVEPOINT oncemq_claim',
+    [],
+    'opening a savepoint (is the client inside a transaction?)',
+  );
+  let value: T;
+  try {
+    value = await fn(client);
+  } catch (error) {
+    await pgQuery(client, 'ROLLBACK TO SAVEPOINT oncemq_claim', [], 'rolling back to the savepoint');
+    await pgQuery(client, 'RELEASE SAVEPOINT oncemq_claim', [], 'releasing the savepoint');
+    throw error;
+  }
+  if (!keep(value)) {
+    await pgQuery(client, 'ROLLBACK TO SAVEPOINT oncemq_claim', [], 'rolling back to the savepoint');
+  }
+  await pgQuery(client, 'RELEASE SAVEPOINT oncemq_claim', [], 'releasing the savepoint');
+  return value;
+}

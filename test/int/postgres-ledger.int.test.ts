@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { ConfigError, LedgerUnavailableError, type ClaimRequest } from 'oncemq';
+import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
+import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
+
+const service = await findPostgres();
+
+const request = (key: string): ClaimRequest => ({
+  group: 'points',
+  key,
+  fingerprint: 'fp',
+  brokerId: `b-${key}`,
+  topic: 'payments',
+  leaseMs: 30_000,
+});
+
+describe.skipIf(!service.available)('PostgresLedger specifics', () => {
+  let pool: pg.Pool;
+  let schema: string;
+
+  beforeAll(async () => {
+    pool = newPool(service.url, 8);
+    schema = scratchSchema();
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance int NOT NULL)`);
+  });
+
+  afterAll(async () => {
+    await dropSchema(pool, schema);
+    await pool.end();
+  });
+
+  const balance = async (userId: string): Promise<number> => {
+    const { rows } = await pool.query<{ balance: number }>(
+      `SELECT balance FROM "${schema}".points WHERE user_id = $1`,
+      [userId],
+    );
+    return rows[0]?.balance ?? 0;
+  };
+  const addPoints = (client: PgClientLike, userId: string, amount: number) =>
+    client.query(
+      `INSERT INTO "${schema}".points (user_id, balance) VALUES ($1, $2)
+       ON CONFLICT (user_id) DO UPDATE SET balance = points.balance + excluded.balance`,
+      [userId, amount],
+    );
+
+  it('migrates idempotently: concurrent starters on a fresh schema serialize and record version 1 once', async () => {
+    const fresh = scratchSchema('oncemq_m');
+    const ledgers = Array.from({ length: 5 }, () => new PostgresLedger({ pool, schema: fresh }));
+    try {
+      await Promise.all(ledgers.map((ledger) => ledger.init()));
+      expect(await ledgers[0]?.migrate()).toBe(1);
+      const { rows } = await pool.query<{ version: number }>(
+        `SELECT version FROM "${fresh}".oncemq_ledger_schema ORDER BY version`,
+      );
+      expect(rows.map((r) => r.version)).toEqual([1]);
+      const { rows: indexes } = await pool.query<{ indexname: string }>(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'oncemq_ledger' ORDER BY indexname",
+        [fresh],
+      );
+      expect(indexes.map((i) => i.indexname)).toEqual([
+        'oncemq_ledger_pkey',
+        'oncemq_ledger_status_updated',
+        'oncemq_ledger_stuck',
+      ]);
+    } finally {
+      await dropSchema(pool, fresh);
+    }
+  });
+
+  it('joins the caller’s open transaction: the caller’s rollback undoes the claim and the effect, its commit keeps both', async () => {
+    const ledger = new PostgresLedger({ pool, schema });
+    await ledger.init();
+    const client = await pool.connect();
+    try {
+      const joined = ledger.join(client);
+      expect(joined.capabilities).toMatchObject({ transactional: true, leased: false });
+      await client.query('BEGIN');
+      const first = await joined.transaction(request('join-1'), async (tx) => {
+        await addPoints(tx, 'join-user', 100);
+        return null;
+      });
+      expect(first.status).toBe('acquired');
+      await client.query('ROLLBACK');
+      expect(await ledger.get('points', 'join-1')).toBeUndefined();
+      expect(await balance('join-user')).toBe(0);
+
+      await client.query('BEGIN');
+      await addPoints(client, 'join-user', 1); // the caller's own write before the claim
+      await expect(
+        joined.transaction(request('join-1'), async (tx) => {
+          await addPoints(tx, 'join-user', 100);
+          throw new Error('handler failed');
+        }),
+      ).rejects.toThrow('handler failed');
+      expect((await joined.transaction(request('join-1'), () => null)).status).toBe('acquired');
+      expect((await joined.transaction(request('join-1'), () => null)).status).toBe('duplicate');
+      await client.query('COMMIT');
+      expect(await ledger.get('points', 'join-1')).toMatchObject({ status: 'SUCCESS' });
+      expect(await balance('join-user')).toBe(1);
+    } finally {
+      client.release();
+    }
+  });
+
+  it('accepts a client in the configuration to join (no leased claims on it)', async () => {
+    const client = await pool.connect();
+    try {
+      const joined = new PostgresLedger({ client, schema, migrate: false });
+      await joined.init();
+      await client.query('BEGIN');
+      expect((await joined.transaction(request('join-config'), () => null)).status).toBe('acquired');
+      await client.query('COMMIT');
+      expect(() => joined.claim(request('join-config-leased'))).toThrow(ConfigError);
+    } finally {
+      client.release();
+    }
+  });
+
+  it('refuses to report success when the handler swallowed a database error and PostgreSQL rolled back at COMMIT', async () => {
+    const ledger = new PostgresLedger({ pool, schema });
+    await ledger.init();
+    const outcome = ledger.transaction(request('aborted'), async (tx) => {
+      await addPoints(tx, 'aborted-user', 100);
+      await tx.query('SELECT 1/0').catch(() => undefined);
+      return null;
+    });
+    await expect(outcome).rejects.toBeInstanceOf(LedgerUnavailableError);
+    expect(await ledger.get('points', 'aborted')).toBeUndefined();
+    expect(await balance('aborted-user')).toBe(0);
+  });
+
+  it('wraps driver failures in LedgerUnavailableError with the driver error as cause', async () => {
+    const ledger = new PostgresLedger({ connectionString: 'postgres://postgres@127.0.0.1:1/none' });
+    const error = await ledger.init().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LedgerUnavailableError);
+    expect((error as Error).cause).toBeInstanceOf(Error);
+    await ledger.close();
+  });
+
+  it('refuses unsafe schema names, overlong table names and ambiguous connection settings with a ConfigError', () => {
+    expect(() => new PostgresLedger({ pool, schema: 'public; DROP SCHEMA x' })).toThrow(ConfigError);
+    expect(() => new PostgresLedger({ pool, table: 't'.repeat(49) })).toThrow(/table/);
+    expect(() => new PostgresLedger({})).toThrow(ConfigError);
+    expect(() => new PostgresLedger({ pool, connectionString: service.url })).toThrow(ConfigError);
+  });
+});

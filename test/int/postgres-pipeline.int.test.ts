@@ -1,0 +1,271 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type pg from 'pg';
+import { createPipeline, RetryPolicy, type Outcome } from 'oncemq';
+import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
+import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
+import { paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
+
+const service = await findPostgres();
+
+const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+
+describe.skipIf(!service.available)('payment-to-points on a PostgreSQL ledger', () => {
+  let pool: pg.Pool;
+  let schema: string;
+  let ledger: PostgresLedger;
+
+  beforeEach(async () => {
+    pool = newPool(service.url, 4);
+    schema = scratchSchema();
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance int NOT NULL)`);
+    ledger = new PostgresLedger({ pool, schema });
+    await ledger.init();
+  });
+
+  afterEach(async () => {
+    await dropSchema(pool, schema);
+    await pool.end();
+  });
+
+  const addPoints = async (tx: PgClientLike, userId: string, amount: number): Promise<void> => {
+    await tx.query(
+      `INSERT INTO "${schema}".points (user_id, balance) VALUES ($1, $2)
+       ON CONFLICT (user_id) DO UPDATE SET balance = points.balance + excluded.balance`,
+      [userId, amount],
+    );
+  };
+  const balance = async (userId: string): Promise<number> => {
+    const { rows } = await pool.query<{ balance: number }>(
+      `SELECT balance FROM "${schema}".points WHERE user_id = $1`,
+      [userId],
+    );
+    return rows[0]?.balance ?? 0;
+  };
+  const ledgerRows = async (): Promise<number> => {
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT COUNT(*)::int AS n FROM "${schema}".oncemq_ledger`,
+    );
+    return rows[0]?.n ?? 0;
+  };
+  const points = (
+    overrides: Partial<Parameters<typeof createPipeline<PgClientLike, PaymentSucceeded>>[0]> = {},
+  ) =>
+    createPipeline<PgClientLike, PaymentSucceeded>({
+      ledger,
+      group: 'points',
+      key: { jsonPath: 'eventId' },
+      handler: async (message, ctx) => {
+        await addPoints(ctx.tx, message.userId, 100);
+      },
+      ...overrides,
+    });
+
+  it('applies the same event delivered twice once: one ledger row, +100 points', async () => {
+    const pipeline = points();
+    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({ kind: 'executed', attempt: 1 });
+    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({
+      kind: 'duplicate',
+      action: 'ack',
+      source: 'redelivery',
+    });
+    expect(await balance('user-1')).toBe(100);
+    expect(await ledgerRows()).toBe(1);
+  });
+
+  it('attributes a copy under another broker id to a republish', async () => {
+    const pipeline = points();
+    await pipeline.process(paymentEnvelope(event, 'broker-a'));
+    expect(await pipeline.process(paymentEnvelope(event, 'broker-b'))).toMatchObject({
+      kind: 'duplicate',
+      source: 'republish',
+    });
+  });
+
+  it('rolls back the ledger row and the points when the handler throws after its write; a redelivery then succeeds', async () => {
+    let failNext = true;
+    const pipeline = points({
+      handler: async (message, ctx) => {
+        await addPoints(ctx.tx, message.userId, 100);
+        if (failNext) {
+          failNext = false;
+          throw new Error('points service crashed after the write');
+        }
+      },
+    });
+    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({ kind: 'retry', delayMs: 10_000 });
+    expect(await balance('user-1')).toBe(0);
+    expect(await ledger.get('points', 'evt-1')).toMatchObject({ status: 'FAIL', attempt: 1 });
+    expect(await pipeline.process(paymentEnvelope(event, 'broker-evt-1', 2))).toMatchObject({
+      kind: 'executed',
+      attempt: 2,
+      reclaimed: true,
+    });
+    expect(await balance('user-1')).toBe(100);
+    expect(await ledgerRows()).toBe(1);
+  });
+
+  it('dead-letters a key reused with a different payload as a conflict', async () => {
+    const pipeline = points();
+    await pipeline.process(paymentEnvelope(event));
+    expect(await pipeline.process(paymentEnvelope({ ...event, userId: 'user-2' }))).toMatchObject({
+      kind: 'conflict',
+      reason: 'conflict',
+    });
+    expect(await balance('user-2')).toBe(0);
+  });
+
+  it('stores the handler result and replays it to duplicates', async () => {
+    const pipeline = points({
+      handler: async (message, ctx) => {
+        await addPoints(ctx.tx, message.userId, 100);
+        const { rows } = await ctx.tx.query(`SELECT balance FROM "${schema}".points WHERE user_id = $1`, [
+          message.userId,
+        ]);
+        return { credited: 100, balance: (rows[0] as { balance: number }).balance };
+      },
+    });
+    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({
+      result: { credited: 100, balance: 100 },
+    });
+    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({
+      kind: 'duplicate',
+      result: { credited: 100, balance: 100 },
+    });
+  });
+
+  it('dead-letters a message without a business key and a body that is not JSON, touching nothing', async () => {
+    const pipeline = points();
+    expect(await pipeline.process(paymentEnvelope({ ...event, eventId: '' }))).toMatchObject({
+      kind: 'dead',
+      reason: 'missing-key',
+    });
+    expect(
+      await pipeline.process({ ...paymentEnvelope(event), body: new TextEncoder().encode('{"eventId": ') }),
+    ).toMatchObject({ kind: 'dead', reason: 'malformed' });
+    expect(await ledgerRows()).toBe(0);
+  });
+
+  it('dead-letters after the retry schedule is spent, with the last error', async () => {
+    const pipeline = points({
+      retry: new RetryPolicy({ delays: ['1s', '2s'] }),
+      replayMargin: 0,
+      handler: () => {
+        throw new Error('always down');
+      },
+    });
+    const kinds = [];
+    for (let delivery = 1; delivery <= 3; delivery++) {
+      kinds.push((await pipeline.process(paymentEnvelope(event, 'b', delivery))).kind);
+    }
+    expect(kinds).toEqual(['retry', 'retry', 'dead']);
+    expect(await ledger.get('points', 'evt-1')).toMatchObject({ status: 'FAIL', attempt: 3 });
+  });
+
+  it('applies the effect once for 50 concurrent duplicate deliveries over 50 pool connections; the rest are duplicates', async () => {
+    const wide = newPool(service.url, 50);
+    try {
+      const shared = new PostgresLedger({ pool: wide, schema, migrate: false });
+      let executions = 0;
+      const pipeline = createPipeline<PgClientLike, PaymentSucceeded>({
+        ledger: shared,
+        group: 'points',
+        key: { jsonPath: 'eventId' },
+        handler: async (message, ctx) => {
+          executions++;
+          await addPoints(ctx.tx, message.userId, 100);
+          await sleep(50); // hold the transaction while the copies arrive
+        },
+      });
+      const outcomes = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => pipeline.process(paymentEnvelope(event, `copy-${i % 3}`))),
+      );
+      const kinds = outcomes.map((o) => o.kind);
+      expect(kinds.filter((k) => k === 'executed')).toHaveLength(1);
+      expect(kinds.filter((k) => k === 'duplicate')).toHaveLength(49);
+      expect(executions).toBe(1);
+      expect(await balance('user-1')).toBe(100);
+      expect(await ledgerRows()).toBe(1);
+    } finally {
+      await wide.end();
+    }
+  });
+
+  describe('batches', () => {
+    const events = (n: number, prefix = 'evt'): PaymentSucceeded[] =>
+      Array.from({ length: n }, (_, i) => ({
+        eventId: `${prefix}-${i}`,
+        orderId: `order-${i}`,
+        userId: `user-${i % 7}`,
+        amount: 100,
+      }));
+
+    it('processes a batch of 100 deliveries with 40 copies in one transaction: 60 effects, 40 duplicates', async () => {
+      let calls = 0;
+      const pipeline = points({
+        handler: async (message, ctx) => {
+          calls++;
+          await addPoints(ctx.tx, message.userId, 100);
+        },
+      });
+      const many = vi.spyOn(ledger, 'transactionMany');
+      const single = vi.spyOn(ledger, 'transaction');
+      const distinct = events(60);
+      const batch = [...distinct, ...distinct.slice(0, 40)].map((e, i) => paymentEnvelope(e, `b-${i}`));
+      const outcomes = await pipeline.processBatch(batch);
+      expect(outcomes.filter((o) => o.kind === 'executed')).toHaveLength(60);
+      expect(outcomes.slice(60).every((o) => o.kind === 'duplicate' && o.source === 'republish')).toBe(true);
+      expect(calls).toBe(60);
+      expect(many).toHaveBeenCalledTimes(1);
+      expect(single).not.toHaveBeenCalled();
+      expect(await ledgerRows()).toBe(60);
+      let total = 0;
+      for (let u = 0; u < 7; u++) total += await balance(`user-${u}`);
+      expect(total).toBe(6000);
+      const again = await pipeline.processBatch(batch.slice(0, 10));
+      expect(again.every((o) => o.kind === 'duplicate')).toBe(true);
+      expect(pipeline.metrics().outcomes).toMatchObject({ executed: 60, duplicate: 50 });
+    });
+
+    it('falls back to one transaction per delivery when a handler throws, so one poison message fails alone', async () => {
+      const pipeline = points({
+        handler: async (message, ctx) => {
+          if (message.eventId === 'poison-3') throw new Error('cannot credit this one');
+          await addPoints(ctx.tx, message.userId, 100);
+        },
+      });
+      const single = vi.spyOn(ledger, 'transaction');
+      const batch = events(10, 'poison').map((e) => paymentEnvelope(e));
+      const outcomes: Outcome[] = await pipeline.processBatch(batch);
+      expect(outcomes.map((o) => o.kind)).toEqual([
+        'executed',
+        'executed',
+        'executed',
+        'retry',
+        'executed',
+        'executed',
+        'executed',
+        'executed',
+        'executed',
+        'executed',
+      ]);
+      expect(single).toHaveBeenCalledTimes(10);
+      expect(await ledger.get('points', 'poison-3')).toMatchObject({ status: 'FAIL', attempt: 1 });
+      let total = 0;
+      for (let u = 0; u < 7; u++) total += await balance(`user-${u}`);
+      expect(total).toBe(900);
+    });
+
+    it('answers malformed and keyless deliveries of a batch alone and claims the rest together', async () => {
+      const pipeline = points();
+      const outcomes = await pipeline.processBatch([
+        paymentEnvelope(event),
+        { ...paymentEnvelope(event), body: new TextEncoder().encode('not json') },
+        paymentEnvelope({ ...event, eventId: '' }),
+        paymentEnvelope({ ...event, eventId: 'evt-2' }),
+      ]);
+      expect(outcomes.map((o) => o.kind)).toEqual(['executed', 'dead', 'dead', 'executed']);
+      expect(await balance('user-1')).toBe(200);
+    });
+  });
+});
