@@ -36,9 +36,10 @@ export interface LedgerConformanceFactory<Tx> {
   create(): Promise<LedgerNamespace<Tx>>;
   /**
    * Constructs (without initializing) a ledger whose table is named `table`; must throw a
-   * ConfigError synchronously for a name that is not a safe SQL identifier.
+   * ConfigError synchronously for a name that is not a safe SQL identifier. Omitted by ledgers
+   * without a SQL table (Redis): the table-name case is then skipped.
    */
-  construct(table: string): unknown;
+  construct?(table: string): unknown;
   /**
    * Whether a claim on a second connection waits for another connection's in-flight transaction
    * without blocking the process. `false` for synchronous drivers (better-sqlite3 blocks the event

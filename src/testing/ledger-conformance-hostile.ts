@@ -141,17 +141,20 @@ export function describeLedgerHostileInput<Tx>(
       }),
     );
 
-    it('refuses table names that are not plain SQL identifiers with a ConfigError naming the field', () => {
-      for (const table of HOSTILE_TABLE_NAMES) {
-        let thrown: unknown;
-        try {
-          factory.construct(table);
-        } catch (error) {
-          thrown = error;
+    it.skipIf(factory.construct === undefined)(
+      'refuses table names that are not plain SQL identifiers with a ConfigError naming the field',
+      () => {
+        for (const table of HOSTILE_TABLE_NAMES) {
+          let thrown: unknown;
+          try {
+            factory.construct?.(table);
+          } catch (error) {
+            thrown = error;
+          }
+          expect(thrown, JSON.stringify(table)).toBeInstanceOf(ConfigError);
+          expect((thrown as ConfigError).field).toMatch(/table/);
         }
-        expect(thrown, JSON.stringify(table)).toBeInstanceOf(ConfigError);
-        expect((thrown as ConfigError).field).toMatch(/table/);
-      }
-    });
+      },
+    );
   });
 }

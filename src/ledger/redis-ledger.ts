@@ -1,0 +1,288 @@
+import { randomUUID } from 'node:crypto';
+import { formatDuration, parseDuration, type Duration } from '../core/duration.js';
+import { ConfigError, LeaseLostError, LedgerUnavailableError, OncemqError } from '../core/errors.js';
+import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
+import {
+  DEFAULT_LEDGER_CAPABILITIES,
+  type Claim,
+  type ClaimRequest,
+  type ClaimResult,
+  type Ledger,
+  type LedgerCapabilities,
+  type LedgerRecord,
+  type PurgeResult,
+} from './ledger.js';
+import { toRedisLike, withTimeout, type RedisClientInput, type RedisLike } from './redis-like.js';
+import { decodeRecord, encodeRecord, redisKey, validatePrefix, type StoredRecord } from './redis-record.js';
+import { REDIS_SCRIPTS, type RedisScript } from './redis-scripts.js';
+import { MAX_REMARK_LENGTH } from './sqlite-ledger.js';
+
+export interface RedisLedgerConfig {
+  /**
+   * A connected node-redis v5+ client, an ioredis v5+ client, or a {@link RedisLike} adapter
+   * (`fromNodeRedis(client)`, `fromIoredis(client)`). The client stays the caller's: close() leaves it open.
+   */
+  readonly client: RedisClientInput;
+  /** First part of every key: `<prefix>:<group>:{<key>}`. No braces. @default 'oncemq' */
+  readonly prefix?: string;
+  /**
+   * How long a finished key (SUCCESS or FAIL) lives: its Redis TTL. Must outlast the redelivery
+   * horizon (the pipeline checks it at start-up). @default '7d'
+   */
+  readonly retention?: Duration;
+  /** Longest wait for one Redis command before the operation fails as unavailable. @default '5s' */
+  readonly timeout?: Duration;
+  /** Clock in epoch milliseconds, for leases and timestamps. @default Date.now */
+  readonly clock?: () => number;
+}
+
+export const DEFAULT_REDIS_LEDGER_CONFIG = Object.freeze({
+  prefix: 'oncemq',
+  retention: '7d',
+  timeout: '5s',
+} as const);
+
+/** Checks a Redis TTL from configuration: PX takes a whole, positive number of milliseconds. */
+export function redisTtl(value: Duration, field: string): number {
+  const ms = parseDuration(value, field);
+  if (!Number.isSafeInteger(ms) || ms < 1) {
+    throw new ConfigError(
+      field,
+      `the Redis TTL must be a whole number of milliseconds of at least 1ms, got ${String(value)}; ` +
+        'a zero or fractional TTL would let Redis drop finished keys at once',
+    );
+  }
+  return ms;
+}
+
+/**
+ * Leased-mode ledger in Redis. A claim is one `SET key value PX ttl NX GET`: it takes the key or
+ * returns the record already there, decided by {@link decideExisting} like every backend.
+ * Renew, complete, fail and release are Lua scripts that check owner and attempt, so a stale owner
+ * gets {@link LeaseLostError} and can never overwrite or delete another owner's claim.
+ *
+ * Limits (see docs/ledgers/redis.md): no transaction is shared with the business database, a key
+ * lives only as long as its TTL (and only if Redis does not evict or lose it), and finished keys
+ * are removed by their TTL (`purge` does nothing).
+ */
+export class RedisLedger implements Ledger<never> {
+  readonly name = 'redis';
+  readonly capabilities: LedgerCapabilities = Object.freeze({
+    ...DEFAULT_LEDGER_CAPABILITIES,
+    transactional: false,
+    leased: true,
+    storesResult: true,
+    concurrentConnections: true,
+    purge: false,
+  });
+  readonly retentionMs: number;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  readonly redis: RedisLike;
+
+  readonly #clock: () => number;
+  /** Redis before 7.0 refuses `SET … NX GET`; the claim then takes two round trips. */
+  #setGet = true;
+  #checked: Promise<void> | undefined;
+
+  constructor(config: RedisLedgerConfig) {
+    this.redis = toRedisLike(config.client);
+    this.prefix = validatePrefix(config.prefix ?? DEFAULT_REDIS_LEDGER_CONFIG.prefix);
+    this.retentionMs = redisTtl(config.retention ?? DEFAULT_REDIS_LEDGER_CONFIG.retention, 'retention');
+    this.timeoutMs = redisTtl(config.timeout ?? DEFAULT_REDIS_LEDGER_CONFIG.timeout, 'timeout');
+    this.#clock = config.clock ?? Date.now;
+  }
+
+  /**
+   * Proves on the live server that the client really sends `NX`: sets a probe key, then checks that a
+   * second `SET NX` is refused. A client that dropped the option would disable deduplication silently.
+   */
+  init(): Promise<void> {
+    this.#checked ??= this.#selfCheck().catch((error: unknown) => {
+      this.#checked = undefined;
+      throw error;
+    });
+    return this.#checked;
+  }
+
+  async #selfCheck(): Promise<void> {
+    const probe = `${this.prefix}:probe:{${randomUUID()}}`;
+    try {
+      let first: boolean;
+      let second: boolean;
+      try {
+        first = (await this.#call(this.redis.setNxGet(probe, '1', 10_000), 'SET NX GET')) === null;
+        second = (await this.#call(this.redis.setNxGet(probe, '2', 10_000), 'SET NX GET')) === null;
+      } catch (error) {
+        if (!/syntax/i.test(String((error as OncemqError).cause ?? error))) throw error;
+        this.#setGet = false;
+        first = await this.#call(this.redis.setNx(probe, '1', 10_000), 'SET NX');
+        second = await this.#call(this.redis.setNx(probe, '2', 10_000), 'SET NX');
+      }
+      const stored = await this.#call(this.redis.get(probe), 'GET');
+      if (!first || second || stored !== '1') {
+        throw new ConfigError(
+          'client',
+          `the ${this.redis.client} client did not honour SET NX (a second SET NX on one key was not refused); ` +
+            'deduplication would be silently off: pass the client through fromNodeRedis() or fromIoredis()',
+        );
+      }
+    } finally {
+      await this.redis.del(probe).catch(() => undefined);
+    }
+  }
+
+  /** Runs one Redis call with the timeout, wrapping driver errors. */
+  async #call<T>(promise: Promise<T>, what: string): Promise<T> {
+    try {
+      return await withTimeout(promise, this.timeoutMs, what);
+    } catch (error) {
+      if (error instanceof OncemqError) throw error;
+      throw new LedgerUnavailableError(`Redis ledger failed ${what}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  #key(group: string, key: string): string {
+    return redisKey(this.prefix, group, key);
+  }
+
+  /** A PROCESSING key outlives its lease by the retention, so a crashed claim is reclaimed (attempt + 1), not forgotten. */
+  #processingTtl(leaseMs: number): number {
+    return Math.ceil(leaseMs) + this.retentionMs;
+  }
+
+  async #setOrGet(key: string, value: string, ttlMs: number): Promise<string | null> {
+    if (this.#setGet) return this.#call(this.redis.setNxGet(key, value, ttlMs), 'claiming');
+    if (await this.#call(this.redis.setNx(key, value, ttlMs), 'claiming')) return null;
+    // Expired between the two commands: report it as a taken row that the next round retries.
+    return (await this.#call(this.redis.get(key), 'reading a claim')) ?? '';
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const key = this.#key(request.group, request.key);
+    const ttl = this.#processingTtl(request.leaseMs);
+    let record: LedgerRecord | undefined;
+    for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
+      const now = this.#clock();
+      const owner = randomUUID();
+      const leaseUntil = now + request.leaseMs;
+      const fresh: StoredRecord = {
+        s: 'PROCESSING',
+        o: owner,
+        a: 1,
+        l: leaseUntil,
+        f: request.fingerprint,
+        b: request.brokerId,
+        t: request.topic,
+        r: null,
+        x: null,
+        c: now,
+        u: now,
+      };
+      const existing = await this.#setOrGet(key, encodeRecord(fresh), ttl);
+      const claim = { group: request.group, key: request.key, owner, leaseUntil: new Date(leaseUntil) };
+      if (existing === null) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
+      if (existing === '') continue;
+      record = decodeRecord(request.group, request.key, existing);
+      const decision = decideExisting(record, request, now);
+      if (decision !== 'reclaim') return { status: decision, record };
+      const next: StoredRecord = {
+        ...fresh,
+        a: record.attempt + 1,
+        f: record.fingerprint ?? request.fingerprint,
+        c: record.createdAt.getTime(),
+      };
+      const taken = await this.#call(
+        REDIS_SCRIPTS.reclaim.run(this.redis, [key], [existing, encodeRecord(next), String(ttl)]),
+        'reclaiming',
+      );
+      if (taken === 1) {
+        return { status: 'reclaimed', claim: { ...claim, attempt: next.a }, previous: record };
+      }
+    }
+    if (record === undefined)
+      throw new LedgerUnavailableError(`claim of ${request.key} kept racing with expiry`);
+    return { status: 'busy', record };
+  }
+
+  async #owned(claim: Claim, script: RedisScript, args: readonly string[], what: string): Promise<void> {
+    const written = await this.#call(
+      script.run(
+        this.redis,
+        [this.#key(claim.group, claim.key)],
+        [claim.owner, String(claim.attempt), ...args],
+      ),
+      what,
+    );
+    if (written !== 1) throw new LeaseLostError(claim.group, claim.key, claim.attempt);
+  }
+
+  async renew(claim: Claim, leaseMs: number): Promise<Claim> {
+    const now = this.#clock();
+    const leaseUntil = now + leaseMs;
+    await this.#owned(
+      claim,
+      REDIS_SCRIPTS.renew,
+      [String(leaseUntil), String(now), String(this.#processingTtl(leaseMs))],
+      'renewing a lease',
+    );
+    return { ...claim, leaseUntil: new Date(leaseUntil) };
+  }
+
+  async complete(claim: Claim, result: string | null): Promise<void> {
+    await this.#owned(
+      claim,
+      REDIS_SCRIPTS.complete,
+      [String(this.#clock()), result === null ? '0' : '1', result ?? '', String(this.retentionMs)],
+      'completing',
+    );
+  }
+
+  async fail(claim: Claim, remark: string): Promise<void> {
+    await this.#owned(
+      claim,
+      REDIS_SCRIPTS.fail,
+      [String(this.#clock()), remark.slice(0, MAX_REMARK_LENGTH), String(this.retentionMs)],
+      'marking a failure',
+    );
+  }
+
+  async release(claim: Claim): Promise<void> {
+    await this.#owned(claim, REDIS_SCRIPTS.release, [], 'releasing');
+  }
+
+  async get(group: string, key: string): Promise<LedgerRecord | undefined> {
+    const value = await this.#call(this.redis.get(this.#key(group, key)), 'reading');
+    return value === null ? undefined : decodeRecord(group, key, value);
+  }
+
+  /** Redis shares no transaction with the handler: use mode 'leased' or the tiered ledger. */
+  transaction(): Promise<ClaimResult> {
+    return Promise.reject(
+      new ConfigError(
+        'mode',
+        "the Redis ledger cannot share a transaction with the handler; use mode 'leased'",
+      ),
+    );
+  }
+
+  recordFailure(): Promise<void> {
+    return this.transaction().then(() => undefined);
+  }
+
+  /** Nothing to do: every finished key carries the retention as its Redis TTL. */
+  purge(): Promise<PurgeResult> {
+    return Promise.resolve({ deleted: 0, batches: 0 });
+  }
+
+  /** Leaves the client open: it is the caller's. */
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  toString(): string {
+    return `RedisLedger(${this.redis.client}, prefix '${this.prefix}', retention ${formatDuration(this.retentionMs)})`;
+  }
+}

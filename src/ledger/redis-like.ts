@@ -1,0 +1,165 @@
+import { ConfigError, LedgerUnavailableError } from '../core/errors.js';
+
+/**
+ * The Redis commands oncemq sends, as one explicit shape. Each client gets its own adapter
+ * ({@link fromNodeRedis}, {@link fromIoredis}) that spells the options the way that client reads
+ * them: an option shape one client ignores would silently turn `SET NX` into a plain `SET`
+ * (the failure behind AWS Powertools #5716), so nothing here is passed through untyped.
+ */
+export interface RedisLike {
+  /** Which client this adapter drives, for logs and error messages. */
+  readonly client: string;
+  /** `SET key value PX ttlMs NX`: `true` when the key was set, `false` when it already existed. */
+  setNx(key: string, value: string, ttlMs: number): Promise<boolean>;
+  /**
+   * `SET key value PX ttlMs NX GET` (Redis 7.0+): `null` when the key was set, else the value already
+   * there (left unchanged).
+   */
+  setNxGet(key: string, value: string, ttlMs: number): Promise<string | null>;
+  /** `SET key value PX ttlMs` (unconditional). */
+  setPx(key: string, value: string, ttlMs: number): Promise<void>;
+  get(key: string): Promise<string | null>;
+  del(key: string): Promise<number>;
+  /** `EVALSHA`; rejects with an error whose message starts with `NOSCRIPT` when the script is not cached. */
+  evalSha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+  /** `EVAL` (also caches the script for later `EVALSHA`). */
+  eval(script: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+}
+
+/** The part of a node-redis v5/v6 client (`createClient()`, `createCluster()`) oncemq calls. */
+export interface NodeRedisClientLike {
+  set(
+    key: string,
+    value: string,
+    options: {
+      condition?: 'NX';
+      expiration: { type: 'PX'; value: number };
+      GET?: true;
+    },
+  ): Promise<unknown>;
+  get(key: string): Promise<unknown>;
+  del(key: string): Promise<unknown>;
+  evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  scriptLoad(script: string): Promise<unknown>;
+}
+
+/** The part of an ioredis v5/v6 client (`new Redis()`, `new Cluster()`) oncemq calls. */
+export interface IoredisLike {
+  // One overload per spelling oncemq sends: ioredis declares each token sequence separately, and a
+  // single signature with optional tokens would not match its overloads.
+  /* eslint-disable @typescript-eslint/unified-signatures */
+  set(key: string, value: string, px: 'PX', milliseconds: number): Promise<unknown>;
+  set(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): Promise<unknown>;
+  set(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX', get: 'GET'): Promise<unknown>;
+  /* eslint-enable @typescript-eslint/unified-signatures */
+  get(key: string): Promise<unknown>;
+  del(key: string): Promise<unknown>;
+  evalsha(sha1: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
+}
+
+/** What a Redis-backed ledger accepts as its client. */
+export type RedisClientInput = RedisLike | NodeRedisClientLike | IoredisLike;
+
+function text(reply: unknown): string | null {
+  if (reply === null || reply === undefined) return null;
+  if (typeof reply === 'string') return reply;
+  if (reply instanceof Uint8Array) return Buffer.from(reply).toString('utf8');
+  throw new LedgerUnavailableError(`unexpected Redis reply of type ${typeof reply}`);
+}
+
+/** Adapts a node-redis v5+ client: options as `{ condition: 'NX', expiration: { type: 'PX', value } }`. */
+export function fromNodeRedis(client: NodeRedisClientLike): RedisLike {
+  return {
+    client: 'node-redis',
+    async setNx(key, value, ttlMs) {
+      const reply = await client.set(key, value, {
+        condition: 'NX',
+        expiration: { type: 'PX', value: ttlMs },
+      });
+      return reply !== null;
+    },
+    async setNxGet(key, value, ttlMs) {
+      return text(
+        await client.set(key, value, {
+          condition: 'NX',
+          expiration: { type: 'PX', value: ttlMs },
+          GET: true,
+        }),
+      );
+    },
+    async setPx(key, value, ttlMs) {
+      await client.set(key, value, { expiration: { type: 'PX', value: ttlMs } });
+    },
+    async get(key) {
+      return text(await client.get(key));
+    },
+    async del(key) {
+      return Number(await client.del(key));
+    },
+    evalSha: (sha, keys, args) => client.evalSha(sha, { keys: [...keys], arguments: [...args] }),
+    eval: (script, keys, args) => client.eval(script, { keys: [...keys], arguments: [...args] }),
+  };
+}
+
+/** Adapts an ioredis v5+ client: options as positional tokens, `set(key, value, 'PX', ms, 'NX')`. */
+export function fromIoredis(client: IoredisLike): RedisLike {
+  return {
+    client: 'ioredis',
+    async setNx(key, value, ttlMs) {
+      return (await client.set(key, value, 'PX', ttlMs, 'NX')) !== null;
+    },
+    async setNxGet(key, value, ttlMs) {
+      return text(await client.set(key, value, 'PX', ttlMs, 'NX', 'GET'));
+    },
+    async setPx(key, value, ttlMs) {
+      await client.set(key, value, 'PX', ttlMs);
+    },
+    async get(key) {
+      return text(await client.get(key));
+    },
+    async del(key) {
+      return Number(await client.del(key));
+    },
+    evalSha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+    eval: (script, keys, args) => client.eval(script, keys.length, ...keys, ...args),
+  };
+}
+
+function has(value: object, ...methods: string[]): boolean {
+  return methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
+}
+
+/**
+ * Picks the adapter by what the client can do: an object that already is a {@link RedisLike} is used
+ * as is; node-redis is recognised by `evalSha` + `scriptLoad`, ioredis by `evalsha` + `defineCommand`.
+ * Anything else is refused at start-up rather than guessed at.
+ */
+export function toRedisLike(input: RedisClientInput, field = 'client'): RedisLike {
+  if (typeof input !== 'object' || (input as unknown) === null) {
+    throw new ConfigError(field, 'expected a node-redis client, an ioredis client or a RedisLike adapter');
+  }
+  if (has(input, 'setNx', 'setNxGet', 'setPx', 'get', 'del', 'evalSha', 'eval')) return input as RedisLike;
+  if (has(input, 'evalSha', 'scriptLoad', 'set', 'get')) return fromNodeRedis(input as NodeRedisClientLike);
+  if (has(input, 'evalsha', 'defineCommand', 'set', 'get')) return fromIoredis(input as IoredisLike);
+  throw new ConfigError(
+    field,
+    'not a node-redis client (evalSha, scriptLoad) nor an ioredis client (evalsha, defineCommand); ' +
+      'wrap other clients in a RedisLike adapter',
+  );
+}
+
+/** Rejects with LedgerUnavailableError when `promise` takes longer than `timeoutMs` (the command may still run). */
+export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new LedgerUnavailableError(`Redis did not answer ${what} within ${timeoutMs}ms`));
+    }, timeoutMs);
+  });
+  return Promise.race([promise, timeout]).finally(() => {
+    clearTimeout(timer);
+  });
+}

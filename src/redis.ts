@@ -1,0 +1,5 @@
+export { DEFAULT_REDIS_LEDGER_CONFIG, RedisLedger, redisTtl } from './ledger/redis-ledger.js';
+export type { RedisLedgerConfig } from './ledger/redis-ledger.js';
+export { fromIoredis, fromNodeRedis, toRedisLike } from './ledger/redis-like.js';
+export type { IoredisLike, NodeRedisClientLike, RedisClientInput, RedisLike } from './ledger/redis-like.js';
+export { redisKey, REDIS_PREFIX_PATTERN } from './ledger/redis-record.js';

@@ -1,0 +1,198 @@
+import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ConfigError, LeaseLostError, type ClaimRequest } from 'oncemq';
+import { RedisLedger, redisKey, type RedisLike } from 'oncemq/redis';
+import { RedisScript } from '../../src/ledger/redis-scripts.js';
+import { findService } from '../support/services.js';
+import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from '../support/redis.js';
+
+const service = await findService(REDIS_SERVICE);
+
+const request = (key: string, overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
+  group: 'points',
+  key,
+  fingerprint: 'fp-1',
+  brokerId: 'broker-1',
+  topic: 'payments',
+  leaseMs: 30_000,
+  ...overrides,
+});
+
+describe.skipIf(!service.available)('RedisLedger', () => {
+  describe.each(REDIS_CLIENT_KINDS)('with %s', (kind) => {
+    let redis: TestRedis;
+    let now: number;
+    let ledger: RedisLedger;
+
+    beforeEach(async () => {
+      redis = await connectRedis(kind, service.url);
+      now = Date.now();
+      ledger = new RedisLedger({ client: redis.client, prefix: redis.prefix, clock: () => now });
+      await ledger.init();
+    });
+
+    afterEach(async () => {
+      await redis.close();
+    });
+
+    const key = (name: string): string => redisKey(redis.prefix, 'points', name);
+
+    it('refuses a second SET NX on one key through the adapter', async () => {
+      const k = key('probe');
+      expect(await redis.redis.setNx(k, 'first', 10_000)).toBe(true);
+      expect(await redis.redis.setNx(k, 'second', 10_000)).toBe(false);
+      expect(await redis.redis.setNxGet(k, 'third', 10_000)).toBe('first');
+      expect(await redis.redis.get(k)).toBe('first');
+      expect(await redis.redis.setNxGet(key('probe-2'), 'fresh', 10_000)).toBeNull();
+    });
+
+    it('picks the adapter for the raw client by what it can do', () => {
+      expect(ledger.redis.client).toBe(kind);
+    });
+
+    it('answers busy to a second claim while the first lease runs, then duplicate after completion with the result', async () => {
+      const first = await ledger.claim(request('evt-1'));
+      expect(first).toMatchObject({ status: 'acquired', claim: { attempt: 1 } });
+      expect(await ledger.claim(request('evt-1', { brokerId: 'broker-2' }))).toMatchObject({
+        status: 'busy',
+        record: { status: 'PROCESSING', brokerId: 'broker-1' },
+      });
+      if (first.status !== 'acquired') throw new Error('unreachable');
+      await ledger.complete(first.claim, '{"credited":100}');
+      expect(await ledger.claim(request('evt-1'))).toMatchObject({
+        status: 'duplicate',
+        record: {
+          status: 'SUCCESS',
+          result: '{"credited":100}',
+          fingerprint: 'fp-1',
+          brokerId: 'broker-1',
+          topic: 'payments',
+          leaseUntil: null,
+          attempt: 1,
+        },
+      });
+    });
+
+    it('answers conflict when the key comes back with another payload', async () => {
+      const first = await ledger.claim(request('evt-1'));
+      if (first.status !== 'acquired') throw new Error('expected acquired');
+      await ledger.complete(first.claim, null);
+      expect(await ledger.claim(request('evt-1', { fingerprint: 'fp-2' }))).toMatchObject({
+        status: 'conflict',
+        record: { fingerprint: 'fp-1' },
+      });
+    });
+
+    it('gives a completed key the retention as TTL and a claim its lease plus the retention', async () => {
+      const short = new RedisLedger({ client: redis.redis, prefix: redis.prefix, retention: '1h' });
+      const claimed = await short.claim(request('evt-ttl', { leaseMs: 60_000 }));
+      const pttl = (): Promise<unknown> =>
+        redis.redis.eval("return redis.call('PTTL', KEYS[1])", [key('evt-ttl')], []);
+      const processing = Number(await pttl());
+      expect(processing).toBeGreaterThan(3_600_000);
+      expect(processing).toBeLessThanOrEqual(3_660_000);
+      if (claimed.status !== 'acquired') throw new Error('expected acquired');
+      await short.complete(claimed.claim, null);
+      const done = Number(await pttl());
+      expect(done).toBeGreaterThan(3_500_000);
+      expect(done).toBeLessThanOrEqual(3_600_000);
+    });
+
+    it('reclaims an expired lease with attempt + 1 and locks the stale owner out of every write', async () => {
+      const first = await ledger.claim(request('evt-1', { leaseMs: 1_000 }));
+      if (first.status !== 'acquired') throw new Error('expected acquired');
+      now += 1_001;
+      const second = await ledger.claim(request('evt-1', { brokerId: 'broker-2' }));
+      expect(second).toMatchObject({
+        status: 'reclaimed',
+        claim: { attempt: 2 },
+        previous: { owner: first.claim.owner, attempt: 1 },
+      });
+      await expect(ledger.complete(first.claim, 'stale')).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(ledger.release(first.claim)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(ledger.fail(first.claim, 'stale')).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(ledger.renew(first.claim, 1_000)).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await ledger.get('points', 'evt-1')).toMatchObject({
+        status: 'PROCESSING',
+        attempt: 2,
+        brokerId: 'broker-2',
+        createdAt: new Date(now - 1_001),
+      });
+    });
+
+    it('refuses a release by an owner of the same attempt number but another token', async () => {
+      const first = await ledger.claim(request('evt-1'));
+      if (first.status !== 'acquired') throw new Error('expected acquired');
+      await expect(ledger.release({ ...first.claim, owner: randomUUID() })).rejects.toBeInstanceOf(
+        LeaseLostError,
+      );
+      expect(await ledger.get('points', 'evt-1')).toMatchObject({
+        status: 'PROCESSING',
+        owner: first.claim.owner,
+      });
+    });
+
+    it('renews a lease so the key stays busy past the first deadline', async () => {
+      const first = await ledger.claim(request('evt-1', { leaseMs: 1_000 }));
+      if (first.status !== 'acquired') throw new Error('expected acquired');
+      now += 900;
+      const renewed = await ledger.renew(first.claim, 1_000);
+      expect(renewed.leaseUntil).toEqual(new Date(now + 1_000));
+      now += 500;
+      expect(await ledger.claim(request('evt-1'))).toMatchObject({ status: 'busy' });
+    });
+
+    it('keeps a failed attempt as FAIL with its remark and lets the next delivery reclaim it', async () => {
+      const first = await ledger.claim(request('evt-1'));
+      if (first.status !== 'acquired') throw new Error('expected acquired');
+      await ledger.fail(first.claim, 'Error: points service down');
+      expect(await ledger.get('points', 'evt-1')).toMatchObject({
+        status: 'FAIL',
+        remark: 'Error: points service down',
+        leaseUntil: null,
+      });
+      expect(await ledger.claim(request('evt-1'))).toMatchObject({
+        status: 'reclaimed',
+        claim: { attempt: 2 },
+      });
+    });
+
+    it('deletes a released claim so the next delivery acquires afresh', async () => {
+      const first = await ledger.claim(request('evt-1'));
+      if (first.status !== 'acquired') throw new Error('expected acquired');
+      await ledger.release(first.claim);
+      expect(await ledger.get('points', 'evt-1')).toBeUndefined();
+      expect(await ledger.claim(request('evt-1'))).toMatchObject({
+        status: 'acquired',
+        claim: { attempt: 1 },
+      });
+    });
+
+    it('lets exactly one of many concurrent claims on one key win', async () => {
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => ledger.claim(request('evt-race', { brokerId: `b-${i}` }))),
+      );
+      expect(results.filter((r) => r.status === 'acquired')).toHaveLength(1);
+      expect(results.filter((r) => r.status === 'busy')).toHaveLength(19);
+    });
+
+    it('runs a script that the server has not cached through EVAL after NOSCRIPT', async () => {
+      const script = new RedisScript(`-- ${randomUUID()}\nreturn tonumber(ARGV[1]) + 1`);
+      expect(await script.run(redis.redis, [key('any')], ['41'])).toBe(42);
+      expect(await redis.redis.evalSha(script.sha, [key('any')], ['1'])).toBe(2);
+    });
+
+    it('refuses to start on a client that drops NX, instead of deduplicating nothing', async () => {
+      const ignoresNx: RedisLike = {
+        ...redis.redis,
+        client: 'broken',
+        setNxGet: async (k, value, ttl) => {
+          await redis.redis.setPx(k, value, ttl);
+          return null;
+        },
+      };
+      const broken = new RedisLedger({ client: ignoresNx, prefix: redis.prefix });
+      await expect(broken.init()).rejects.toBeInstanceOf(ConfigError);
+    });
+  });
+});
