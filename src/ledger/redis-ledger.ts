@@ -36,9 +36,6 @@ export interface RedisLedgerConfig {
   readonly clock?: () => number;
 }
 
-/** Most claims one instance remembers the written value of (the compare-and-set fast path). */
-export const MAX_HELD_CLAIMS = 10_000;
-
 export const DEFAULT_REDIS_LEDGER_CONFIG = Object.freeze({
   prefix: 'oncemq',
   retention: '7d',
@@ -84,12 +81,6 @@ export class RedisLedger implements Ledger<never> {
   readonly redis: RedisLike;
 
   readonly #clock: () => number;
-  /**
-   * The exact value this instance last wrote for each claim it holds (by owner token), so that renew,
-   * complete, fail and release can compare-and-set that value instead of decoding JSON in Lua.
-   * Bounded; a claim missing here takes the owner-checking script.
-   */
-  readonly #held = new Map<string, { readonly value: string; readonly record: StoredRecord }>();
   /** Redis before 7.0 refuses `SET … NX GET`; the claim then takes two round trips. */
   #setGet = true;
   #checked: Promise<void> | undefined;
@@ -190,13 +181,9 @@ export class RedisLedger implements Ledger<never> {
         c: now,
         u: now,
       };
-      const value = encodeRecord(fresh);
-      const existing = await this.#setOrGet(key, value, ttl);
+      const existing = await this.#setOrGet(key, encodeRecord(fresh), ttl);
       const claim = { group: request.group, key: request.key, owner, leaseUntil: new Date(leaseUntil) };
-      if (existing === null) {
-        this.#hold(owner, value, fresh);
-        return { status: 'acquired', claim: { ...claim, attempt: 1 } };
-      }
+      if (existing === null) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
       if (existing === '') continue;
       record = decodeRecord(request.group, request.key, existing);
       const decision = decideExisting(record, request, now);
@@ -207,59 +194,17 @@ export class RedisLedger implements Ledger<never> {
         f: record.fingerprint ?? request.fingerprint,
         c: record.createdAt.getTime(),
       };
-      const nextValue = encodeRecord(next);
       const taken = await this.#call(
-        REDIS_SCRIPTS.compareAndSet.run(this.redis, [key], [existing, nextValue, String(ttl)]),
+        REDIS_SCRIPTS.reclaim.run(this.redis, [key], [existing, encodeRecord(next), String(ttl)]),
         'reclaiming',
       );
       if (taken === 1) {
-        this.#hold(owner, nextValue, next);
         return { status: 'reclaimed', claim: { ...claim, attempt: next.a }, previous: record };
       }
     }
     if (record === undefined)
       throw new LedgerUnavailableError(`claim of ${request.key} kept racing with expiry`);
     return { status: 'busy', record };
-  }
-
-  #hold(owner: string, value: string, record: StoredRecord): void {
-    if (this.#held.size >= MAX_HELD_CLAIMS) {
-      const oldest = this.#held.keys().next();
-      if (oldest.done !== true) this.#held.delete(oldest.value);
-    }
-    this.#held.set(owner, { value, record });
-  }
-
-  /**
-   * An owner-checked write. Fast path: compare-and-set on the exact value this instance wrote for the
-   * claim. When that value is unknown here or has changed, the owner-checking script decides.
-   * `change` returns the new record, or `null` to delete the key.
-   */
-  async #write(
-    claim: Claim,
-    change: (record: StoredRecord) => StoredRecord | null,
-    ttlMs: number,
-    slow: { script: RedisScript; args: readonly string[] },
-    what: string,
-  ): Promise<void> {
-    const held = this.#held.get(claim.owner);
-    this.#held.delete(claim.owner);
-    if (held?.record.a === claim.attempt) {
-      const key = this.#key(claim.group, claim.key);
-      const next = change(held.record);
-      const value = next === null ? null : encodeRecord(next);
-      const done = await this.#call(
-        value === null
-          ? REDIS_SCRIPTS.compareAndDelete.run(this.redis, [key], [held.value])
-          : REDIS_SCRIPTS.compareAndSet.run(this.redis, [key], [held.value, value, String(ttlMs)]),
-        what,
-      );
-      if (done === 1) {
-        if (next?.s === 'PROCESSING' && value !== null) this.#hold(claim.owner, value, next);
-        return;
-      }
-    }
-    await this.#owned(claim, slow.script, slow.args, what);
   }
 
   async #owned(claim: Claim, script: RedisScript, args: readonly string[], what: string): Promise<void> {
@@ -277,45 +222,35 @@ export class RedisLedger implements Ledger<never> {
   async renew(claim: Claim, leaseMs: number): Promise<Claim> {
     const now = this.#clock();
     const leaseUntil = now + leaseMs;
-    const ttl = this.#processingTtl(leaseMs);
-    await this.#write(
+    await this.#owned(
       claim,
-      (record) => ({ ...record, l: leaseUntil, u: now }),
-      ttl,
-      { script: REDIS_SCRIPTS.renew, args: [String(leaseUntil), String(now), String(ttl)] },
+      REDIS_SCRIPTS.renew,
+      [String(leaseUntil), String(now), String(this.#processingTtl(leaseMs))],
       'renewing a lease',
     );
     return { ...claim, leaseUntil: new Date(leaseUntil) };
   }
 
   async complete(claim: Claim, result: string | null): Promise<void> {
-    const now = this.#clock();
-    await this.#write(
+    await this.#owned(
       claim,
-      (record) => ({ ...record, s: 'SUCCESS', l: null, r: null, x: result, u: now }),
-      this.retentionMs,
-      {
-        script: REDIS_SCRIPTS.complete,
-        args: [String(now), result === null ? '0' : '1', result ?? '', String(this.retentionMs)],
-      },
+      REDIS_SCRIPTS.complete,
+      [String(this.#clock()), result === null ? '0' : '1', result ?? '', String(this.retentionMs)],
       'completing',
     );
   }
 
   async fail(claim: Claim, remark: string): Promise<void> {
-    const now = this.#clock();
-    const text = remark.slice(0, MAX_REMARK_LENGTH);
-    await this.#write(
+    await this.#owned(
       claim,
-      (record) => ({ ...record, s: 'FAIL', l: null, r: text, u: now }),
-      this.retentionMs,
-      { script: REDIS_SCRIPTS.fail, args: [String(now), text, String(this.retentionMs)] },
+      REDIS_SCRIPTS.fail,
+      [String(this.#clock()), remark.slice(0, MAX_REMARK_LENGTH), String(this.retentionMs)],
       'marking a failure',
     );
   }
 
   async release(claim: Claim): Promise<void> {
-    await this.#write(claim, () => null, 0, { script: REDIS_SCRIPTS.release, args: [] }, 'releasing');
+    await this.#owned(claim, REDIS_SCRIPTS.release, [], 'releasing');
   }
 
   async get(group: string, key: string): Promise<LedgerRecord | undefined> {

@@ -33,20 +33,10 @@ if r.s ~= 'PROCESSING' or r.o ~= ARGV[1] or r.a ~= tonumber(ARGV[2]) then return
 
 /** Every script answers 1 when it wrote, 0 when the claim is not (or no longer) the caller's. */
 export const REDIS_SCRIPTS = Object.freeze({
-  /**
-   * ARGV: expected value, new value, ttl. Compare-and-set of the whole record: a reclaim, and the fast
-   * path of renew/complete/fail when the caller holds the exact value it wrote (its random owner
-   * token is inside, so an equal value proves the claim is still the caller's).
-   */
-  compareAndSet: new RedisScript(`
+  /** ARGV: expected value, new value, ttl. Compare-and-set of the whole record (the claim's reclaim). */
+  reclaim: new RedisScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1
-`),
-  /** ARGV: expected value. The fast path of release. */
-  compareAndDelete: new RedisScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
 return 1
 `),
   /** ARGV: owner, attempt, lease end, now, ttl. */
