@@ -11,6 +11,25 @@ export interface PgQueryResultLike {
 /** The part of a pg `Client` / `PoolClient` oncemq calls: a connection, possibly inside the caller's transaction. */
 export interface PgClientLike {
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  query(config: {
+    readonly name?: string;
+    readonly text: string;
+    readonly values?: unknown[];
+  }): Promise<PgQueryResultLike>;
+}
+
+/** A statement pg prepares once per connection under `name` (skipping parse and plan on later runs). */
+export interface PgNamedStatement {
+  readonly name: string;
+  readonly text: string;
+}
+
+export type PgStatement = string | PgNamedStatement;
+
+function send(client: PgClientLike, statement: PgStatement, values: unknown[]): Promise<PgQueryResultLike> {
+  return typeof statement === 'string'
+    ? client.query(statement, values)
+    : client.query({ name: statement.name, text: statement.text, values });
 }
 
 /** A client checked out of a pool. `release(error)` destroys it instead of returning it. */
@@ -46,12 +65,12 @@ export function pgFailure(error: unknown, what: string): Error {
 /** Runs a query, wrapping driver failures. */
 export async function pgQuery<R>(
   client: PgClientLike,
-  text: string,
+  statement: PgStatement,
   values: unknown[],
   what: string,
 ): Promise<R[]> {
   try {
-    return (await client.query(text, values)).rows as R[];
+    return (await send(client, statement, values)).rows as R[];
   } catch (error) {
     throw pgFailure(error, what);
   }
@@ -60,12 +79,12 @@ export async function pgQuery<R>(
 /** Runs a statement, wrapping driver failures; answers the affected row count. */
 export async function pgExecute(
   client: PgClientLike,
-  text: string,
+  statement: PgStatement,
   values: unknown[],
   what: string,
 ): Promise<number> {
   try {
-    return (await client.query(text, values)).rowCount ?? 0;
+    return (await send(client, statement, values)).rowCount ?? 0;
   } catch (error) {
     throw pgFailure(error, what);
   }

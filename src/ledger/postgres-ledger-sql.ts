@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import type { LedgerRecord, LedgerStatus } from './ledger.js';
+import type { PgStatement } from './postgres-client.js';
 import { quoteIdentifier } from './sql-identifier.js';
 
 /** A ledger row as pg returns it (timestamptz columns come back as Dates). */
@@ -66,9 +68,16 @@ export function pgMigrations(schema: string, table: string): readonly string[] {
   ];
 }
 
-/** The statements of one ledger table, built once from validated, quoted identifiers. */
-export function pgStatements(schema: string, table: string) {
+/**
+ * The statements of one ledger table, built once from validated, quoted identifiers. With `prepared`,
+ * each is named after a digest of its text so pg prepares it once per connection.
+ */
+export function pgStatements(schema: string, table: string, prepared = true) {
   const t = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
+  const named = (text: string): PgStatement =>
+    prepared
+      ? { name: `oncemq_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text }
+      : text;
   const owned = `consumer_group = $1 AND msg_key = $2 AND owner = $3 AND attempt = $4 AND status = 'PROCESSING'`;
   return {
     table: t,
@@ -79,7 +88,7 @@ export function pgStatements(schema: string, table: string) {
      * A row committed by a transaction this insert waited for is invisible to the statement's
      * snapshot, so the caller re-reads it with a separate SELECT when neither comes back.
      */
-    claim: `WITH inserted AS (
+    claim: named(`WITH inserted AS (
         INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
         VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $9)
         ON CONFLICT (consumer_group, msg_key) DO NOTHING
@@ -91,36 +100,48 @@ export function pgStatements(schema: string, table: string) {
       UNION ALL
       SELECT false, consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, result,
         created_at, updated_at
-      FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND NOT EXISTS (SELECT FROM inserted)`,
-    select: `SELECT * FROM ${t} WHERE consumer_group = $1 AND msg_key = $2`,
-    reclaim: `UPDATE ${t} SET status = $3, owner = $4, attempt = attempt + 1, lease_until = $5, broker_id = $6, topic = $7,
+      FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND NOT EXISTS (SELECT FROM inserted)`),
+    select: named(`SELECT * FROM ${t} WHERE consumer_group = $1 AND msg_key = $2`),
+    reclaim:
+      named(`UPDATE ${t} SET status = $3, owner = $4, attempt = attempt + 1, lease_until = $5, broker_id = $6, topic = $7,
         fingerprint = COALESCE(fingerprint, $8), remark = NULL, updated_at = $9
-      WHERE consumer_group = $1 AND msg_key = $2 AND status = $10 AND attempt = $11 AND owner IS NOT DISTINCT FROM $12`,
-    storeResult: `UPDATE ${t} SET result = $3 WHERE consumer_group = $1 AND msg_key = $2`,
-    renew: `UPDATE ${t} SET lease_until = $5, updated_at = $6 WHERE ${owned}`,
-    complete: `UPDATE ${t} SET status = 'SUCCESS', result = $5, remark = NULL, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
-    fail: `UPDATE ${t} SET status = 'FAIL', remark = $5, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
-    release: `DELETE FROM ${t} WHERE ${owned}`,
-    recordFailure: `INSERT INTO ${t} AS l (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
+      WHERE consumer_group = $1 AND msg_key = $2 AND status = $10 AND attempt = $11 AND owner IS NOT DISTINCT FROM $12`),
+    storeResult: named(`UPDATE ${t} SET result = $3 WHERE consumer_group = $1 AND msg_key = $2`),
+    renew: named(`UPDATE ${t} SET lease_until = $5, updated_at = $6 WHERE ${owned}`),
+    complete: named(
+      `UPDATE ${t} SET status = 'SUCCESS', result = $5, remark = NULL, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
+    ),
+    fail: named(
+      `UPDATE ${t} SET status = 'FAIL', remark = $5, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
+    ),
+    release: named(`DELETE FROM ${t} WHERE ${owned}`),
+    recordFailure:
+      named(`INSERT INTO ${t} AS l (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
       VALUES ($1, $2, 'FAIL', $3, NULL, 1, NULL, $4, $5, $6, $7, $7)
       ON CONFLICT (consumer_group, msg_key) DO UPDATE SET
         attempt = l.attempt + 1, remark = excluded.remark, updated_at = excluded.updated_at
-      WHERE l.status = 'FAIL'`,
+      WHERE l.status = 'FAIL'`),
     /** Bounded delete of finished rows, on the (status, updated_at) index; skips rows a claim holds. */
-    purge: `DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
+    purge: named(`DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM ${t} WHERE status IN ('SUCCESS', 'FAIL') AND updated_at < $1
-        LIMIT $2 FOR UPDATE SKIP LOCKED))`,
-    reset: `DELETE FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND (status <> 'SUCCESS' OR $3::boolean)`,
+        LIMIT $2 FOR UPDATE SKIP LOCKED))`),
+    reset: named(
+      `DELETE FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND (status <> 'SUCCESS' OR $3::boolean)`,
+    ),
     /** Multi-row claim of a batch: arrays in, the won keys out. Rows go in in the given (sorted) order. */
-    claimMany: `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+    claimMany:
+      named(`INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
       SELECT g, k, 'SUCCESS', f, o, 1, NULL, b, tp, $7, $7
       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS i(g, k, f, o, b, tp, n)
       ORDER BY n
       ON CONFLICT (consumer_group, msg_key) DO NOTHING
-      RETURNING consumer_group, msg_key`,
-    selectMany: `SELECT l.* FROM ${t} l JOIN unnest($1::text[], $2::text[]) AS i(g, k) ON l.consumer_group = i.g AND l.msg_key = i.k`,
-    storeResults: `UPDATE ${t} l SET result = i.r FROM unnest($1::text[], $2::text[], $3::text[]) AS i(g, k, r)
-      WHERE l.consumer_group = i.g AND l.msg_key = i.k`,
+      RETURNING consumer_group, msg_key`),
+    selectMany: named(
+      `SELECT l.* FROM ${t} l JOIN unnest($1::text[], $2::text[]) AS i(g, k) ON l.consumer_group = i.g AND l.msg_key = i.k`,
+    ),
+    storeResults:
+      named(`UPDATE ${t} l SET result = i.r FROM unnest($1::text[], $2::text[], $3::text[]) AS i(g, k, r)
+      WHERE l.consumer_group = i.g AND l.msg_key = i.k`),
   };
 }
 

@@ -18,15 +18,17 @@ import {
   type TransactionWork,
 } from './ledger.js';
 import { pgClaimMany } from './postgres-batch-claim.js';
-import { pgExecute, pgFailure, pgQuery, type PgClientLike, type PgPoolLike } from './postgres-client.js';
 import {
-  pgMigrations,
-  pgRecord,
-  pgStatements,
-  type PgLedgerRow,
-  type PgStatements,
-} from './postgres-ledger-sql.js';
+  pgExecute,
+  pgFailure,
+  pgQuery,
+  type PgClientLike,
+  type PgPoolLike,
+  type PgStatement,
+} from './postgres-client.js';
+import { pgRecord, pgStatements, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
 import { pgList, pgPurge, pgTryAdvisoryLock } from './postgres-maintenance.js';
+import { pgMigrate } from './postgres-migrate.js';
 import { pgSavepoint, pgTransaction } from './postgres-transaction.js';
 import { sqlIdentifier } from './sql-identifier.js';
 
@@ -52,6 +54,11 @@ export interface PostgresLedgerConfig {
   readonly table?: string;
   /** How long finished rows are kept. Must outlast the redelivery horizon. @default '7d' */
   readonly retention?: Duration;
+  /**
+   * Prepares oncemq's statements once per connection (named statements). Turn off behind a pooler
+   * that cannot keep them (PgBouncer in transaction mode before 1.21). @default true
+   */
+  readonly preparedStatements?: boolean;
   /** Runs migrate() from init(). Turn off when migrations run in a deploy step. @default true */
   readonly migrate?: boolean;
   /**
@@ -67,6 +74,7 @@ export const DEFAULT_POSTGRES_LEDGER_CONFIG = Object.freeze({
   table: 'oncemq_ledger',
   retention: '7d',
   poolSize: 10,
+  preparedStatements: true,
   migrate: true,
 } as const);
 
@@ -141,7 +149,11 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       'retention',
     );
     this.#clock = config.clock ?? Date.now;
-    this.#sql = pgStatements(this.schema, this.table);
+    this.#sql = pgStatements(
+      this.schema,
+      this.table,
+      config.preparedStatements ?? DEFAULT_POSTGRES_LEDGER_CONFIG.preparedStatements,
+    );
     this.#pool = config.pool;
     this.#joined = config.client;
     const joined = config.client !== undefined;
@@ -161,6 +173,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       table: this.table,
       retention: this.retentionMs,
       clock: this.#clock,
+      preparedStatements: this.#config.preparedStatements,
       client,
       migrate: false,
     });
@@ -209,40 +222,10 @@ export class PostgresLedger implements Ledger<PgClientLike> {
    * Versions are recorded in `<table>_schema`; concurrent starters serialize on an advisory lock.
    */
   async migrate(): Promise<number> {
-    const lockKey = `oncemq:migrate:${this.schema}.${this.table}`;
-    const steps = pgMigrations(this.schema, this.table);
-    const run = async (client: PgClientLike): Promise<number> => {
-      await pgQuery(
-        client,
-        'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
-        [lockKey],
-        'locking migrations',
-      );
-      await pgQuery(client, `CREATE SCHEMA IF NOT EXISTS "${this.schema}"`, [], 'creating the schema');
-      await pgQuery(
-        client,
-        `CREATE TABLE IF NOT EXISTS ${this.#sql.versions} (version integer PRIMARY KEY, applied_at timestamptz NOT NULL)`,
-        [],
-        'creating the version table',
-      );
-      const [row] = await pgQuery<{ version: number | null }>(
-        client,
-        `SELECT MAX(version) AS version FROM ${this.#sql.versions}`,
-        [],
-        'reading the schema version',
-      );
-      for (let version = (row?.version ?? 0) + 1; version <= steps.length; version++) {
-        await pgQuery(client, steps[version - 1] ?? '', [], `migrating to version ${version}`);
-        await pgQuery(
-          client,
-          `INSERT INTO ${this.#sql.versions} (version, applied_at) VALUES ($1, now())`,
-          [version],
-          'recording the schema version',
-        );
-      }
-      return steps.length;
-    };
-    return this.#inTransaction(run, () => true);
+    return this.#inTransaction(
+      (client) => pgMigrate(client, this.schema, this.table),
+      () => true,
+    );
   }
 
   /** Runs `fn` in a transaction: a pooled client with BEGIN/COMMIT, or a savepoint in the joined one. */
@@ -369,7 +352,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
     return this.#claimOn(this.#q, request, 'PROCESSING');
   }
 
-  async #owned(claim: Claim, what: string, statement: string, values: unknown[]): Promise<void> {
+  async #owned(claim: Claim, what: string, statement: PgStatement, values: unknown[]): Promise<void> {
     const changed = await pgExecute(
       this.#q,
       statement,
