@@ -26,14 +26,9 @@ import {
   type PgPoolLike,
   type PgStatement,
 } from './postgres-client.js';
-import {
-  pgMigrations,
-  pgRecord,
-  pgStatements,
-  type PgLedgerRow,
-  type PgStatements,
-} from './postgres-ledger-sql.js';
+import { pgRecord, pgStatements, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
 import { pgList, pgPurge, pgTryAdvisoryLock } from './postgres-maintenance.js';
+import { pgMigrate } from './postgres-migrate.js';
 import { pgSavepoint, pgTransaction } from './postgres-transaction.js';
 import { sqlIdentifier } from './sql-identifier.js';
 
@@ -227,40 +222,10 @@ export class PostgresLedger implements Ledger<PgClientLike> {
    * Versions are recorded in `<table>_schema`; concurrent starters serialize on an advisory lock.
    */
   async migrate(): Promise<number> {
-    const lockKey = `oncemq:migrate:${this.schema}.${this.table}`;
-    const steps = pgMigrations(this.schema, this.table);
-    const run = async (client: PgClientLike): Promise<number> => {
-      await pgQuery(
-        client,
-        'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
-        [lockKey],
-        'locking migrations',
-      );
-      await pgQuery(client, `CREATE SCHEMA IF NOT EXISTS "${this.schema}"`, [], 'creating the schema');
-      await pgQuery(
-        client,
-        `CREATE TABLE IF NOT EXISTS ${this.#sql.versions} (version integer PRIMARY KEY, applied_at timestamptz NOT NULL)`,
-        [],
-        'creating the version table',
-      );
-      const [row] = await pgQuery<{ version: number | null }>(
-        client,
-        `SELECT MAX(version) AS version FROM ${this.#sql.versions}`,
-        [],
-        'reading the schema version',
-      );
-      for (let version = (row?.version ?? 0) + 1; version <= steps.length; version++) {
-        await pgQuery(client, steps[version - 1] ?? '', [], `migrating to version ${version}`);
-        await pgQuery(
-          client,
-          `INSERT INTO ${this.#sql.versions} (version, applied_at) VALUES ($1, now())`,
-          [version],
-          'recording the schema version',
-        );
-      }
-      return steps.length;
-    };
-    return this.#inTransaction(run, () => true);
+    return this.#inTransaction(
+      (client) => pgMigrate(client, this.schema, this.table),
+      () => true,
+    );
   }
 
   /** Runs `fn` in a transaction: a pooled client with BEGIN/COMMIT, or a savepoint in the joined one. */
