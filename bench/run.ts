@@ -8,6 +8,7 @@ Prints a table, or with --json one object {"suite", "results": [{name, concurren
 
 const suites: Readonly<Record<string, () => Promise<Suite>>> = {
   sqlite: async () => (await import('./sqlite.js')).suite,
+  redis: async () => (await import('./redis.js')).suite,
 };
 
 const { values, positionals } = parseArgs({
