@@ -1,6 +1,7 @@
 import type { Envelope } from '../core/envelope.js';
 import { ConfigError } from '../core/errors.js';
 import { sha256Hex } from '../core/fingerprint.js';
+import type { SignalSource } from './lease-keeper.js';
 
 export type Mode = 'transactional' | 'leased';
 
@@ -32,12 +33,10 @@ export function downstreamKey(group: string, key: string, step = 'effect'): stri
   return sha256Hex(`${group}\u0000${key}\u0000${step}`).slice(0, 32);
 }
 
-/** Transactional handlers have no lease to lose: one signal that never aborts serves them all. */
-export const NEVER_ABORTED: AbortSignal = new AbortController().signal;
-
 /** A {@link HandlerContext}; a class so that each delivery allocates one plain object. */
 export class PipelineContext<Tx> implements HandlerContext<Tx> {
   readonly #tx: Tx | undefined;
+  readonly #signal: SignalSource;
 
   constructor(
     readonly envelope: Envelope,
@@ -46,9 +45,15 @@ export class PipelineContext<Tx> implements HandlerContext<Tx> {
     readonly attempt: number,
     readonly mode: Mode,
     tx: Tx | undefined,
-    readonly signal: AbortSignal,
+    signal: SignalSource,
   ) {
     this.#tx = tx;
+    this.#signal = signal;
+  }
+
+  /** Read lazily: a leased handler that never looks at its signal never costs an AbortController. */
+  get signal(): AbortSignal {
+    return this.#signal.signal;
   }
 
   get tx(): Tx {

@@ -22,7 +22,8 @@ import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
 import type { Claim, ClaimResult, Ledger } from '../ledger/ledger.js';
 import { processBatch, type BatchInternals, type ParsedDelivery } from './batch.js';
-import { NEVER_ABORTED, PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
+import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
+import { LeaseKeeper, NEVER_ABORTED, type SignalSource } from './lease-keeper.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
 import { OutcomeBuilder } from './outcome-builder.js';
 import {
@@ -248,10 +249,11 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     key: string,
     claim: Claim,
     tx: Tx | undefined,
-    signal: AbortSignal,
+    signal: SignalSource,
   ): HandlerContext<Tx> => new PipelineContext(envelope, group, key, claim.attempt, mode, tx, signal);
 
   const store = (value: unknown): string | null => (value === undefined ? null : serializer.serialize(value));
+  const leases = new LeaseKeeper(ledger, leaseMs, renewEveryMs, logger);
   const outcomes = new OutcomeBuilder(group, mode, retry, leaseMs, serializer);
 
   const runTransactional = async (
@@ -324,43 +326,27 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
       return outcomes.notWon(envelope, key, claimed, started, request.fingerprint);
     }
-    let claim = claimed.claim;
-    const lease = new AbortController();
-    const timer = setInterval(() => {
-      ledger.renew(claim, leaseMs).then(
-        (renewed) => {
-          claim = renewed;
-        },
-        (error: unknown) => {
-          if (error instanceof LeaseLostError) {
-            clearInterval(timer);
-            lease.abort(error);
-          } else {
-            logger.warn('oncemq: lease renewal failed', { group, key, error: errorText(error) });
-          }
-        },
-      );
-    }, renewEveryMs);
-    timer.unref();
+    const lease = leases.hold(claimed.claim);
     let value: unknown;
     let failure: unknown;
     let ok = false;
     try {
       for (let run = 0; ; run++) {
         try {
-          value = await handler(message, context(envelope, key, claim, undefined, lease.signal));
+          value = await handler(message, context(envelope, key, lease.claim, undefined, lease));
           ok = true;
           break;
         } catch (error) {
-          if (error instanceof PermanentError || run >= retry.immediate || lease.signal.aborted) {
+          if (error instanceof PermanentError || run >= retry.immediate || lease.lost) {
             failure = error;
             break;
           }
         }
       }
     } finally {
-      clearInterval(timer);
+      leases.release(lease);
     }
+    const claim = lease.claim;
     if (ok) {
       let leaseLost = false;
       try {
