@@ -2,8 +2,9 @@
 import { OncemqError } from '../core/errors.js';
 import { UsageError, type Command } from './command.js';
 import { exampleCommand } from './commands/example.js';
+import { demoCommand } from './commands/demo.js';
 
-const commands: readonly Command[] = [exampleCommand];
+const commands: readonly Command[] = [exampleCommand, demoCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((command) => command.name.length));

@@ -1,0 +1,10 @@
+export { EffectChecker } from './testing/effect-checker.js';
+export type { EffectReport, Expectation } from './testing/effect-checker.js';
+export {
+  DEFAULT_FAULT_RATES,
+  FAULT_NAMES,
+  FaultInjector,
+  InjectedFault,
+  parseFaults,
+} from './testing/fault-injector.js';
+export type { FaultInjectorConfig, FaultName } from './testing/fault-injector.js';
