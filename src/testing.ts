@@ -8,3 +8,5 @@ export {
   parseFaults,
 } from './testing/fault-injector.js';
 export type { FaultInjectorConfig, FaultName } from './testing/fault-injector.js';
+export { describeTransportConformance } from './testing/transport-conformance.js';
+export type { TransportFactory } from './testing/transport-conformance.js';

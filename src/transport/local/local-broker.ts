@@ -16,7 +16,7 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import { retryTopic, TOPIC_PATTERN } from './broker-schema.js';
+import { CHECK_MAX_TOPIC, retryTopic, TOPIC_PATTERN } from './broker-schema.js';
 import { BrokerStore, type BrokerDatabaseLike, type DeadLetter, type StoredMessage } from './broker-store.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
@@ -239,7 +239,8 @@ export class LocalBroker implements Transport {
   queueCount(topic: string): number {
     let count = this.#queueCounts.get(topic);
     if (count === undefined) {
-      count = this.store.ensureTopic(topic, topic.startsWith('%RETRY%') ? 1 : this.queues);
+      const system = topic.startsWith('%RETRY%') || topic === CHECK_MAX_TOPIC;
+      count = this.store.ensureTopic(topic, system ? 1 : this.queues);
       this.#queueCounts.set(topic, count);
     }
     return count;

@@ -179,6 +179,7 @@ export class TransactionProducer {
       }
       const checks = store.recordCheck(half.id, store.now() + this.checkIntervalMs);
       if (checks >= this.maxChecks) {
+        this.#broker.queueCount(CHECK_MAX_TOPIC);
         store.endHalf(half.id, 'aside');
         this.#logger.warn(
           `oncemq: half message still undecided after ${checks} check-backs; moved to ${CHECK_MAX_TOPIC}`,
