@@ -3,8 +3,9 @@ import { OncemqError } from '../core/errors.js';
 import { UsageError, type Command } from './command.js';
 import { exampleCommand } from './commands/example.js';
 import { demoCommand } from './commands/demo.js';
+import { dlqCommand } from './commands/dlq.js';
 
-const commands: readonly Command[] = [exampleCommand, demoCommand];
+const commands: readonly Command[] = [exampleCommand, demoCommand, dlqCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((command) => command.name.length));
