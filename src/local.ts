@@ -12,7 +12,9 @@ export type {
   TransactionSendResult,
   TransactionState,
 } from './transport/local/transaction-producer.js';
-export type { DeadLetter, StoredMessage } from './transport/local/broker-store.js';
+export type { StoredMessage } from './transport/local/broker-store.js';
+export type { DeadLetter } from './transport/local/dead-letter-store.js';
+export type { HalfMessage } from './transport/local/half-message-store.js';
 export { CHECK_MAX_TOPIC, retryTopic } from './transport/local/broker-schema.js';
 export type { LocalFaultHooks } from './transport/local/fault-hooks.js';
 export { allocateQueues } from './transport/local/queue-allocation.js';

@@ -76,7 +76,7 @@ describe('transactional (half) messages on the local broker', () => {
     expect(result.state).toBe('ROLLBACK');
     await settle();
     expect(delivered).toHaveLength(0);
-    expect(broker.store.halfCount()).toBe(0);
+    expect(broker.store.halfMessages.count()).toBe(0);
     expect(await producer.checkNow()).toBe(0);
   });
 
@@ -99,7 +99,7 @@ describe('transactional (half) messages on the local broker', () => {
     committed = true;
     await waitUntil(() => delivered.length === 1, 'the message committed by check-back');
     expect(checks.slice(0, 2)).toEqual([0, 1]);
-    expect(broker.store.halfCount()).toBe(0);
+    expect(broker.store.halfMessages.count()).toBe(0);
   });
 
   it('moves a half message aside after 15 undecided check-backs, with a log line, never delivering it', async () => {
@@ -113,7 +113,7 @@ describe('transactional (half) messages on the local broker', () => {
       },
     });
     await producer.sendInTransaction({ topic: 'orders', key: 'order-4', body: {} }, () => 'UNKNOWN');
-    await waitUntil(() => broker.store.halfCount() === 0, 'the half message moved aside');
+    await waitUntil(() => broker.store.halfMessages.count() === 0, 'the half message moved aside');
     await settle();
     expect(answers).toHaveLength(15);
     expect(delivered).toHaveLength(0);

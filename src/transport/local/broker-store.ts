@@ -1,5 +1,7 @@
 import { TransportUnavailableError } from '../../core/errors.js';
-import { BROKER_MIGRATIONS, CHECK_MAX_TOPIC, retryTopic } from './broker-schema.js';
+import { BROKER_MIGRATIONS, retryTopic } from './broker-schema.js';
+import { DeadLetterStore } from './dead-letter-store.js';
+import { HalfMessageStore } from './half-message-store.js';
 
 /** The part of a better-sqlite3 statement the broker calls. */
 export interface BrokerStatementLike {
@@ -49,38 +51,6 @@ export interface MessageToStore {
   readonly originBrokerId?: string | null;
 }
 
-/** A dead letter as listed. */
-export interface DeadLetter {
-  readonly id: number;
-  readonly group: string;
-  readonly topic: string;
-  readonly brokerId: string;
-  readonly uniqueId: string;
-  readonly key: string | null;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: Uint8Array;
-  readonly bornAt: Date;
-  readonly reconsumeTimes: number;
-  readonly reason: string;
-  readonly error: string | null;
-  readonly deadAt: Date;
-  readonly replayedAt: Date | null;
-  readonly replayBrokerId: string | null;
-}
-
-/** A half (prepared) message waiting for its transaction's decision. */
-export interface HalfMessage {
-  readonly id: number;
-  readonly producerGroup: string;
-  readonly topic: string;
-  readonly queueId: number;
-  readonly uniqueId: string;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: Uint8Array;
-  readonly bornAt: number;
-  readonly checks: number;
-}
-
 interface MessageRow {
   commit_offset: number;
   topic: string;
@@ -120,16 +90,24 @@ export class BrokerStore {
   readonly #cache = new Map<string, BrokerStatementLike>();
   readonly #clock: () => number;
 
+  /** The group dead-letter queues. */
+  readonly deadLetters: DeadLetterStore;
+  /** Half messages of transactional sends. */
+  readonly halfMessages: HalfMessageStore;
+
   constructor(db: BrokerDatabaseLike, clock: () => number) {
     this.#db = db;
     this.#clock = clock;
+    this.deadLetters = new DeadLetterStore(this);
+    this.halfMessages = new HalfMessageStore(this);
   }
 
   now(): number {
     return this.#clock();
   }
 
-  #sql(sql: string): BrokerStatementLike {
+  /** A prepared statement, cached. */
+  statement(sql: string): BrokerStatementLike {
     let statement = this.#cache.get(sql);
     if (statement === undefined) {
       statement = this.#db.prepare(sql);
@@ -192,30 +170,32 @@ export class BrokerStore {
     return this.write('creating a topic', () => {
       const again = this.#queueCount(topic);
       if (again !== undefined) return again;
-      this.#sql('INSERT INTO oncemq_topics (topic, queues, created_at) VALUES (?, ?, ?)').run(
+      this.statement('INSERT INTO oncemq_topics (topic, queues, created_at) VALUES (?, ?, ?)').run(
         topic,
         queues,
         this.now(),
       );
-      const insert = this.#sql('INSERT INTO oncemq_queues (topic, queue_id, next_offset) VALUES (?, ?, 0)');
+      const insert = this.statement(
+        'INSERT INTO oncemq_queues (topic, queue_id, next_offset) VALUES (?, ?, 0)',
+      );
       for (let queue = 0; queue < queues; queue++) insert.run(topic, queue);
       return queues;
     });
   }
 
   #queueCount(topic: string): number | undefined {
-    const row = this.#sql('SELECT queues FROM oncemq_topics WHERE topic = ?').get(topic) as
+    const row = this.statement('SELECT queues FROM oncemq_topics WHERE topic = ?').get(topic) as
       { queues: number } | undefined;
     return row?.queues;
   }
 
   /** Appends to the commit log inside the caller's write transaction; returns the commit offset. */
   appendInTransaction(message: MessageToStore): number {
-    const slot = this.#sql(
+    const slot = this.statement(
       'UPDATE oncemq_queues SET next_offset = next_offset + 1 WHERE topic = ? AND queue_id = ? RETURNING next_offset - 1 AS queue_offset',
     ).get(message.topic, message.queueId) as { queue_offset: number } | undefined;
     if (slot === undefined) throw new Error(`queue ${message.topic}#${message.queueId} does not exist`);
-    const inserted = this.#sql(
+    const inserted = this.statement(
       `INSERT INTO oncemq_messages (topic, queue_id, queue_offset, unique_id, headers, body, born_at, stored_at,
          reconsume_times, origin_topic, origin_broker_id)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -242,7 +222,7 @@ export class BrokerStore {
   /** Messages of one queue from `fromOffset` on, in queue order. */
   pull(topic: string, queueId: number, fromOffset: number, limit: number): StoredMessage[] {
     const rows = this.read('pulling', () =>
-      this.#sql(
+      this.statement(
         'SELECT * FROM oncemq_messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? ORDER BY queue_offset LIMIT ?',
       ).all(topic, queueId, fromOffset, limit),
     ) as MessageRow[];
@@ -252,7 +232,10 @@ export class BrokerStore {
   /** Next offset to be written in a queue (its length). */
   maxOffset(topic: string, queueId: number): number {
     const row = this.read('reading a queue', () =>
-      this.#sql('SELECT next_offset FROM oncemq_queues WHERE topic = ? AND queue_id = ?').get(topic, queueId),
+      this.statement('SELECT next_offset FROM oncemq_queues WHERE topic = ? AND queue_id = ?').get(
+        topic,
+        queueId,
+      ),
     ) as { next_offset: number } | undefined;
     return row?.next_offset ?? 0;
   }
@@ -260,14 +243,14 @@ export class BrokerStore {
   /** Messages of `topic` by commit order (for inspection and tests). */
   messages(topic: string): StoredMessage[] {
     const rows = this.read('listing messages', () =>
-      this.#sql('SELECT * FROM oncemq_messages WHERE topic = ? ORDER BY commit_offset').all(topic),
+      this.statement('SELECT * FROM oncemq_messages WHERE topic = ? ORDER BY commit_offset').all(topic),
     ) as MessageRow[];
     return rows.map(toMessage);
   }
 
   readOffset(group: string, topic: string, queueId: number): number | undefined {
     const row = this.read('reading an offset', () =>
-      this.#sql(
+      this.statement(
         'SELECT next_offset FROM oncemq_offsets WHERE consumer_group = ? AND topic = ? AND queue_id = ?',
       ).get(group, topic, queueId),
     ) as { next_offset: number } | undefined;
@@ -277,7 +260,7 @@ export class BrokerStore {
   commitOffsets(group: string, entries: readonly { topic: string; queueId: number; offset: number }[]): void {
     if (entries.length === 0) return;
     this.write('committing offsets', () => {
-      const upsert = this.#sql(
+      const upsert = this.statement(
         `INSERT INTO oncemq_offsets (consumer_group, topic, queue_id, next_offset, updated_at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (consumer_group, topic, queue_id) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at`,
       );
@@ -289,7 +272,7 @@ export class BrokerStore {
   heartbeat(group: string, memberId: string): void {
     this.write('heart-beating', () => {
       const now = this.now();
-      this.#sql(
+      this.statement(
         `INSERT INTO oncemq_members (consumer_group, member_id, heartbeat_at, joined_at) VALUES (?, ?, ?, ?)
          ON CONFLICT (consumer_group, member_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
       ).run(group, memberId, now, now);
@@ -298,7 +281,10 @@ export class BrokerStore {
 
   leave(group: string, memberId: string): void {
     this.write('leaving a group', () => {
-      this.#sql('DELETE FROM oncemq_members WHERE consumer_group = ? AND member_id = ?').run(group, memberId);
+      this.statement('DELETE FROM oncemq_members WHERE consumer_group = ? AND member_id = ?').run(
+        group,
+        memberId,
+      );
     });
   }
 
@@ -306,21 +292,20 @@ export class BrokerStore {
   liveMembers(group: string, sessionTimeoutMs: number): string[] {
     const cutoff = this.now() - sessionTimeoutMs;
     const stale = this.read('reading members', () =>
-      this.#sql('SELECT 1 FROM oncemq_members WHERE consumer_group = ? AND heartbeat_at < ? LIMIT 1').get(
-        group,
-        cutoff,
-      ),
+      this.statement(
+        'SELECT 1 FROM oncemq_members WHERE consumer_group = ? AND heartbeat_at < ? LIMIT 1',
+      ).get(group, cutoff),
     );
     if (stale !== undefined) {
       this.write('expiring members', () => {
-        this.#sql('DELETE FROM oncemq_members WHERE consumer_group = ? AND heartbeat_at < ?').run(
+        this.statement('DELETE FROM oncemq_members WHERE consumer_group = ? AND heartbeat_at < ?').run(
           group,
           cutoff,
         );
       });
     }
     const rows = this.read('reading members', () =>
-      this.#sql('SELECT member_id FROM oncemq_members WHERE consumer_group = ? ORDER BY member_id').all(
+      this.statement('SELECT member_id FROM oncemq_members WHERE consumer_group = ? ORDER BY member_id').all(
         group,
       ),
     ) as { member_id: string }[];
@@ -330,7 +315,7 @@ export class BrokerStore {
   /** Parks a failed message until `deliverAt`, then {@link promoteDue} re-stores it in the retry topic. */
   scheduleRetry(group: string, message: StoredMessage, brokerId: string, deliverAt: number): void {
     this.write('scheduling a retry', () => {
-      this.#sql(
+      this.statement(
         `INSERT INTO oncemq_schedule (consumer_group, topic, deliver_at, unique_id, headers, body, born_at, reconsume_times, origin_broker_id)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ).run(
@@ -351,15 +336,14 @@ export class BrokerStore {
   promoteDue(group: string, limit = 256): number {
     const now = this.now();
     const due = this.read('reading the schedule', () =>
-      this.#sql('SELECT 1 FROM oncemq_schedule WHERE consumer_group = ? AND deliver_at <= ? LIMIT 1').get(
-        group,
-        now,
-      ),
+      this.statement(
+        'SELECT 1 FROM oncemq_schedule WHERE consumer_group = ? AND deliver_at <= ? LIMIT 1',
+      ).get(group, now),
     );
     if (due === undefined) return 0;
     const topic = retryTopic(group);
     return this.write('promoting due retries', () => {
-      const rows = this.#sql(
+      const rows = this.statement(
         'SELECT * FROM oncemq_schedule WHERE consumer_group = ? AND deliver_at <= ? ORDER BY deliver_at, id LIMIT ?',
       ).all(group, now, limit) as {
         id: number;
@@ -371,7 +355,7 @@ export class BrokerStore {
         reconsume_times: number;
         origin_broker_id: string;
       }[];
-      const remove = this.#sql('DELETE FROM oncemq_schedule WHERE id = ?');
+      const remove = this.statement('DELETE FROM oncemq_schedule WHERE id = ?');
       for (const row of rows) {
         this.appendInTransaction({
           topic,
@@ -393,227 +377,7 @@ export class BrokerStore {
   /** Retries of a group still waiting for their delay. */
   scheduled(group: string): number {
     const row = this.read('counting the schedule', () =>
-      this.#sql('SELECT COUNT(*) AS n FROM oncemq_schedule WHERE consumer_group = ?').get(group),
-    ) as { n: number };
-    return row.n;
-  }
-
-  deadLetter(
-    group: string,
-    message: StoredMessage,
-    brokerId: string,
-    reason: string,
-    error: string | null,
-  ): void {
-    this.write('dead-lettering', () => {
-      this.#sql(
-        `INSERT INTO oncemq_dead_letters (consumer_group, topic, broker_id, unique_id, headers, body, born_at, reconsume_times, reason, error, dead_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        group,
-        message.originTopic ?? message.topic,
-        brokerId,
-        message.uniqueId,
-        JSON.stringify(message.headers),
-        message.body,
-        message.bornAt,
-        message.reconsumeTimes,
-        reason,
-        error,
-        this.now(),
-      );
-    });
-  }
-
-  listDeadLetters(query: { group?: string; includeReplayed?: boolean; limit?: number }): DeadLetter[] {
-    const rows = this.read('listing dead letters', () =>
-      this.#sql(
-        `SELECT * FROM oncemq_dead_letters WHERE (? IS NULL OR consumer_group = ?) AND (? = 1 OR replayed_at IS NULL)
-         ORDER BY id LIMIT ?`,
-      ).all(
-        query.group ?? null,
-        query.group ?? null,
-        query.includeReplayed === true ? 1 : 0,
-        query.limit ?? 100,
-      ),
-    ) as {
-      id: number;
-      consumer_group: string;
-      topic: string;
-      broker_id: string;
-      unique_id: string;
-      headers: string;
-      body: Uint8Array;
-      born_at: number;
-      reconsume_times: number;
-      reason: string;
-      error: string | null;
-      dead_at: number;
-      replayed_at: number | null;
-      replay_broker_id: string | null;
-    }[];
-    return rows.map((row) => {
-      const headers = JSON.parse(row.headers) as Record<string, string>;
-      return {
-        id: row.id,
-        group: row.consumer_group,
-        topic: row.topic,
-        brokerId: row.broker_id,
-        uniqueId: row.unique_id,
-        key: headers['oncemq-key'] ?? null,
-        headers,
-        body: row.body,
-        bornAt: new Date(row.born_at),
-        reconsumeTimes: row.reconsume_times,
-        reason: row.reason,
-        error: row.error,
-        deadAt: new Date(row.dead_at),
-        replayedAt: row.replayed_at === null ? null : new Date(row.replayed_at),
-        replayBrokerId: row.replay_broker_id,
-      };
-    });
-  }
-
-  /**
-   * Re-stores a dead letter in its topic (queue chosen by `queueOf`) and marks it replayed, in one
-   * transaction. Returns the commit offset of the new copy, or undefined when already replayed.
-   */
-  replayDeadLetter(
-    id: number,
-    queueOf: (topic: string) => number,
-  ): { commitOffset: number; topic: string } | undefined {
-    return this.write('replaying a dead letter', () => {
-      const row = this.#sql('SELECT * FROM oncemq_dead_letters WHERE id = ? AND replayed_at IS NULL').get(
-        id,
-      ) as
-        { topic: string; unique_id: string; headers: string; body: Uint8Array; born_at: number } | undefined;
-      if (row === undefined) return undefined;
-      const commitOffset = this.appendInTransaction({
-        topic: row.topic,
-        queueId: queueOf(row.topic),
-        uniqueId: row.unique_id,
-        headers: JSON.parse(row.headers) as Record<string, string>,
-        body: row.body,
-        bornAt: row.born_at,
-      });
-      this.#sql('UPDATE oncemq_dead_letters SET replayed_at = ?, replay_broker_id = ? WHERE id = ?').run(
-        this.now(),
-        String(commitOffset),
-        id,
-      );
-      return { commitOffset, topic: row.topic };
-    });
-  }
-
-  /** Records the broker id a replay produced (the store knows offsets, the broker formats ids). */
-  setReplayBrokerId(id: number, brokerId: string): void {
-    this.write('recording a replay', () => {
-      this.#sql('UPDATE oncemq_dead_letters SET replay_broker_id = ? WHERE id = ?').run(brokerId, id);
-    });
-  }
-
-  prepareHalf(producerGroup: string, message: MessageToStore, nextCheckAt: number): number {
-    return this.write('storing a half message', () =>
-      Number(
-        this.#sql(
-          `INSERT INTO oncemq_half_messages (producer_group, topic, queue_id, unique_id, headers, body, born_at, next_check_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).run(
-          producerGroup,
-          message.topic,
-          message.queueId,
-          message.uniqueId,
-          JSON.stringify(message.headers),
-          message.body,
-          message.bornAt,
-          nextCheckAt,
-        ).lastInsertRowid,
-      ),
-    );
-  }
-
-  /**
-   * Ends a half message: `commit` re-stores it in its topic (visible from then on), `rollback`
-   * discards it, `aside` stores it in the check-max topic. Returns the new commit offset, if any;
-   * undefined when the half message was already ended (by another process's check).
-   */
-  endHalf(
-    id: number,
-    decision: 'commit' | 'rollback' | 'aside',
-  ): { commitOffset: number | null } | undefined {
-    return this.write('ending a half message', () => {
-      const row = this.#sql('SELECT * FROM oncemq_half_messages WHERE id = ?').get(id) as
-        | {
-            topic: string;
-            queue_id: number;
-            unique_id: string;
-            headers: string;
-            body: Uint8Array;
-            born_at: number;
-          }
-        | undefined;
-      if (row === undefined) return undefined;
-      this.#sql('DELETE FROM oncemq_half_messages WHERE id = ?').run(id);
-      if (decision === 'rollback') return { commitOffset: null };
-      const headers = JSON.parse(row.headers) as Record<string, string>;
-      const commitOffset = this.appendInTransaction({
-        topic: decision === 'commit' ? row.topic : CHECK_MAX_TOPIC,
-        queueId: decision === 'commit' ? row.queue_id : 0,
-        uniqueId: row.unique_id,
-        headers: decision === 'commit' ? headers : { ...headers, 'oncemq-real-topic': row.topic },
-        body: row.body,
-        bornAt: row.born_at,
-      });
-      return { commitOffset };
-    });
-  }
-
-  /** Half messages of a producer group due for a check-back. */
-  dueHalf(producerGroup: string, limit: number): HalfMessage[] {
-    const rows = this.read('reading half messages', () =>
-      this.#sql(
-        'SELECT * FROM oncemq_half_messages WHERE producer_group = ? AND next_check_at <= ? ORDER BY next_check_at, id LIMIT ?',
-      ).all(producerGroup, this.now(), limit),
-    ) as {
-      id: number;
-      producer_group: string;
-      topic: string;
-      queue_id: number;
-      unique_id: string;
-      headers: string;
-      body: Uint8Array;
-      born_at: number;
-      checks: number;
-    }[];
-    return rows.map((row) => ({
-      id: row.id,
-      producerGroup: row.producer_group,
-      topic: row.topic,
-      queueId: row.queue_id,
-      uniqueId: row.unique_id,
-      headers: JSON.parse(row.headers) as Record<string, string>,
-      body: row.body,
-      bornAt: row.born_at,
-      checks: row.checks,
-    }));
-  }
-
-  /** Counts one check-back of a still undecided half message; returns the new check count. */
-  recordCheck(id: number, nextCheckAt: number): number {
-    return this.write('recording a check-back', () => {
-      const row = this.#sql(
-        'UPDATE oncemq_half_messages SET checks = checks + 1, next_check_at = ? WHERE id = ? RETURNING checks',
-      ).get(nextCheckAt, id) as { checks: number } | undefined;
-      return row?.checks ?? 0;
-    });
-  }
-
-  halfCount(producerGroup?: string): number {
-    const row = this.read('counting half messages', () =>
-      this.#sql('SELECT COUNT(*) AS n FROM oncemq_half_messages WHERE ? IS NULL OR producer_group = ?').get(
-        producerGroup ?? null,
-        producerGroup ?? null,
-      ),
+      this.statement('SELECT COUNT(*) AS n FROM oncemq_schedule WHERE consumer_group = ?').get(group),
     ) as { n: number };
     return row.n;
   }

@@ -17,7 +17,8 @@ import {
   type TransportCapabilities,
 } from '../transport.js';
 import { CHECK_MAX_TOPIC, retryTopic, TOPIC_PATTERN } from './broker-schema.js';
-import { BrokerStore, type BrokerDatabaseLike, type DeadLetter, type StoredMessage } from './broker-store.js';
+import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './broker-store.js';
+import type { DeadLetter } from './dead-letter-store.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
 import { LocalSubscription, type LocalSubscribeOptions } from './local-subscription.js';
@@ -349,20 +350,20 @@ export class LocalBroker implements Transport {
   async deadLetters(
     query: { group?: string; includeReplayed?: boolean; limit?: number } = {},
   ): Promise<DeadLetter[]> {
-    return (await this.#open()).listDeadLetters(query);
+    return (await this.#open()).deadLetters.list(query);
   }
 
   /** Publishes a dead letter again to its topic (a new copy, new broker id, same key); undefined if already replayed. */
   async replayDeadLetter(id: number): Promise<PublishReceipt | undefined> {
     const store = await this.#open();
     let queue = 0;
-    const replayed = store.replayDeadLetter(id, (topic) => {
+    const replayed = store.deadLetters.replay(id, (topic) => {
       queue = this.#selector(topic, this.queueCount(topic), undefined);
       return queue;
     });
     if (replayed === undefined) return undefined;
     const brokerId = this.brokerId(replayed.commitOffset);
-    store.setReplayBrokerId(id, brokerId);
+    store.deadLetters.setReplayBrokerId(id, brokerId);
     const copy = store
       .messages(replayed.topic)
       .find((message) => message.commitOffset === replayed.commitOffset);

@@ -370,7 +370,13 @@ export class LocalConsumer {
           store.scheduleRetry(this.group, message, envelope.brokerId, store.now() + outcome.delayMs);
           break;
         case 'dead-letter':
-          store.deadLetter(this.group, message, envelope.brokerId, outcome.reason, errorText(outcome.error));
+          store.deadLetters.add(
+            this.group,
+            message,
+            envelope.brokerId,
+            outcome.reason,
+            errorText(outcome.error),
+          );
           break;
       }
     } catch (error) {

@@ -3,7 +3,7 @@ import { ConfigError, errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { OutgoingMessage, PublishReceipt } from '../transport.js';
 import { CHECK_MAX_TOPIC } from './broker-schema.js';
-import type { HalfMessage } from './broker-store.js';
+import type { HalfMessage } from './half-message-store.js';
 import type { LocalBroker } from './local-broker.js';
 
 /** The state of a local transaction, as RocketMQ's `LocalTransactionState`. */
@@ -116,7 +116,7 @@ export class TransactionProducer {
     await this.#broker.init();
     const store = this.#broker.store;
     const prepared = this.#broker.prepare(message);
-    const id = store.prepareHalf(this.group, prepared, store.now() + this.checkIntervalMs);
+    const id = store.halfMessages.prepare(this.group, prepared, store.now() + this.checkIntervalMs);
     let state: TransactionState;
     try {
       state = await localTx(view({ id, producerGroup: this.group, ...prepared, checks: 0 }));
@@ -144,7 +144,7 @@ export class TransactionProducer {
         `must return COMMIT, ROLLBACK or UNKNOWN, got ${JSON.stringify(state)}`,
       );
     }
-    const ended = this.#broker.store.endHalf(id, state === 'COMMIT' ? 'commit' : 'rollback');
+    const ended = this.#broker.store.halfMessages.end(id, state === 'COMMIT' ? 'commit' : 'rollback');
     if (state === 'COMMIT' && ended?.commitOffset != null) {
       return { state, halfId: id, receipt: this.#broker.receipt(ended.commitOffset, topic, queue, uniqueId) };
     }
@@ -161,7 +161,7 @@ export class TransactionProducer {
 
   async #sweep(): Promise<number> {
     const store = this.#broker.store;
-    const due = store.dueHalf(this.group, 100);
+    const due = store.halfMessages.due(this.group, 100);
     for (const half of due) {
       let state: TransactionState;
       try {
@@ -177,10 +177,10 @@ export class TransactionProducer {
         this.#end(half.id, half.topic, half.queueId, half.uniqueId, state);
         continue;
       }
-      const checks = store.recordCheck(half.id, store.now() + this.checkIntervalMs);
+      const checks = store.halfMessages.recordCheck(half.id, store.now() + this.checkIntervalMs);
       if (checks >= this.maxChecks) {
         this.#broker.queueCount(CHECK_MAX_TOPIC);
-        store.endHalf(half.id, 'aside');
+        store.halfMessages.end(half.id, 'aside');
         this.#logger.warn(
           `oncemq: half message still undecided after ${checks} check-backs; moved to ${CHECK_MAX_TOPIC}`,
           { group: this.group, topic: half.topic, uniqueId: half.uniqueId, key: half.headers['oncemq-key'] },
