@@ -49,6 +49,9 @@ interface Cursor {
 const committable = (cursor: Cursor): number =>
   cursor.unacked.size === 0 ? cursor.next : Math.min(...cursor.unacked);
 
+/** Wait before redelivering copies whose processing threw (not the message's fault). */
+export const FAILURE_BACKOFF_MS = 100;
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Options of one member. */
@@ -82,6 +85,8 @@ export class LocalConsumer {
   #running = false;
   #view = '';
   #batches = 0;
+  /** Set when the processor or the store failed: wait before delivering the copies again. */
+  #backoff = false;
   #loop: Promise<void> | undefined;
   #timers: NodeJS.Timeout[] = [];
   readonly #onMembership = (group: string): void => {
@@ -200,6 +205,10 @@ export class LocalConsumer {
             worked = true;
             await this.#consume(cursor, batch);
             this.#batches++;
+            if (this.#backoff) {
+              this.#backoff = false;
+              await sleep(Math.max(settings.pollIntervalMs, FAILURE_BACKOFF_MS));
+            }
             if (this.#options.maxBatches !== undefined && this.#batches >= this.#options.maxBatches) {
               this.#running = false;
             }
@@ -353,6 +362,7 @@ export class LocalConsumer {
       error: errorText(error),
     });
     cursor.redeliver.push(...messages);
+    this.#backoff = true;
   }
 
   #act(cursor: Cursor, message: StoredMessage, envelope: Envelope, outcome: Outcome): void {
