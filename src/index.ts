@@ -83,3 +83,14 @@ export type {
   TransactionWork,
 } from './ledger/ledger.js';
 export { quoteIdentifier, SQL_IDENTIFIER, sqlIdentifier } from './ledger/sql-identifier.js';
+export { TransportUnavailableError } from './core/errors.js';
+export { DEFAULT_TRANSPORT_CAPABILITIES, toProcessor, UNIQUE_ID_HEADER } from './transport/transport.js';
+export type {
+  OutgoingMessage,
+  Processor,
+  ProcessorLike,
+  PublishReceipt,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from './transport/transport.js';

@@ -97,6 +97,37 @@ describe('local broker: publish, consume, ack, offsets', () => {
     expect(seen).toEqual([receipt?.brokerId, receipt?.brokerId]);
   });
 
+  it('rebalances when a member stops heart-beating: its queues go to the live members', async () => {
+    broker = testBroker(scratch.dir, { path: `${scratch.dir}/heartbeat.db`, sessionTimeout: '300ms' });
+    const subscription = await broker.subscribe(
+      'g',
+      ['payments'],
+      (envelope) => Promise.resolve(ack(envelope)),
+      {
+        instanceName: 'a',
+      },
+    );
+    broker.store.heartbeat('g', 'z-silent-member');
+    await waitUntil(() => subscription.assignment.length === 3, 'sharing with the silent member');
+    await waitUntil(() => subscription.assignment.length === 5, 'taking over the silent member’s queues');
+    expect(broker.store.liveMembers('g', 300)).toEqual([subscription.memberId]);
+  });
+
+  it('hands a whole pulled batch to processBatch when the processor offers it', async () => {
+    broker = testBroker(scratch.dir, { path: `${scratch.dir}/batch.db`, queues: 1, pullBatchSize: 8 });
+    await publishPayments(broker, 20);
+    const batches: number[] = [];
+    await broker.subscribe('g', ['payments'], {
+      process: () => Promise.reject(new Error('process must not be called')),
+      processBatch: (envelopes) => {
+        batches.push(envelopes.length);
+        return Promise.resolve(envelopes.map(ack));
+      },
+    });
+    await waitUntil(() => batches.reduce((sum, n) => sum + n, 0) === 20, 'every message in batches');
+    expect(batches).toEqual([8, 8, 4]);
+  });
+
   it('a rebalance mid-batch replays only the uncommitted range, and each effect happens once', async () => {
     broker = testBroker(scratch.dir, { queues: 1, pullBatchSize: 4, path: `${scratch.dir}/rebalance.db` });
     const app = new PointsApp(scratch.dir);
