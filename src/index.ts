@@ -86,3 +86,14 @@ export type { TransitionResult, TransitionSpec } from './ledger/transition.js';
 export type { PgQueryableLike, TransitionValue } from './ledger/transition-dialects.js';
 export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
 export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';
+export { TransportUnavailableError } from './core/errors.js';
+export { DEFAULT_TRANSPORT_CAPABILITIES, toProcessor, UNIQUE_ID_HEADER } from './transport/transport.js';
+export type {
+  OutgoingMessage,
+  Processor,
+  ProcessorLike,
+  PublishReceipt,
+  Subscription,
+  Transport,
+  TransportCapabilities,
+} from './transport/transport.js';

@@ -2,10 +2,12 @@
 import { OncemqError } from '../core/errors.js';
 import { UsageError, type Command } from './command.js';
 import { exampleCommand } from './commands/example.js';
+import { demoCommand } from './commands/demo.js';
+import { dlqCommand } from './commands/dlq.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { migrateCommand } from './commands/migrate.js';
 
-const commands: readonly Command[] = [exampleCommand, migrateCommand, ledgerCommand];
+const commands: readonly Command[] = [demoCommand, exampleCommand, dlqCommand, ledgerCommand, migrateCommand];
 
 function help(): string {
   const width = Math.max(...commands.map((command) => command.name.length));

@@ -3,7 +3,14 @@
  * Subclasses exist where the caller has a different decision to make.
  */
 export type OncemqErrorCode =
-  'config' | 'permanent' | 'lease-lost' | 'ledger-unavailable' | 'transport-closed' | 'conflict' | 'closed';
+  | 'config'
+  | 'permanent'
+  | 'lease-lost'
+  | 'ledger-unavailable'
+  | 'transport-closed'
+  | 'conflict'
+  | 'closed'
+  | 'transport-unavailable';
 
 export class OncemqError extends Error {
   override name = 'OncemqError';
@@ -133,4 +140,13 @@ export function describeKey(group: string, key: string): string {
 export function errorText(error: unknown): string {
   if (error instanceof Error) return `${error.name}: ${error.message}`;
   return String(error);
+}
+
+/** The broker's store could not be reached or failed; the operation did not happen and may be retried. */
+export class TransportUnavailableError extends OncemqError {
+  override name = 'TransportUnavailableError' as const;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super('transport-unavailable', message, options);
+  }
 }

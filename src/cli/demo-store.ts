@@ -1,0 +1,104 @@
+import { join } from 'node:path';
+import { ConfigError } from '../core/errors.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { quoteIdentifier } from '../ledger/sql-identifier.js';
+import { SqliteLedger, type SqliteDatabaseLike, type SqliteStatementLike } from '../ledger/sqlite-ledger.js';
+
+/**
+ * The demo's business data: a balance per user and one grant row per applied effect (no unique key,
+ * so a double effect shows as a second row). The SQL is plain and portable; only the placeholders
+ * differ per driver (`?` here; `$1` for pg).
+ */
+export const DEMO_SQL = Object.freeze({
+  createPoints: 'CREATE TABLE demo_points (user_id VARCHAR(64) PRIMARY KEY, balance BIGINT NOT NULL)',
+  createGrants:
+    'CREATE TABLE demo_point_grants (event_id VARCHAR(200) NOT NULL, user_id VARCHAR(64) NOT NULL, points INTEGER NOT NULL)',
+  insertUser: 'INSERT INTO demo_points (user_id, balance) VALUES (?, 0)',
+  addPoints: 'UPDATE demo_points SET balance = balance + ? WHERE user_id = ?',
+  insertGrant: 'INSERT INTO demo_point_grants (event_id, user_id, points) VALUES (?, ?, ?)',
+  grantsPerEvent: 'SELECT event_id, COUNT(*) AS n FROM demo_point_grants GROUP BY event_id',
+  balances: 'SELECT user_id, balance FROM demo_points',
+});
+
+/** A store the demo runs on: the ledger and the business write sharing its transactions. */
+export interface DemoStore<Tx = unknown> {
+  readonly name: string;
+  readonly ledger: Ledger<Tx>;
+  /** Creates the business tables and one zero balance per user. */
+  setup(users: readonly string[]): Promise<void>;
+  /** The business write inside the ledger's transaction (`ctx.tx`). */
+  addPoints(tx: Tx, userId: string, eventId: string, points: number): void | Promise<void>;
+  /** The same write without oncemq, each statement on its own (the naive consumer). */
+  addPointsDirect(userId: string, eventId: string, points: number): Promise<void>;
+  /** Grant rows per event id: the effects that became durable. */
+  grantsPerEvent(): Promise<Map<string, number>>;
+  balances(): Promise<Map<string, number>>;
+  /** Ledger rows of a group. */
+  ledgerRows(group: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Stores this build can open; postgres and mysql join when their ledgers do. */
+export const DEMO_STORES = ['sqlite'] as const;
+
+/**
+ * Opens the store named by `--store`. The one place the demo chooses a backend: point it at the
+ * shared store factory once that exists.
+ */
+export async function openDemoStore(name: string, options: { readonly dir: string }): Promise<DemoStore> {
+  if (name !== 'sqlite') {
+    throw new ConfigError('store', `'${name}' is not available in this build; use ${DEMO_STORES.join(', ')}`);
+  }
+  const ledger = new SqliteLedger({ database: join(options.dir, 'demo.db'), synchronous: 'normal' });
+  await ledger.init();
+  const db = ledger.database;
+  const run = (sql: string, ...params: unknown[]): void => {
+    db.prepare(sql).run(...params);
+  };
+  let statements: { addPoints: SqliteStatementLike; insertGrant: SqliteStatementLike } | undefined;
+  const write = (userId: string, eventId: string, points: number): void => {
+    statements ??= {
+      addPoints: db.prepare(DEMO_SQL.addPoints),
+      insertGrant: db.prepare(DEMO_SQL.insertGrant),
+    };
+    statements.addPoints.run(points, userId);
+    statements.insertGrant.run(eventId, userId, points);
+  };
+  const store: DemoStore<SqliteDatabaseLike> = {
+    name,
+    ledger,
+    setup(users) {
+      db.exec('BEGIN IMMEDIATE');
+      run(DEMO_SQL.createPoints);
+      run(DEMO_SQL.createGrants);
+      for (const user of users) run(DEMO_SQL.insertUser, user);
+      db.exec('COMMIT');
+      return Promise.resolve();
+    },
+    addPoints: (_tx, userId, eventId, points) => {
+      write(userId, eventId, points);
+    },
+    addPointsDirect(userId, eventId, points) {
+      write(userId, eventId, points);
+      return Promise.resolve();
+    },
+    grantsPerEvent() {
+      const rows = db.prepare(DEMO_SQL.grantsPerEvent).all() as { event_id: string; n: number }[];
+      return Promise.resolve(new Map(rows.map((row) => [row.event_id, row.n])));
+    },
+    balances() {
+      const rows = db.prepare(DEMO_SQL.balances).all() as { user_id: string; balance: number }[];
+      return Promise.resolve(new Map(rows.map((row) => [row.user_id, row.balance])));
+    },
+    ledgerRows(group) {
+      const row = db
+        .prepare(
+          `SELECT COUNT(*) AS n FROM ${quoteIdentifier(ledger.table)} WHERE consumer_group = ? AND status = 'SUCCESS'`,
+        )
+        .get(group) as { n: number };
+      return Promise.resolve(row.n);
+    },
+    close: () => ledger.close(),
+  };
+  return store;
+}

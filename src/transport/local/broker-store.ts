@@ -1,0 +1,389 @@
+import { TransportUnavailableError } from '../../core/errors.js';
+import { BROKER_MIGRATIONS, retryTopic } from './broker-schema.js';
+import { DeadLetterStore } from './dead-letter-store.js';
+import { HalfMessageStore } from './half-message-store.js';
+
+/** The part of a better-sqlite3 statement the broker calls. */
+export interface BrokerStatementLike {
+  run(...params: unknown[]): { changes: number | bigint; lastInsertRowid: number | bigint };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+}
+
+/** The part of a better-sqlite3 `Database` the broker calls. */
+export interface BrokerDatabaseLike {
+  prepare(sql: string): BrokerStatementLike;
+  exec(sql: string): unknown;
+  readonly inTransaction: boolean;
+  close(): unknown;
+}
+
+/** One stored copy in the commit log. */
+export interface StoredMessage {
+  /** Commit-log offset: unique per stored copy. */
+  readonly commitOffset: number;
+  readonly topic: string;
+  readonly queueId: number;
+  readonly queueOffset: number;
+  readonly uniqueId: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+  /** First publish of the message (kept by retries). */
+  readonly bornAt: number;
+  readonly storedAt: number;
+  /** Delayed retries so far. */
+  readonly reconsumeTimes: number;
+  /** For a retry copy: the topic the message was first published to. */
+  readonly originTopic: string | null;
+  readonly originBrokerId: string | null;
+}
+
+/** A message as the producer hands it to the store. */
+export interface MessageToStore {
+  readonly topic: string;
+  readonly queueId: number;
+  readonly uniqueId: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+  readonly bornAt: number;
+  readonly reconsumeTimes?: number;
+  readonly originTopic?: string | null;
+  readonly originBrokerId?: string | null;
+}
+
+interface MessageRow {
+  commit_offset: number;
+  topic: string;
+  queue_id: number;
+  queue_offset: number;
+  unique_id: string;
+  headers: string;
+  body: Uint8Array;
+  born_at: number;
+  stored_at: number;
+  reconsume_times: number;
+  origin_topic: string | null;
+  origin_broker_id: string | null;
+}
+
+const toMessage = (row: MessageRow): StoredMessage => ({
+  commitOffset: row.commit_offset,
+  topic: row.topic,
+  queueId: row.queue_id,
+  queueOffset: row.queue_offset,
+  uniqueId: row.unique_id,
+  headers: JSON.parse(row.headers) as Record<string, string>,
+  body: row.body,
+  bornAt: row.born_at,
+  storedAt: row.stored_at,
+  reconsumeTimes: row.reconsume_times,
+  originTopic: row.origin_topic,
+  originBrokerId: row.origin_broker_id,
+});
+
+/**
+ * Every SQL statement of the local broker, synchronous (better-sqlite3). Writes run in
+ * `BEGIN IMMEDIATE` transactions so processes sharing the file serialize on SQLite's write lock.
+ */
+export class BrokerStore {
+  readonly #db: BrokerDatabaseLike;
+  readonly #cache = new Map<string, BrokerStatementLike>();
+  readonly #clock: () => number;
+
+  /** The group dead-letter queues. */
+  readonly deadLetters: DeadLetterStore;
+  /** Half messages of transactional sends. */
+  readonly halfMessages: HalfMessageStore;
+
+  constructor(db: BrokerDatabaseLike, clock: () => number) {
+    this.#db = db;
+    this.#clock = clock;
+    this.deadLetters = new DeadLetterStore(this);
+    this.halfMessages = new HalfMessageStore(this);
+  }
+
+  now(): number {
+    return this.#clock();
+  }
+
+  /** A prepared statement, cached. */
+  statement(sql: string): BrokerStatementLike {
+    let statement = this.#cache.get(sql);
+    if (statement === undefined) {
+      statement = this.#db.prepare(sql);
+      this.#cache.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /** Runs `fn` in one write transaction; driver failures become TransportUnavailableError. */
+  write<T>(what: string, fn: () => T): T {
+    return this.#guard(what, () => {
+      this.#db.exec('BEGIN IMMEDIATE');
+      try {
+        const value = fn();
+        this.#db.exec('COMMIT');
+        return value;
+      } catch (error) {
+        if (this.#db.inTransaction) this.#db.exec('ROLLBACK');
+        throw error;
+      }
+    });
+  }
+
+  read<T>(what: string, fn: () => T): T {
+    return this.#guard(what, fn);
+  }
+
+  #guard<T>(what: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      if (error instanceof TransportUnavailableError) throw error;
+      throw new TransportUnavailableError(`local broker failed ${what}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+
+  migrate(): void {
+    this.write('migrating', () => {
+      this.#db.exec(
+        'CREATE TABLE IF NOT EXISTS oncemq_broker_schema (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+      );
+      const row = this.#db.prepare('SELECT MAX(version) AS version FROM oncemq_broker_schema').get() as {
+        version: number | null;
+      };
+      for (let version = (row.version ?? 0) + 1; version <= BROKER_MIGRATIONS.length; version++) {
+        this.#db.exec(BROKER_MIGRATIONS[version - 1] ?? '');
+        this.#db
+          .prepare('INSERT INTO oncemq_broker_schema (version, applied_at) VALUES (?, ?)')
+          .run(version, this.now());
+      }
+    });
+  }
+
+  /** Queue count of a topic, creating it with `queues` queues when new. */
+  ensureTopic(topic: string, queues: number): number {
+    const existing = this.read('reading a topic', () => this.#queueCount(topic));
+    if (existing !== undefined) return existing;
+    return this.write('creating a topic', () => {
+      const again = this.#queueCount(topic);
+      if (again !== undefined) return again;
+      this.statement('INSERT INTO oncemq_topics (topic, queues, created_at) VALUES (?, ?, ?)').run(
+        topic,
+        queues,
+        this.now(),
+      );
+      const insert = this.statement(
+        'INSERT INTO oncemq_queues (topic, queue_id, next_offset) VALUES (?, ?, 0)',
+      );
+      for (let queue = 0; queue < queues; queue++) insert.run(topic, queue);
+      return queues;
+    });
+  }
+
+  #queueCount(topic: string): number | undefined {
+    const row = this.statement('SELECT queues FROM oncemq_topics WHERE topic = ?').get(topic) as
+      { queues: number } | undefined;
+    return row?.queues;
+  }
+
+  /** Appends to the commit log inside the caller's write transaction; returns the commit offset. */
+  appendInTransaction(message: MessageToStore): number {
+    const slot = this.statement(
+      'UPDATE oncemq_queues SET next_offset = next_offset + 1 WHERE topic = ? AND queue_id = ? RETURNING next_offset - 1 AS queue_offset',
+    ).get(message.topic, message.queueId) as { queue_offset: number } | undefined;
+    if (slot === undefined) throw new Error(`queue ${message.topic}#${message.queueId} does not exist`);
+    const inserted = this.statement(
+      `INSERT INTO oncemq_messages (topic, queue_id, queue_offset, unique_id, headers, body, born_at, stored_at,
+         reconsume_times, origin_topic, origin_broker_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ).run(
+      message.topic,
+      message.queueId,
+      slot.queue_offset,
+      message.uniqueId,
+      JSON.stringify(message.headers),
+      message.body,
+      message.bornAt,
+      this.now(),
+      message.reconsumeTimes ?? 0,
+      message.originTopic ?? null,
+      message.originBrokerId ?? null,
+    );
+    return Number(inserted.lastInsertRowid);
+  }
+
+  append(message: MessageToStore): number {
+    return this.write('storing a message', () => this.appendInTransaction(message));
+  }
+
+  /** Messages of one queue from `fromOffset` on, in queue order. */
+  pull(topic: string, queueId: number, fromOffset: number, limit: number): StoredMessage[] {
+    const rows = this.read('pulling', () =>
+      this.statement(
+        'SELECT * FROM oncemq_messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? ORDER BY queue_offset LIMIT ?',
+      ).all(topic, queueId, fromOffset, limit),
+    ) as MessageRow[];
+    return rows.map(toMessage);
+  }
+
+  /** Next offset to be written in a queue (its length). */
+  maxOffset(topic: string, queueId: number): number {
+    const row = this.read('reading a queue', () =>
+      this.statement('SELECT next_offset FROM oncemq_queues WHERE topic = ? AND queue_id = ?').get(
+        topic,
+        queueId,
+      ),
+    ) as { next_offset: number } | undefined;
+    return row?.next_offset ?? 0;
+  }
+
+  /** Messages of `topic` by commit order (for inspection and tests). */
+  messages(topic: string): StoredMessage[] {
+    const rows = this.read('listing messages', () =>
+      this.statement('SELECT * FROM oncemq_messages WHERE topic = ? ORDER BY commit_offset').all(topic),
+    ) as MessageRow[];
+    return rows.map(toMessage);
+  }
+
+  readOffset(group: string, topic: string, queueId: number): number | undefined {
+    const row = this.read('reading an offset', () =>
+      this.statement(
+        'SELECT next_offset FROM oncemq_offsets WHERE consumer_group = ? AND topic = ? AND queue_id = ?',
+      ).get(group, topic, queueId),
+    ) as { next_offset: number } | undefined;
+    return row?.next_offset;
+  }
+
+  commitOffsets(group: string, entries: readonly { topic: string; queueId: number; offset: number }[]): void {
+    if (entries.length === 0) return;
+    this.write('committing offsets', () => {
+      const upsert = this.statement(
+        `INSERT INTO oncemq_offsets (consumer_group, topic, queue_id, next_offset, updated_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (consumer_group, topic, queue_id) DO UPDATE SET next_offset = excluded.next_offset, updated_at = excluded.updated_at`,
+      );
+      const now = this.now();
+      for (const entry of entries) upsert.run(group, entry.topic, entry.queueId, entry.offset, now);
+    });
+  }
+
+  heartbeat(group: string, memberId: string): void {
+    this.write('heart-beating', () => {
+      const now = this.now();
+      this.statement(
+        `INSERT INTO oncemq_members (consumer_group, member_id, heartbeat_at, joined_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (consumer_group, member_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`,
+      ).run(group, memberId, now, now);
+    });
+  }
+
+  leave(group: string, memberId: string): void {
+    this.write('leaving a group', () => {
+      this.statement('DELETE FROM oncemq_members WHERE consumer_group = ? AND member_id = ?').run(
+        group,
+        memberId,
+      );
+    });
+  }
+
+  /** Live members of a group, sorted; members silent for `sessionTimeoutMs` are removed first. */
+  liveMembers(group: string, sessionTimeoutMs: number): string[] {
+    const cutoff = this.now() - sessionTimeoutMs;
+    const stale = this.read('reading members', () =>
+      this.statement(
+        'SELECT 1 FROM oncemq_members WHERE consumer_group = ? AND heartbeat_at < ? LIMIT 1',
+      ).get(group, cutoff),
+    );
+    if (stale !== undefined) {
+      this.write('expiring members', () => {
+        this.statement('DELETE FROM oncemq_members WHERE consumer_group = ? AND heartbeat_at < ?').run(
+          group,
+          cutoff,
+        );
+      });
+    }
+    const rows = this.read('reading members', () =>
+      this.statement('SELECT member_id FROM oncemq_members WHERE consumer_group = ? ORDER BY member_id').all(
+        group,
+      ),
+    ) as { member_id: string }[];
+    return rows.map((row) => row.member_id);
+  }
+
+  /** Parks a failed message until `deliverAt`, then {@link promoteDue} re-stores it in the retry topic. */
+  scheduleRetry(group: string, message: StoredMessage, brokerId: string, deliverAt: number): void {
+    this.write('scheduling a retry', () => {
+      this.statement(
+        `INSERT INTO oncemq_schedule (consumer_group, topic, deliver_at, unique_id, headers, body, born_at, reconsume_times, origin_broker_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      ).run(
+        group,
+        message.originTopic ?? message.topic,
+        deliverAt,
+        message.uniqueId,
+        JSON.stringify(message.headers),
+        message.body,
+        message.bornAt,
+        message.reconsumeTimes + 1,
+        brokerId,
+      );
+    });
+  }
+
+  /** Moves a group's due retries into its retry topic; returns how many moved. */
+  promoteDue(group: string, limit = 256): number {
+    const now = this.now();
+    const due = this.read('reading the schedule', () =>
+      this.statement(
+        'SELECT 1 FROM oncemq_schedule WHERE consumer_group = ? AND deliver_at <= ? LIMIT 1',
+      ).get(group, now),
+    );
+    if (due === undefined) return 0;
+    const topic = retryTopic(group);
+    return this.write('promoting due retries', () => {
+      const rows = this.statement(
+        'SELECT * FROM oncemq_schedule WHERE consumer_group = ? AND deliver_at <= ? ORDER BY deliver_at, id LIMIT ?',
+      ).all(group, now, limit) as {
+        id: number;
+        topic: string;
+        unique_id: string;
+        headers: string;
+        body: Uint8Array;
+        born_at: number;
+        reconsume_times: number;
+        origin_broker_id: string;
+      }[];
+      const remove = this.statement('DELETE FROM oncemq_schedule WHERE id = ?');
+      for (const row of rows) {
+        this.appendInTransaction({
+          topic,
+          queueId: 0,
+          uniqueId: row.unique_id,
+          headers: JSON.parse(row.headers) as Record<string, string>,
+          body: row.body,
+          bornAt: row.born_at,
+          reconsumeTimes: row.reconsume_times,
+          originTopic: row.topic,
+          originBrokerId: row.origin_broker_id,
+        });
+        remove.run(row.id);
+      }
+      return rows.length;
+    });
+  }
+
+  /** Retries of a group still waiting for their delay. */
+  scheduled(group: string): number {
+    const row = this.read('counting the schedule', () =>
+      this.statement('SELECT COUNT(*) AS n FROM oncemq_schedule WHERE consumer_group = ?').get(group),
+    ) as { n: number };
+    return row.n;
+  }
+
+  close(): void {
+    this.#cache.clear();
+    this.#db.close();
+  }
+}

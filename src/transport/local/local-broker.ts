@@ -1,0 +1,381 @@
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
+import { ClosedError, ConfigError, TransportUnavailableError } from '../../core/errors.js';
+import { validateGroup } from '../../core/group.js';
+import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import {
+  toProcessor,
+  UNIQUE_ID_HEADER,
+  type OutgoingMessage,
+  type ProcessorLike,
+  type PublishReceipt,
+  type Transport,
+  type TransportCapabilities,
+} from '../transport.js';
+import { CHECK_MAX_TOPIC, retryTopic, TOPIC_PATTERN } from './broker-schema.js';
+import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './broker-store.js';
+import type { DeadLetter } from './dead-letter-store.js';
+import type { LocalFaultHooks } from './fault-hooks.js';
+import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
+import { LocalSubscription, type LocalSubscribeOptions } from './local-subscription.js';
+import { roundRobinSelector, type QueueSelector } from './queue-selector.js';
+import { TransactionProducer, type TransactionProducerConfig } from './transaction-producer.js';
+
+export interface LocalBrokerConfig {
+  /** SQLite file of the broker, shared by every process that opens it; `:memory:` for a private one. @default './.oncemq/broker.db' */
+  readonly path?: string;
+  /** Host and port written into broker ids (`host:port-offset`), as RocketMQ's offset message id. @default '127.0.0.1:10911' */
+  readonly address?: string;
+  /** Queues of a topic created on first use. @default 4 */
+  readonly queues?: number;
+  /** How often a consumer persists the offsets it processed. @default '5s' */
+  readonly commitInterval?: Duration;
+  /** How often a consumer heart-beats and looks for members that joined or left. @default '1s' */
+  readonly heartbeatInterval?: Duration;
+  /** A member silent this long is removed and its queues rebalanced. @default '10s' */
+  readonly sessionTimeout?: Duration;
+  /** Messages pulled from a queue at once. @default 32 */
+  readonly pullBatchSize?: number;
+  /** Wait between pulls when no queue had a message. @default '20ms' */
+  readonly pollInterval?: Duration;
+  /** Where a group without committed offsets starts. @default 'first' */
+  readonly consumeFrom?: 'first' | 'last';
+  /** Sends of one message before giving up when confirms are lost (RocketMQ's 1 + retryTimesWhenSendFailed). @default 3 */
+  readonly sendAttempts?: number;
+  /** Chooses a message's queue. @default round robin, or hash of the ordering key */
+  readonly selector?: QueueSelector;
+  /** `normal` survives a process crash (RocketMQ's async flush); `full` also a power loss. @default 'normal' */
+  readonly synchronous?: 'normal' | 'full';
+  /** How long to wait for another process's write lock. @default '5s' */
+  readonly busyTimeout?: Duration;
+  /** Fault hooks (a `FaultInjector` from `oncemq/testing`). @default none */
+  readonly faults?: LocalFaultHooks;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_LOCAL_BROKER_CONFIG = Object.freeze({
+  path: './.oncemq/broker.db',
+  address: '127.0.0.1:10911',
+  queues: 4,
+  commitInterval: '5s',
+  heartbeatInterval: '1s',
+  sessionTimeout: '10s',
+  pullBatchSize: 32,
+  pollInterval: '20ms',
+  consumeFrom: 'first',
+  sendAttempts: 3,
+  synchronous: 'normal',
+  busyTimeout: '5s',
+} as const);
+
+function positiveInteger(value: number, field: string): number {
+  if (!Number.isInteger(value) || value < 1)
+    throw new ConfigError(field, `must be a whole number >= 1, got ${value}`);
+  return value;
+}
+
+function validTopic(topic: string): string {
+  if (typeof topic !== 'string' || !TOPIC_PATTERN.test(topic)) {
+    throw new ConfigError(
+      'topic',
+      `${JSON.stringify(topic)} is not a valid topic; use 1 to 127 letters, digits or _ . : | -`,
+    );
+  }
+  return topic;
+}
+
+/**
+ * The embedded broker: RocketMQ's delivery model in a SQLite file. Topics with queues, producer
+ * confirms, consumer groups with rebalancing and committed offsets, a retry topic per group with
+ * delays, a dead-letter table, and transactional (half) messages with check-back.
+ */
+export class LocalBroker implements Transport {
+  readonly name = 'local';
+  readonly capabilities: TransportCapabilities = Object.freeze({
+    delay: true,
+    deadLetter: true,
+    ordering: false,
+    brokerDedupWindowMs: 0,
+    halfMessages: true,
+    batch: true,
+  });
+  readonly path: string;
+  readonly address: string;
+  readonly queues: number;
+  readonly #settings: ConsumerSettings;
+  readonly #sendAttempts: number;
+  readonly #selector: QueueSelector;
+  readonly #synchronous: 'normal' | 'full';
+  readonly #busyTimeoutMs: number;
+  readonly #faults: LocalFaultHooks | undefined;
+  readonly #logger: Logger;
+  readonly #membership = new EventEmitter();
+  readonly #subscriptions = new Set<LocalSubscription>();
+  readonly #producers = new Set<TransactionProducer>();
+  readonly #queueCounts = new Map<string, number>();
+  #store: BrokerStore | undefined;
+  #opening: Promise<BrokerStore> | undefined;
+  #closed = false;
+
+  constructor(config: LocalBrokerConfig = {}) {
+    const d = DEFAULT_LOCAL_BROKER_CONFIG;
+    this.path = config.path ?? d.path;
+    if (typeof this.path !== 'string' || this.path === '')
+      throw new ConfigError('path', 'must be a file path or ":memory:"');
+    this.address = config.address ?? d.address;
+    if (!/^[^\s/]+:\d{1,5}$/.test(this.address)) {
+      throw new ConfigError('address', `expected host:port, got ${JSON.stringify(this.address)}`);
+    }
+    this.queues = positiveInteger(config.queues ?? d.queues, 'queues');
+    const consumeFrom = config.consumeFrom ?? d.consumeFrom;
+    if (!(['first', 'last'] as unknown[]).includes(consumeFrom)) {
+      throw new ConfigError('consumeFrom', `expected 'first' or 'last', got ${JSON.stringify(consumeFrom)}`);
+    }
+    const heartbeatIntervalMs = parseDuration(
+      config.heartbeatInterval ?? d.heartbeatInterval,
+      'heartbeatInterval',
+    );
+    const sessionTimeoutMs = parseDuration(config.sessionTimeout ?? d.sessionTimeout, 'sessionTimeout');
+    if (sessionTimeoutMs <= heartbeatIntervalMs) {
+      throw new ConfigError(
+        'sessionTimeout',
+        'must be longer than heartbeatInterval, or live members are expired',
+      );
+    }
+    this.#settings = Object.freeze({
+      pullBatchSize: positiveInteger(config.pullBatchSize ?? d.pullBatchSize, 'pullBatchSize'),
+      pollIntervalMs: Math.max(1, parseDuration(config.pollInterval ?? d.pollInterval, 'pollInterval')),
+      commitIntervalMs: Math.max(
+        1,
+        parseDuration(config.commitInterval ?? d.commitInterval, 'commitInterval'),
+      ),
+      heartbeatIntervalMs: Math.max(1, heartbeatIntervalMs),
+      sessionTimeoutMs,
+      consumeFrom,
+    });
+    this.#sendAttempts = positiveInteger(config.sendAttempts ?? d.sendAttempts, 'sendAttempts');
+    this.#selector = config.selector ?? roundRobinSelector();
+    this.#synchronous = config.synchronous ?? d.synchronous;
+    if (!(['normal', 'full'] as unknown[]).includes(this.#synchronous)) {
+      throw new ConfigError(
+        'synchronous',
+        `expected 'normal' or 'full', got ${JSON.stringify(this.#synchronous)}`,
+      );
+    }
+    this.#busyTimeoutMs = parseDuration(config.busyTimeout ?? d.busyTimeout, 'busyTimeout');
+    this.#faults = config.faults;
+    this.#logger = config.logger ?? SILENT_LOGGER;
+    this.#membership.setMaxListeners(0);
+  }
+
+  /** Opens the file and runs migrations. Idempotent; the other methods call it. */
+  async init(): Promise<void> {
+    await this.#open();
+  }
+
+  #open(): Promise<BrokerStore> {
+    if (this.#closed) return Promise.reject(new ClosedError('local broker'));
+    if (this.#store !== undefined) return Promise.resolve(this.#store);
+    this.#opening ??= this.#connect().catch((error: unknown) => {
+      this.#opening = undefined;
+      throw error;
+    });
+    return this.#opening;
+  }
+
+  async #connect(): Promise<BrokerStore> {
+    let Database: new (path: string) => BrokerDatabaseLike;
+    try {
+      const module = (await import('better-sqlite3')) as unknown as {
+        default: new (path: string) => BrokerDatabaseLike;
+      };
+      Database = module.default;
+    } catch (error) {
+      throw new ConfigError(
+        'path',
+        'the local broker needs the better-sqlite3 package (npm install better-sqlite3@12)',
+        {
+          cause: error,
+        },
+      );
+    }
+    let db: BrokerDatabaseLike;
+    try {
+      if (this.path !== ':memory:') mkdirSync(dirname(this.path), { recursive: true });
+      db = new Database(this.path);
+      db.exec(`PRAGMA busy_timeout = ${Math.round(this.#busyTimeoutMs)}`);
+      db.exec('PRAGMA journal_mode = WAL');
+      db.exec(`PRAGMA synchronous = ${this.#synchronous.toUpperCase()}`);
+    } catch (error) {
+      throw new TransportUnavailableError(
+        `cannot open the local broker at ${this.path}: ${(error as Error).message}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const store = new BrokerStore(db, Date.now);
+    store.migrate();
+    this.#store = store;
+    return store;
+  }
+
+  /** The store, once open. */
+  get store(): BrokerStore {
+    if (this.#store === undefined)
+      throw new TransportUnavailableError('the local broker is not open; call init() first');
+    return this.#store;
+  }
+
+  /** RocketMQ-style offset message id of a stored copy: `host:port-` and the commit-log offset in hex. */
+  brokerId(commitOffset: number): string {
+    return `${this.address}-${commitOffset.toString(16).toUpperCase().padStart(16, '0')}`;
+  }
+
+  queueCount(topic: string): number {
+    let count = this.#queueCounts.get(topic);
+    if (count === undefined) {
+      const system = topic.startsWith('%RETRY%') || topic === CHECK_MAX_TOPIC;
+      count = this.store.ensureTopic(topic, system ? 1 : this.queues);
+      this.#queueCounts.set(topic, count);
+    }
+    return count;
+  }
+
+  /** @internal the receipt of a stored copy */
+  receipt(commitOffset: number, topic: string, queue: number, uniqueId: string): PublishReceipt {
+    return { brokerId: this.brokerId(commitOffset), topic, queue, uniqueId };
+  }
+
+  /** @internal headers, body and queue of a message about to be stored */
+  prepare(message: OutgoingMessage): {
+    topic: string;
+    queueId: number;
+    uniqueId: string;
+    headers: Record<string, string>;
+    body: Uint8Array;
+    bornAt: number;
+  } {
+    const topic = validTopic(message.topic);
+    const uniqueId = randomUUID();
+    const headers: Record<string, string> = { ...message.headers, [UNIQUE_ID_HEADER]: uniqueId };
+    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
+    const orderingKey = message.orderingKey ?? message.headers?.[ORDERING_KEY_HEADER];
+    if (orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = orderingKey;
+    const queueId = this.#selector(topic, this.queueCount(topic), orderingKey);
+    return { topic, queueId, uniqueId, headers, body: encodeBody(message.body), bornAt: this.store.now() };
+  }
+
+  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    const store = await this.#open();
+    const prepared = this.prepare(message);
+    const orderingKey = prepared.headers[ORDERING_KEY_HEADER];
+    let queueId = prepared.queueId;
+    for (let attempt = 1; ; attempt++) {
+      const commitOffset = store.append({ ...prepared, queueId });
+      const receipt = this.receipt(commitOffset, prepared.topic, queueId, prepared.uniqueId);
+      const lost =
+        attempt < this.#sendAttempts &&
+        this.#faults?.producerAckLost({ key: message.key, uniqueId: prepared.uniqueId, attempt }) === true;
+      if (!lost) return receipt;
+      this.#logger.debug('oncemq: publish confirm lost; sending again', { brokerId: receipt.brokerId });
+      queueId = this.#selector(prepared.topic, this.queueCount(prepared.topic), orderingKey);
+    }
+  }
+
+  async subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options: LocalSubscribeOptions = {},
+  ): Promise<LocalSubscription> {
+    validateGroup(group);
+    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
+    for (const topic of topics) validTopic(topic);
+    const target = toProcessor(processor);
+    await this.#open();
+    for (const topic of [...topics, retryTopic(group)]) this.queueCount(topic);
+    const subscription = new LocalSubscription(this.#context(), group, [...topics], target, options);
+    this.#subscriptions.add(subscription);
+    subscription.onClose = () => this.#subscriptions.delete(subscription);
+    subscription.start();
+    return subscription;
+  }
+
+  #context(): ConsumerContext {
+    return {
+      store: this.store,
+      settings: this.#settings,
+      logger: this.#logger,
+      faults: this.#faults,
+      membership: this.#membership,
+      brokerId: (offset) => this.brokerId(offset),
+      queueCount: (topic) => this.queueCount(topic),
+    };
+  }
+
+  /** A producer of transactional (half) messages with its check-back callback. */
+  async createTransactionProducer(config: TransactionProducerConfig): Promise<TransactionProducer> {
+    await this.#open();
+    const producer = new TransactionProducer(this, config, this.#logger);
+    this.#producers.add(producer);
+    producer.start();
+    return producer;
+  }
+
+  /** Messages not yet consumed by `group` on `topics` (by committed offsets), its retry topic included, plus parked retries. */
+  async lag(group: string, topics: readonly string[]): Promise<number> {
+    const store = await this.#open();
+    let lag = store.scheduled(group);
+    for (const topic of [...topics, retryTopic(group)]) {
+      const count = this.queueCount(topic);
+      for (let queueId = 0; queueId < count; queueId++) {
+        lag += store.maxOffset(topic, queueId) - (store.readOffset(group, topic, queueId) ?? 0);
+      }
+    }
+    return lag;
+  }
+
+  /** Every stored copy of a topic, in commit order. */
+  async messages(topic: string): Promise<StoredMessage[]> {
+    return (await this.#open()).messages(topic);
+  }
+
+  /** Dead letters, oldest first; replayed ones only with `includeReplayed`. */
+  async deadLetters(
+    query: { group?: string; includeReplayed?: boolean; limit?: number } = {},
+  ): Promise<DeadLetter[]> {
+    return (await this.#open()).deadLetters.list(query);
+  }
+
+  /** Publishes a dead letter again to its topic (a new copy, new broker id, same key); undefined if already replayed. */
+  async replayDeadLetter(id: number): Promise<PublishReceipt | undefined> {
+    const store = await this.#open();
+    let queue = 0;
+    const replayed = store.deadLetters.replay(id, (topic) => {
+      queue = this.#selector(topic, this.queueCount(topic), undefined);
+      return queue;
+    });
+    if (replayed === undefined) return undefined;
+    const brokerId = this.brokerId(replayed.commitOffset);
+    store.deadLetters.setReplayBrokerId(id, brokerId);
+    const copy = store
+      .messages(replayed.topic)
+      .find((message) => message.commitOffset === replayed.commitOffset);
+    return { brokerId, topic: replayed.topic, queue, uniqueId: copy?.uniqueId ?? '' };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
+    for (const producer of this.#producers) producer.close();
+    this.#closed = true;
+    this.#store?.close();
+    this.#store = undefined;
+  }
+}

@@ -1,0 +1,398 @@
+import { randomUUID } from 'node:crypto';
+import type { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import { createEnvelope, type Envelope } from '../../core/envelope.js';
+import { errorText } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { Outcome } from '../../core/outcome.js';
+import type { Processor } from '../transport.js';
+import { retryTopic } from './broker-schema.js';
+import type { BrokerStore, StoredMessage } from './broker-store.js';
+import type { LocalFaultHooks } from './fault-hooks.js';
+import { allocateQueues, queueName, type QueueRef } from './queue-allocation.js';
+
+/** Settings of a consumer, resolved by the broker from its config. */
+export interface ConsumerSettings {
+  readonly pullBatchSize: number;
+  readonly pollIntervalMs: number;
+  readonly commitIntervalMs: number;
+  readonly heartbeatIntervalMs: number;
+  readonly sessionTimeoutMs: number;
+  readonly consumeFrom: 'first' | 'last';
+}
+
+/** What a consumer needs from its broker. */
+export interface ConsumerContext {
+  readonly store: BrokerStore;
+  readonly settings: ConsumerSettings;
+  readonly logger: Logger;
+  readonly faults: LocalFaultHooks | undefined;
+  /** In-process membership news: emits the group name when a member joins or leaves. */
+  readonly membership: EventEmitter;
+  brokerId(commitOffset: number): string;
+  queueCount(topic: string): number;
+}
+
+/** Position of this member in one queue. Offsets below `committable` are done. */
+interface Cursor {
+  readonly ref: QueueRef;
+  readonly name: string;
+  /** Next queue offset to pull. */
+  next: number;
+  /** Pulled and not yet acked. */
+  readonly unacked: Set<number>;
+  /** Pulled copies whose ack was lost: delivered again, same broker id. */
+  redeliver: StoredMessage[];
+  committed: number;
+}
+
+const committable = (cursor: Cursor): number =>
+  cursor.unacked.size === 0 ? cursor.next : Math.min(...cursor.unacked);
+
+/** Wait before redelivering copies whose processing threw (not the message's fault). */
+export const FAILURE_BACKOFF_MS = 100;
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Options of one member. */
+export interface MemberOptions {
+  /** Prefix of the member id (RocketMQ's instance name); members are ordered by id for allocation. @default host:pid */
+  readonly instanceName?: string;
+  /** Leaves after this many batches (the member the `rebalance` fault adds). */
+  readonly maxBatches?: number;
+  /** Leaves after this long, in milliseconds, even when it found nothing to consume. */
+  readonly lifetimeMs?: number;
+  /** Called mid-batch when the `rebalance` fault fires: add a member to the group. */
+  readonly onRebalanceFault?: () => void;
+}
+
+/**
+ * One member of a consumer group: heart-beats, takes its share of the queues, pulls batches,
+ * drives the processor and acts on each outcome. Acks are in memory (the committable offset of a
+ * queue is its lowest unacked offset) and reach the store every commit interval, on rebalance and
+ * on close — so a crash replays exactly the uncommitted range.
+ */
+export class LocalConsumer {
+  readonly group: string;
+  readonly topics: readonly string[];
+  #memberId: string;
+  readonly #ctx: ConsumerContext;
+  readonly #processor: Processor;
+  readonly #options: MemberOptions;
+  readonly #queues = new Map<string, Cursor>();
+  #epoch = 0;
+  #rebalance = true;
+  #running = false;
+  #view = '';
+  #batches = 0;
+  /** Set when the processor or the store failed: wait before delivering the copies again. */
+  #backoff = false;
+  #loop: Promise<void> | undefined;
+  #timers: NodeJS.Timeout[] = [];
+  readonly #onMembership = (group: string): void => {
+    if (group === this.group) this.#rebalance = true;
+  };
+  /** Deliveries handed to the processor. */
+  deliveries = 0;
+
+  constructor(
+    ctx: ConsumerContext,
+    group: string,
+    topics: readonly string[],
+    processor: Processor,
+    options: MemberOptions = {},
+  ) {
+    this.#ctx = ctx;
+    this.group = group;
+    this.topics = topics;
+    this.#processor = processor;
+    this.#options = options;
+    this.#memberId = this.#newMemberId();
+  }
+
+  #newMemberId(): string {
+    return `${this.#options.instanceName ?? `${hostname()}:${process.pid}`}@${randomUUID()}`;
+  }
+
+  get memberId(): string {
+    return this.#memberId;
+  }
+
+  get running(): boolean {
+    return this.#running;
+  }
+
+  /** Queues this member holds now. */
+  get assignment(): QueueRef[] {
+    return [...this.#queues.values()].map((cursor) => cursor.ref);
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    const { store, settings } = this.#ctx;
+    store.heartbeat(this.group, this.#memberId);
+    this.#ctx.membership.on('change', this.#onMembership);
+    this.#ctx.membership.emit('change', this.group);
+    const every = (ms: number, fn: () => void): void => {
+      const timer = setInterval(() => {
+        try {
+          fn();
+        } catch (error) {
+          this.#ctx.logger.warn('oncemq: local consumer timer failed', { error: errorText(error) });
+        }
+      }, ms);
+      timer.unref();
+      this.#timers.push(timer);
+    };
+    every(settings.heartbeatIntervalMs, () => {
+      store.heartbeat(this.group, this.#memberId);
+      const view = store.liveMembers(this.group, settings.sessionTimeoutMs).join(',');
+      if (view !== this.#view) this.#rebalance = true;
+    });
+    every(settings.commitIntervalMs, () => {
+      this.commit();
+    });
+    this.#loop = this.#run();
+  }
+
+  /** Persists the committable offset of every held queue now. */
+  commit(): void {
+    const entries = [];
+    // written even when unchanged: a former owner handing a queue over may have moved it back
+    for (const cursor of this.#queues.values())
+      entries.push({ ...cursor.ref, offset: committable(cursor), cursor });
+    this.#ctx.store.commitOffsets(this.group, entries);
+    for (const entry of entries) entry.cursor.committed = entry.offset;
+  }
+
+  /** Stops pulling, lets the delivery in progress end, commits, leaves the group. */
+  async close(): Promise<void> {
+    this.#running = false;
+    await this.#loop;
+  }
+
+  /** The member dies before committing its offsets and rejoins under a new id (crash-after-commit). */
+  crash(): void {
+    this.#epoch++;
+    this.#queues.clear();
+    this.#ctx.store.leave(this.group, this.#memberId);
+    this.#memberId = this.#newMemberId();
+    this.#ctx.store.heartbeat(this.group, this.#memberId);
+    this.#ctx.logger.info('oncemq: local consumer crashed after commit and rejoined', { group: this.group });
+    this.#ctx.membership.emit('change', this.group);
+  }
+
+  async #run(): Promise<void> {
+    const { store, settings, logger } = this.#ctx;
+    let lastPromote = 0;
+    const started = Date.now();
+    try {
+      while (this.#running) {
+        if (this.#options.lifetimeMs !== undefined && Date.now() - started > this.#options.lifetimeMs) break;
+        try {
+          if (this.#rebalance) this.#doRebalance();
+          if (Date.now() - lastPromote >= settings.pollIntervalMs) {
+            lastPromote = Date.now();
+            store.promoteDue(this.group);
+          }
+          let worked = false;
+          for (const cursor of [...this.#queues.values()]) {
+            if (!this.#running || this.#rebalance) break;
+            if (this.#queues.get(cursor.name) !== cursor) continue;
+            const batch = this.#take(cursor);
+            if (batch.length === 0) continue;
+            worked = true;
+            await this.#consume(cursor, batch);
+            this.#batches++;
+            if (this.#backoff) {
+              this.#backoff = false;
+              await sleep(Math.max(settings.pollIntervalMs, FAILURE_BACKOFF_MS));
+            }
+            if (this.#options.maxBatches !== undefined && this.#batches >= this.#options.maxBatches) {
+              this.#running = false;
+            }
+          }
+          if (!worked && this.#running) await sleep(settings.pollIntervalMs);
+        } catch (error) {
+          logger.error('oncemq: local consumer loop failed; retrying', {
+            group: this.group,
+            error: errorText(error),
+          });
+          await sleep(settings.pollIntervalMs);
+        }
+      }
+    } finally {
+      this.#stop();
+    }
+  }
+
+  #stop(): void {
+    for (const timer of this.#timers) clearInterval(timer);
+    this.#timers = [];
+    this.#ctx.membership.off('change', this.#onMembership);
+    try {
+      this.commit();
+      this.#ctx.store.leave(this.group, this.#memberId);
+    } catch (error) {
+      this.#ctx.logger.warn('oncemq: could not commit offsets on close', { error: errorText(error) });
+    }
+    this.#queues.clear();
+    this.#ctx.membership.emit('change', this.group);
+  }
+
+  #allQueues(): QueueRef[] {
+    const queues: QueueRef[] = [];
+    for (const topic of [...this.topics, retryTopic(this.group)]) {
+      const count = this.#ctx.queueCount(topic);
+      for (let queueId = 0; queueId < count; queueId++) queues.push({ topic, queueId });
+    }
+    return queues;
+  }
+
+  #doRebalance(): void {
+    const { store, settings } = this.#ctx;
+    this.#rebalance = false;
+    store.heartbeat(this.group, this.#memberId);
+    const members = store.liveMembers(this.group, settings.sessionTimeoutMs);
+    this.#view = members.join(',');
+    const mine = allocateQueues(this.#allQueues(), members, this.#memberId);
+    const names = new Set(mine.map(queueName));
+    const handOver = [];
+    for (const [name, cursor] of this.#queues) {
+      if (names.has(name)) continue;
+      handOver.push({ ...cursor.ref, offset: committable(cursor) });
+      this.#queues.delete(name);
+    }
+    store.commitOffsets(this.group, handOver);
+    for (const ref of mine) {
+      const name = queueName(ref);
+      if (this.#queues.has(name)) continue;
+      const offset =
+        store.readOffset(this.group, ref.topic, ref.queueId) ??
+        (settings.consumeFrom === 'first' ? 0 : store.maxOffset(ref.topic, ref.queueId));
+      this.#queues.set(name, {
+        ref,
+        name,
+        next: offset,
+        unacked: new Set(),
+        redeliver: [],
+        committed: offset,
+      });
+    }
+  }
+
+  #take(cursor: Cursor): StoredMessage[] {
+    if (cursor.redeliver.length > 0) {
+      const batch = cursor.redeliver;
+      cursor.redeliver = [];
+      return batch;
+    }
+    const batch = this.#ctx.store.pull(
+      cursor.ref.topic,
+      cursor.ref.queueId,
+      cursor.next,
+      this.#ctx.settings.pullBatchSize,
+    );
+    for (const message of batch) cursor.unacked.add(message.queueOffset);
+    const last = batch.at(-1);
+    if (last !== undefined) cursor.next = last.queueOffset + 1;
+    return batch;
+  }
+
+  #envelope(message: StoredMessage): Envelope {
+    return createEnvelope({
+      brokerId: this.#ctx.brokerId(message.commitOffset),
+      topic: message.originTopic ?? message.topic,
+      headers: message.headers,
+      body: message.body,
+      deliveryCount: message.reconsumeTimes + 1,
+      publishedAt: new Date(message.bornAt),
+    });
+  }
+
+  async #consume(cursor: Cursor, batch: readonly StoredMessage[]): Promise<void> {
+    const epoch = this.#epoch;
+    const envelopes = batch.map((message) => this.#envelope(message));
+    const faults = this.#ctx.faults;
+    if (this.#processor.processBatch !== undefined && faults === undefined) {
+      let outcomes: readonly Outcome[];
+      try {
+        outcomes = await this.#processor.processBatch(envelopes);
+      } catch (error) {
+        this.#failed(cursor, batch, error);
+        return;
+      }
+      if (epoch !== this.#epoch) return;
+      batch.forEach((message, index) => {
+        const outcome = outcomes[index];
+        const envelope = envelopes[index];
+        if (outcome !== undefined && envelope !== undefined) this.#act(cursor, message, envelope, outcome);
+      });
+      return;
+    }
+    const middle = Math.floor(batch.length / 2);
+    for (let index = 0; index < batch.length; index++) {
+      if (!this.#running || epoch !== this.#epoch) return;
+      const message = batch[index] as StoredMessage;
+      const envelope = envelopes[index] as Envelope;
+      if (index === middle && this.#options.onRebalanceFault && faults?.rebalance(envelope)) {
+        this.#options.onRebalanceFault();
+      }
+      let outcome: Outcome;
+      try {
+        outcome = await this.#processor.process(envelope);
+      } catch (error) {
+        this.#failed(cursor, [message], error);
+        continue;
+      }
+      if (epoch !== this.#epoch) return;
+      this.#act(cursor, message, envelope, outcome);
+      if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope)) {
+        this.crash();
+        return;
+      }
+    }
+  }
+
+  /** The processor threw (not a message's fault): nothing is acked, the copies come again. */
+  #failed(cursor: Cursor, messages: readonly StoredMessage[], error: unknown): void {
+    this.#ctx.logger.error('oncemq: the processor threw; the delivery stays unacked', {
+      group: this.group,
+      error: errorText(error),
+    });
+    cursor.redeliver.push(...messages);
+    this.#backoff = true;
+  }
+
+  #act(cursor: Cursor, message: StoredMessage, envelope: Envelope, outcome: Outcome): void {
+    this.deliveries++;
+    const { store } = this.#ctx;
+    try {
+      switch (outcome.action) {
+        case 'ack':
+          if (this.#ctx.faults?.consumerAckLost(envelope)) {
+            cursor.redeliver.push(message);
+            return;
+          }
+          break;
+        case 'retry':
+          store.scheduleRetry(this.group, message, envelope.brokerId, store.now() + outcome.delayMs);
+          break;
+        case 'dead-letter':
+          store.deadLetters.add(
+            this.group,
+            message,
+            envelope.brokerId,
+            outcome.reason,
+            errorText(outcome.error),
+          );
+          break;
+      }
+    } catch (error) {
+      this.#failed(cursor, [message], error);
+      return;
+    }
+    cursor.unacked.delete(message.queueOffset);
+  }
+}
