@@ -30,6 +30,8 @@ export interface DemoOptions {
   readonly rates: Partial<Record<FaultName, number>>;
   readonly seed: string;
   readonly store: string;
+  /** Server of a postgres or mysql store. */
+  readonly url?: string;
   readonly transport: string;
   readonly naive: boolean;
   /** Called now and then while consumers work. */
@@ -150,7 +152,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   let store: DemoStore | undefined;
   const subscriptions: LocalSubscription[] = [];
   try {
-    store = await openDemoStore(options.store, { dir });
+    store = await openDemoStore(options.store, {
+      dir,
+      connections: options.consumers + 2,
+      ...(options.url === undefined ? {} : { url: options.url }),
+    });
     const users = Array.from({ length: options.users }, (_, index) => `user-${index}`);
     await store.setup(users);
     const checker = new EffectChecker();

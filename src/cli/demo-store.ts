@@ -38,14 +38,21 @@ export interface DemoStore<Tx = unknown> {
   close(): Promise<void>;
 }
 
-/** Stores this build can open; postgres and mysql join when their ledgers do. */
-export const DEMO_STORES = ['sqlite'] as const;
+/** Stores the demo runs on. */
+export const DEMO_STORES = ['sqlite', 'postgres', 'mysql'] as const;
 
 /**
  * Opens the store named by `--store`. The one place the demo chooses a backend: point it at the
  * shared store factory once that exists.
  */
-export async function openDemoStore(name: string, options: { readonly dir: string }): Promise<DemoStore> {
+export async function openDemoStore(
+  name: string,
+  options: { readonly dir: string; readonly url?: string; readonly connections: number },
+): Promise<DemoStore> {
+  if (name === 'postgres' || name === 'mysql') {
+    const stores = await import('./demo-server-stores.js');
+    return name === 'postgres' ? stores.openPostgresDemoStore(options) : stores.openMysqlDemoStore(options);
+  }
   if (name !== 'sqlite') {
     throw new ConfigError('store', `'${name}' is not available in this build; use ${DEMO_STORES.join(', ')}`);
   }

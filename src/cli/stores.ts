@@ -21,7 +21,7 @@ export interface StoreTarget {
 type StoreOpener = (target: StoreTarget) => Promise<OpenedStore>;
 
 /** Loads an optional driver, telling the user which package to install when it is missing. */
-async function load<T>(load: () => Promise<T>, driver: string): Promise<T> {
+export async function loadDriver<T>(load: () => Promise<T>, driver: string): Promise<T> {
   try {
     return await load();
   } catch (error) {
@@ -50,7 +50,7 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
   },
   async mysql(target) {
     const { url: uri } = url('mysql', target);
-    const mysql = await load(() => import('mysql2/promise'), 'mysql2');
+    const mysql = await loadDriver(() => import('mysql2/promise'), 'mysql2');
     const { MysqlLedger } = await import('../ledger/mysql-ledger.js');
     const pool = mysql.createPool({ uri, connectionLimit: 2 });
     const ledger = new MysqlLedger({ pool, ...(target.table === undefined ? {} : { table: target.table }) });

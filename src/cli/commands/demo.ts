@@ -18,7 +18,10 @@ Exits 0 only when no effect is doubled and none is lost.
   --faults LIST    all, none, or names with optional rates: poison,handler-crash=0.1
                    (${FAULT_NAMES.join(', ')}; default all)
   --seed S         seed of the fault injector; same seed, same faults (default 1)
-  --store NAME     ledger and business tables: ${DEMO_STORES.join(', ')} (default sqlite)
+  --store NAME     ledger and business tables: ${DEMO_STORES.join(', ')} (default sqlite);
+                   postgres and mysql run in a schema/database made for the run and dropped after it
+  --url URL        server of --store postgres|mysql (default: ONCEMQ_POSTGRES_URL / ONCEMQ_MYSQL_URL,
+                   else the loopback server)
   --transport NAME broker: local (default local)
   --naive          consume without oncemq, to see what the faults do to a plain consumer
   --json           print one JSON object instead of the table
@@ -97,6 +100,7 @@ export const demoCommand: Command = {
         faults: { type: 'string', default: 'all' },
         seed: { type: 'string', default: '1' },
         store: { type: 'string', default: 'sqlite' },
+        url: { type: 'string' },
         transport: { type: 'string', default: 'local' },
         naive: { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
@@ -129,6 +133,7 @@ export const demoCommand: Command = {
       rates: faults.rates,
       seed: values.seed,
       store: values.store,
+      ...(values.url === undefined ? {} : { url: values.url }),
       transport: values.transport,
       naive: values.naive,
       onProgress: progress,
