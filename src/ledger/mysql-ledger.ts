@@ -14,6 +14,7 @@ import {
   type PurgeOptions,
   type PurgeResult,
   type TransactionWork,
+  type BatchWork,
 } from './ledger.js';
 import {
   columnText,
@@ -38,6 +39,8 @@ import {
   strictStatement,
   type MysqlStatements,
 } from './mysql-schema.js';
+import { wonClaims } from './batch-claim.js';
+import { claimBatchOnMysql, fillTwins, finishBatchOnMysql } from './mysql-batch-claim.js';
 import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
 import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
 import { beginMysqlTx, commitMysqlTx, rollbackMysqlTx } from './mysql-transaction.js';
@@ -119,7 +122,12 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     }
     this.#lockRetries = retries;
     this.#clock = config.clock ?? Date.now;
-    this.capabilities = Object.freeze({ ...DEFAULT_LEDGER_CAPABILITIES, transactional: true, inspect: true });
+    this.capabilities = Object.freeze({
+      ...DEFAULT_LEDGER_CAPABILITIES,
+      transactional: true,
+      inspect: true,
+      batchClaim: true,
+    });
   }
 
   /** Name of a server-wide user lock for this ledger table (GET_LOCK names stop at 64 characters). */
@@ -195,16 +203,25 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     return this.#connection === undefined ? run() : this.#exclusive(run);
   }
 
-  transaction(request: ClaimRequest, work: TransactionWork<Conn>): Promise<ClaimResult> {
+  /**
+   * Runs a claim transaction: `claim` (run again after a deadlock or lock-wait timeout, up to
+   * lockRetries times), then, if `won`, `finish` (the handler's work and results), then commit.
+   * Anything not won is rolled back. Errors of the work pass unchanged; driver errors are wrapped.
+   */
+  #claimTransaction<C>(
+    claim: (conn: Conn) => Promise<C>,
+    won: (claimed: C) => boolean,
+    finish: (conn: Conn, claimed: C) => Promise<void>,
+  ): Promise<C> {
     const joinable = this.#connection !== undefined;
     return this.#withConnectionRaw(async (conn) => {
       for (let round = 0; ; round++) {
         const tx = await beginMysqlTx(conn, joinable).catch((error: unknown) => {
           throw wrapMysqlError(error, 'beginning a transaction');
         });
-        let claimed: ClaimResult;
+        let claimed: C;
         try {
-          claimed = await claimOnMysql(conn, this.#stmts(), request, 'SUCCESS', true, this.#clock);
+          claimed = await claim(conn);
         } catch (error) {
           await rollbackMysqlTx(tx);
           // a deadlock inside the caller's transaction rolled all of it back: it cannot be resumed here
@@ -212,21 +229,17 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
           if (isLockConflict(error) && resumable && round < this.#lockRetries) continue;
           throw wrapMysqlError(error, 'claiming');
         }
-        if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
+        if (!won(claimed)) {
           await rollbackMysqlTx(tx);
           return claimed;
         }
-        let result: string | null;
         try {
-          result = await work(conn, claimed.claim);
+          await finish(conn, claimed);
         } catch (error) {
           await rollbackMysqlTx(tx);
           throw error;
         }
         try {
-          if (result !== null) {
-            await conn.execute(this.#stmts().storeResult, [result, request.group, request.key]);
-          }
           await commitMysqlTx(tx);
         } catch (error) {
           await rollbackMysqlTx(tx);
@@ -235,6 +248,41 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
         return claimed;
       }
     });
+  }
+
+  transaction(request: ClaimRequest, work: TransactionWork<Conn>): Promise<ClaimResult> {
+    const s = this.#stmts();
+    return this.#claimTransaction(
+      (conn) => claimOnMysql(conn, s, request, 'SUCCESS', true, this.#clock),
+      (claimed) => claimed.status === 'acquired' || claimed.status === 'reclaimed',
+      async (conn, claimed) => {
+        if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') return;
+        const result = await work(conn, claimed.claim);
+        if (result === null) return;
+        try {
+          await conn.execute(s.storeResult, [result, request.group, request.key]);
+        } catch (error) {
+          throw wrapMysqlError(error, 'storing the result');
+        }
+      },
+    );
+  }
+
+  /**
+   * Claims a batch with one multi-row insert and one locking read in one transaction, runs `work`
+   * once for the won claims, and commits once for the whole batch.
+   */
+  async transactionMany(
+    requests: readonly ClaimRequest[],
+    work: BatchWork<Conn>,
+  ): Promise<readonly ClaimResult[]> {
+    const s = this.#stmts();
+    const results = await this.#claimTransaction(
+      (conn) => claimBatchOnMysql(conn, s, this.table, requests, this.#clock),
+      (claimed) => wonClaims(claimed).length > 0,
+      (conn, claimed) => finishBatchOnMysql(conn, s, this.table, requests, claimed, work as BatchWork<never>),
+    );
+    return fillTwins(requests, results);
   }
 
   /**
