@@ -19,8 +19,6 @@ import {
 import {
   columnText,
   header,
-  isDeadlock,
-  isLockConflict,
   matchedRows,
   MAX_MYSQL_TABLE_LENGTH,
   mysqlIdentifier,
@@ -43,7 +41,7 @@ import { wonClaims } from './batch-claim.js';
 import { claimBatchOnMysql, fillTwins, finishBatchOnMysql } from './mysql-batch-claim.js';
 import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
 import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
-import { beginMysqlTx, commitMysqlTx, rollbackMysqlTx } from './mysql-transaction.js';
+import { runClaimTransaction } from './mysql-transaction.js';
 import { MAX_REMARK_LENGTH } from './sqlite-ledger.js';
 
 export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConnectionLike> {
@@ -203,51 +201,15 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     return this.#connection === undefined ? run() : this.#exclusive(run);
   }
 
-  /**
-   * Runs a claim transaction: `claim` (run again after a deadlock or lock-wait timeout, up to
-   * lockRetries times), then, if `won`, `finish` (the handler's work and results), then commit.
-   * Anything not won is rolled back. Errors of the work pass unchanged; driver errors are wrapped.
-   */
   #claimTransaction<C>(
     claim: (conn: Conn) => Promise<C>,
     won: (claimed: C) => boolean,
     finish: (conn: Conn, claimed: C) => Promise<void>,
   ): Promise<C> {
     const joinable = this.#connection !== undefined;
-    return this.#withConnectionRaw(async (conn) => {
-      for (let round = 0; ; round++) {
-        const tx = await beginMysqlTx(conn, joinable).catch((error: unknown) => {
-          throw wrapMysqlError(error, 'beginning a transaction');
-        });
-        let claimed: C;
-        try {
-          claimed = await claim(conn);
-        } catch (error) {
-          await rollbackMysqlTx(tx);
-          // a deadlock inside the caller's transaction rolled all of it back: it cannot be resumed here
-          const resumable = !(tx.nested && isDeadlock(error));
-          if (isLockConflict(error) && resumable && round < this.#lockRetries) continue;
-          throw wrapMysqlError(error, 'claiming');
-        }
-        if (!won(claimed)) {
-          await rollbackMysqlTx(tx);
-          return claimed;
-        }
-        try {
-          await finish(conn, claimed);
-        } catch (error) {
-          await rollbackMysqlTx(tx);
-          throw error;
-        }
-        try {
-          await commitMysqlTx(tx);
-        } catch (error) {
-          await rollbackMysqlTx(tx);
-          throw wrapMysqlError(error, 'committing');
-        }
-        return claimed;
-      }
-    });
+    return this.#withConnectionRaw((conn) =>
+      runClaimTransaction(conn, { joinable, lockRetries: this.#lockRetries, claim, won, finish }),
+    );
   }
 
   transaction(request: ClaimRequest, work: TransactionWork<Conn>): Promise<ClaimResult> {
