@@ -1,8 +1,8 @@
 /**
  * MySQL/MariaDB: the example's transaction (claim + business update) through oncemq and through raw
- * mysql2, side by side, at concurrency 1 and 16; and, when the ledger claims batches, batches of 100
- * (`oncemq:processBatch`, the pipeline over transactionMany, against `raw:batch`, the same SQL
- * through raw mysql2).
+ * mysql2, side by side, at concurrency 1 and 16; and batches of 100: `oncemq:batch` is transactionMany
+ * with one business statement per batch (against `raw:batch`, the same SQL through raw mysql2),
+ * `oncemq:processBatch` the pipeline's processBatch with the per-message handler.
  *
  *   npm run bench -- mysql [--json] [--seconds N]    (ONCEMQ_MYSQL_URL, else the loopback default)
  */
@@ -151,8 +151,11 @@ export async function run(options: { seconds: number; url?: string }): Promise<B
     for (const concurrency of [1, 16]) results.push(...(await compare(single, concurrency, options.seconds)));
 
     if (ledger.capabilities.batchClaim) {
+      // A batch credits its points with one statement: the 100 messages of batch n go to one user.
+      const creditMany = `UPDATE ${points} SET balance = balance + 100 * ? WHERE user_id = ?`;
       const rawBatch = async (tag: string, n: number): Promise<void> => {
         const now = Date.now();
+        const owner = `${tag}-${n}`;
         const keys = Array.from({ length: BATCH }, (_, i) => `${tag}-${n}-${i}`);
         const conn = await pool.getConnection();
         try {
@@ -160,21 +163,38 @@ export async function run(options: { seconds: number; url?: string }): Promise<B
           await conn.query(
             `INSERT INTO ${rawTable} (consumer_group, msg_key, status, owner, attempt, broker_id, topic, created_at, updated_at) VALUES ?
              ON DUPLICATE KEY UPDATE attempt = attempt`,
-            [keys.map((k) => ['points', k, 'SUCCESS', tag, 1, k, 'payments', now, now])],
+            [keys.map((k) => ['points', k, 'SUCCESS', owner, 1, k, 'payments', now, now])],
           );
-          await conn.execute(`UPDATE ${points} SET balance = balance + ? WHERE user_id = ?`, [
-            100 * BATCH,
-            `user-${n % USERS}`,
-          ]);
+          const [found] = await conn.query<mysql.RowDataPacket[]>(
+            `SELECT owner FROM ${rawTable} WHERE (consumer_group, msg_key) IN (?) FOR UPDATE`,
+            [keys.map((k) => ['points', k])],
+          );
+          const inserted = found.filter((row) => String(row.owner) === owner).length;
+          if (inserted > 0) await conn.execute(creditMany, [inserted, `user-${n % USERS}`]);
           await conn.query('COMMIT');
         } finally {
           conn.release();
         }
       };
+      const claimMany = async (tag: string, n: number): Promise<void> => {
+        const requests = Array.from({ length: BATCH }, (_, i) => ({
+          group: 'points',
+          key: `${tag}-${n}-${i}`,
+          fingerprint: null,
+          brokerId: `${tag}-${n}-${i}`,
+          topic: 'payments',
+          leaseMs: 30_000,
+        }));
+        await ledger.transactionMany(requests, async (tx, won) => {
+          if (won.length > 0) await tx.execute(creditMany, [won.length, `user-${n % USERS}`]);
+          return won.map(() => null);
+        });
+      };
       const batched: BenchCase[] = [
         { name: 'raw:batch', perOp: BATCH, op: rawBatch },
+        { name: 'oncemq:batch', perOp: BATCH, op: claimMany },
         {
-          name: 'oncemq:batch',
+          name: 'oncemq:processBatch',
           perOp: BATCH,
           op: async (tag, n) => {
             await pipeline.processBatch(
