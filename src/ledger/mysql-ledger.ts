@@ -94,6 +94,7 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
   readonly #connection: Conn | undefined;
   readonly #tableName: string;
   readonly #database: string | undefined;
+  #resolvedDatabase: string | undefined;
   readonly #versions: string;
   readonly #lockRetries: number;
   readonly #clock: () => number;
@@ -129,9 +130,12 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
   }
 
   /** Name of a server-wide user lock for this ledger table (GET_LOCK names stop at 64 characters). */
-  #lockName(purpose: string): string {
+  #lockName(purpose: string, database = this.#resolvedDatabase): string {
+    if (database === undefined) {
+      throw new LedgerUnavailableError('the MySQL ledger is not initialized; call init() first');
+    }
     const digest = createHash('sha256')
-      .update(`${this.#database ?? ''}\u0000${this.#tableName}`)
+      .update(`${database}\u0000${this.#tableName}`)
       .digest('hex')
       .slice(0, 40);
     return `oncemq:${purpose}:${digest}`;
@@ -140,9 +144,12 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
   async init(): Promise<void> {
     if (this.#statements !== undefined) return;
     await this.#withConnection(async (conn) => {
-      const [versionRows] = await conn.query('SELECT VERSION() AS version');
-      const version = columnText(rows<{ version: unknown }>(versionRows)[0]?.version ?? '');
-      const lockName = this.#lockName('migrate');
+      const [versionRows] = await conn.query('SELECT VERSION() AS version, DATABASE() AS db');
+      const server = rows<{ version: unknown; db: unknown }>(versionRows)[0];
+      const version = columnText(server?.version ?? '');
+      // user locks are server-wide: name them after the table's real database, however it was configured
+      const database = this.#database ?? (server?.db == null ? '' : columnText(server.db));
+      const lockName = this.#lockName('migrate', database);
       const [locked] = await conn.execute('SELECT GET_LOCK(?, ?) AS locked', [
         lockName,
         MIGRATION_LOCK_SECONDS,
@@ -159,6 +166,7 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
       }
       const flavor = /mariadb/i.test(version) ? 'mariadb' : 'mysql';
       this.#statements = mysqlStatements(this.table, strictStatement(flavor));
+      this.#resolvedDatabase = database;
     }, 'migrating the ledger table');
   }
 
