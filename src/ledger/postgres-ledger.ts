@@ -29,6 +29,7 @@ import {
 import { pgRecord, pgStatements, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
 import { pgList, pgPurge, pgTryAdvisoryLock } from './postgres-maintenance.js';
 import { pgMigrate } from './postgres-migrate.js';
+import { dropExpiredPartitions, ensurePartitions, keyLockText } from './postgres-partitions.js';
 import { pgSavepoint, pgTransaction } from './postgres-transaction.js';
 import { sqlIdentifier } from './sql-identifier.js';
 
@@ -59,6 +60,12 @@ export interface PostgresLedgerConfig {
    * that cannot keep them (PgBouncer in transaction mode before 1.21). @default true
    */
   readonly preparedStatements?: boolean;
+  /**
+   * `'daily'`: the table is partitioned by the day a key was first claimed, and retention drops whole
+   * day partitions. Uniqueness across days is kept by an advisory lock per key (one more round trip
+   * per claim; leased claims then run in a short transaction). See docs/ledgers/postgres.md. @default false
+   */
+  readonly partitioned?: false | 'daily';
   /** Runs migrate() from init(). Turn off when migrations run in a deploy step. @default true */
   readonly migrate?: boolean;
   /**
@@ -75,6 +82,7 @@ export const DEFAULT_POSTGRES_LEDGER_CONFIG = Object.freeze({
   retention: '7d',
   poolSize: 10,
   preparedStatements: true,
+  partitioned: false,
   migrate: true,
 } as const);
 
@@ -127,6 +135,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
   readonly #clock: () => number;
   readonly #sql: PgStatements;
   readonly #joined: PgClientLike | undefined;
+  readonly #partitioned: boolean;
   #pool: PgPoolLike | undefined;
   #initialized: Promise<void> | undefined;
 
@@ -149,10 +158,16 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       'retention',
     );
     this.#clock = config.clock ?? Date.now;
+    const partitioned: unknown = config.partitioned ?? DEFAULT_POSTGRES_LEDGER_CONFIG.partitioned;
+    if (partitioned !== false && partitioned !== 'daily') {
+      throw new ConfigError('partitioned', `expected false or 'daily', got ${JSON.stringify(partitioned)}`);
+    }
+    this.#partitioned = partitioned === 'daily';
     this.#sql = pgStatements(
       this.schema,
       this.table,
       config.preparedStatements ?? DEFAULT_POSTGRES_LEDGER_CONFIG.preparedStatements,
+      this.#partitioned,
     );
     this.#pool = config.pool;
     this.#joined = config.client;
@@ -174,6 +189,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       retention: this.retentionMs,
       clock: this.#clock,
       preparedStatements: this.#config.preparedStatements,
+      partitioned: this.#config.partitioned,
       client,
       migrate: false,
     });
@@ -222,8 +238,9 @@ export class PostgresLedger implements Ledger<PgClientLike> {
    * Versions are recorded in `<table>_schema`; concurrent starters serialize on an advisory lock.
    */
   async migrate(): Promise<number> {
+    const partitioned = this.#partitioned ? { nowMs: this.#clock() } : undefined;
     return this.#inTransaction(
-      (client) => pgMigrate(client, this.schema, this.table),
+      (client) => pgMigrate(client, this.schema, this.table, partitioned),
       () => true,
     );
   }
@@ -243,6 +260,9 @@ export class PostgresLedger implements Ledger<PgClientLike> {
   ): Promise<ClaimResult> {
     checkRequest(request);
     const sql = this.#sql;
+    if (this.#partitioned) {
+      await pgQuery(client, sql.lock, [keyLockText(request.group, request.key)], 'locking the key');
+    }
     let record: LedgerRecord | undefined;
     for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
       const now = this.#clock();
@@ -326,8 +346,18 @@ export class PostgresLedger implements Ledger<PgClientLike> {
 
   async recordFailure(request: ClaimRequest, remark: string): Promise<void> {
     checkRequest(request);
+    const record = async (client: PgClientLike): Promise<void> => {
+      if (this.#partitioned) {
+        await pgQuery(client, this.#sql.lock, [keyLockText(request.group, request.key)], 'locking the key');
+      }
+      await this.#recordFailureOn(client, request, remark);
+    };
+    await (this.#partitioned ? this.#inTransaction(record, () => true) : record(this.#q));
+  }
+
+  async #recordFailureOn(client: PgClientLike, request: ClaimRequest, remark: string): Promise<void> {
     await pgExecute(
-      this.#q,
+      client,
       this.#sql.recordFailure,
       [
         request.group,
@@ -347,6 +377,12 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       throw new ConfigError(
         'mode',
         "a ledger joined to the caller's transaction has no leased claims; use 'transactional'",
+      );
+    }
+    if (this.#partitioned) {
+      return this.#inTransaction(
+        (client) => this.#claimOn(client, request, 'PROCESSING'),
+        () => true,
       );
     }
     return this.#claimOn(this.#q, request, 'PROCESSING');
@@ -400,6 +436,16 @@ export class PostgresLedger implements Ledger<PgClientLike> {
           now: this.#clock(),
           text: pgText,
           claimOne: (c, request) => this.#claimOn(c, request, 'SUCCESS'),
+          lockMany: this.#partitioned
+            ? async (c, keys) => {
+                await pgQuery(
+                  c,
+                  this.#sql.lockMany,
+                  [keys.map((r) => keyLockText(r.group, r.key))],
+                  'locking keys',
+                );
+              }
+            : undefined,
         }),
       () => true,
     );
@@ -435,8 +481,23 @@ export class PostgresLedger implements Ledger<PgClientLike> {
     return pgTryAdvisoryLock({ pool: this.#pool }, name);
   }
 
-  purge(options: PurgeOptions): Promise<PurgeResult> {
-    return pgPurge(this.#q, this.#sql, options);
+  async purge(options: PurgeOptions): Promise<PurgeResult> {
+    if (!this.#partitioned) return pgPurge(this.#q, this.#sql, options);
+    const now = this.#clock();
+    await this.#inTransaction(
+      (client) => ensurePartitions(client, this.schema, this.table, now),
+      () => true,
+    );
+    const dropped = await dropExpiredPartitions(
+      this.#q,
+      (fn) => this.#inTransaction(fn, () => true),
+      this.schema,
+      this.table,
+      options.olderThan,
+      now,
+    );
+    const rows = await pgPurge(this.#q, this.#sql, options);
+    return { deleted: dropped.deleted + rows.deleted, batches: dropped.partitions + rows.batches };
   }
 
   async close(): Promise<void> {
