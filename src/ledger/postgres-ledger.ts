@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError, LeaseLostError, LedgerUnavailableError, PermanentError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   type BatchWork,
@@ -18,6 +16,7 @@ import {
   type TransactionWork,
 } from './ledger.js';
 import { pgClaimMany } from './postgres-batch-claim.js';
+import { pgClaimOne } from './postgres-claim.js';
 import {
   pgExecute,
   pgFailure,
@@ -253,75 +252,18 @@ export class PostgresLedger implements Ledger<PgClientLike> {
   }
 
   /** Claims on `client` (a transaction, or the pool for leased autocommit claims). */
-  async #claimOn(
+  #claimOn(
     client: PgClientLike,
     request: ClaimRequest,
     status: 'PROCESSING' | 'SUCCESS',
   ): Promise<ClaimResult> {
     checkRequest(request);
-    const sql = this.#sql;
-    if (this.#partitioned) {
-      await pgQuery(client, sql.lock, [keyLockText(request.group, request.key)], 'locking the key');
-    }
-    let record: LedgerRecord | undefined;
-    for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
-      const now = this.#clock();
-      const owner = randomUUID();
-      const leaseUntil = new Date(now + request.leaseMs);
-      const storedLease = status === 'PROCESSING' ? leaseUntil : null;
-      const brokerId = pgText(request.brokerId);
-      const topic = pgText(request.topic);
-      const claim = { group: request.group, key: request.key, owner, leaseUntil };
-      const rows = await pgQuery<PgLedgerRow & { inserted: boolean }>(
-        client,
-        sql.claim,
-        [
-          request.group,
-          request.key,
-          status,
-          request.fingerprint,
-          owner,
-          storedLease,
-          brokerId,
-          topic,
-          new Date(now),
-        ],
-        'claiming',
-      );
-      if (rows[0]?.inserted === true) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
-      // Not in the statement's snapshot: committed by a transaction the insert waited for. Re-read.
-      const row =
-        rows[0] ??
-        (await pgQuery<PgLedgerRow>(client, sql.select, [request.group, request.key], 'reading'))[0];
-      if (row === undefined) continue;
-      record = pgRecord(row);
-      const decision = decideExisting(record, request, now);
-      if (decision !== 'reclaim') return { status: decision, record };
-      const taken = await pgExecute(
-        client,
-        sql.reclaim,
-        [
-          request.group,
-          request.key,
-          status,
-          owner,
-          storedLease,
-          brokerId,
-          topic,
-          request.fingerprint,
-          new Date(now),
-          record.status,
-          record.attempt,
-          record.owner,
-        ],
-        'reclaiming',
-      );
-      if (taken === 1)
-        return { status: 'reclaimed', claim: { ...claim, attempt: record.attempt + 1 }, previous: record };
-    }
-    if (record === undefined)
-      throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
-    return { status: 'busy', record };
+    return pgClaimOne(client, request, status, {
+      sql: this.#sql,
+      clock: this.#clock,
+      partitioned: this.#partitioned,
+      text: pgText,
+    });
   }
 
   transaction(request: ClaimRequest, work: TransactionWork<PgClientLike>): Promise<ClaimResult> {
