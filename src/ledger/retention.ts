@@ -54,7 +54,7 @@ export interface RetentionProgress {
 export interface Retention {
   /** Runs a pass now (waits for a pass in progress first); resolves with its last progress report. */
   runOnce(): Promise<RetentionProgress>;
-  /** Stops the timer and waits for a pass in progress to end after its current batch. */
+  /** Stops the timer and waits for a pass in progress to end after its current batch. Passes run after stop() delete nothing. */
   stop(): Promise<void>;
 }
 
