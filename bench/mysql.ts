@@ -119,18 +119,22 @@ export async function run(options: { seconds: number; url?: string }): Promise<B
         topic: 'payments',
         body: { eventId: `${tag}-${n}`, orderId: `order-${n}`, userId: `user-${n % USERS}`, amount: 100 },
       });
+    // The raw consumer receives the same delivery and decodes it, as any consumer must.
+    const decoder = new TextDecoder();
     const raw = async (tag: string, n: number): Promise<void> => {
+      const delivered = envelope(tag, n);
+      const message = JSON.parse(decoder.decode(delivered.body)) as { eventId: string; userId: string };
       const conn = await pool.getConnection();
       try {
         await conn.query('START TRANSACTION');
         const now = Date.now();
         const [inserted] = await conn.execute<mysql.ResultSetHeader>(rawInsert, [
-          `${tag}-${n}`,
-          `${tag}-${n}`,
+          message.eventId,
+          delivered.brokerId,
           now,
           now,
         ]);
-        if (inserted.insertId === 0) await conn.execute(update, [`user-${n % USERS}`]);
+        if (inserted.insertId === 0) await conn.execute(update, [message.userId]);
         await conn.query('COMMIT');
       } finally {
         conn.release();
