@@ -114,26 +114,40 @@ export async function run(options: { seconds: number; url?: string }): Promise<B
         await ctx.tx.query(update, [message.userId]);
       },
     });
+    const daily = new PostgresLedger({ pool, schema, table: 'daily_ledger', partitioned: 'daily' });
+    await daily.init();
+    const partitionedPipeline = createPipeline<PgClientLike, { eventId: string; userId: string }>({
+      ledger: daily,
+      group: 'points',
+      key: { jsonPath: 'eventId' },
+      handler: async (message, ctx) => {
+        await ctx.tx.query(update, [message.userId]);
+      },
+    });
     const envelope = (run: string, n: number): Envelope =>
       createEnvelope({
         brokerId: `${run}-${n}`,
         topic: 'payments',
         body: { eventId: `${run}-${n}`, orderId: `order-${n}`, userId: `user-${n % USERS}`, amount: 100 },
       });
+    // The raw consumer receives the same delivery and decodes it, as any consumer must.
+    const decoder = new TextDecoder();
     const raw = async (run: string, n: number): Promise<void> => {
+      const delivered = envelope(run, n);
+      const message = JSON.parse(decoder.decode(delivered.body)) as { eventId: string; userId: string };
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
         const { rowCount } = await client.query(rawInsert, [
           'points',
-          `${run}-${n}`,
+          message.eventId,
           null,
           null,
-          `${run}-${n}`,
-          'payments',
+          delivered.brokerId,
+          delivered.topic,
           new Date(),
         ]);
-        if (rowCount === 1) await client.query(update, [`user-${n % USERS}`]);
+        if (rowCount === 1) await client.query(update, [message.userId]);
         await client.query('COMMIT');
       } finally {
         client.release();
@@ -177,6 +191,13 @@ export async function run(options: { seconds: number; url?: string }): Promise<B
         perOp: 1,
         op: async (tag, n) => {
           await pipeline.process(envelope(tag, n));
+        },
+      },
+      {
+        name: 'oncemq:transactional-partitioned',
+        perOp: 1,
+        op: async (tag, n) => {
+          await partitionedPipeline.process(envelope(tag, n));
         },
       },
     ];

@@ -14,12 +14,11 @@ import {
   type PurgeOptions,
   type PurgeResult,
   type TransactionWork,
+  type BatchWork,
 } from './ledger.js';
 import {
   columnText,
   header,
-  isDeadlock,
-  isLockConflict,
   matchedRows,
   MAX_MYSQL_TABLE_LENGTH,
   mysqlIdentifier,
@@ -38,9 +37,11 @@ import {
   strictStatement,
   type MysqlStatements,
 } from './mysql-schema.js';
+import { wonClaims } from './batch-claim.js';
+import { claimBatchOnMysql, fillTwins, finishBatchOnMysql } from './mysql-batch-claim.js';
 import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
 import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
-import { beginMysqlTx, commitMysqlTx, rollbackMysqlTx } from './mysql-transaction.js';
+import { runClaimTransaction } from './mysql-transaction.js';
 import { MAX_REMARK_LENGTH } from './sqlite-ledger.js';
 
 export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConnectionLike> {
@@ -93,6 +94,7 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
   readonly #connection: Conn | undefined;
   readonly #tableName: string;
   readonly #database: string | undefined;
+  #resolvedDatabase: string | undefined;
   readonly #versions: string;
   readonly #lockRetries: number;
   readonly #clock: () => number;
@@ -119,13 +121,21 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     }
     this.#lockRetries = retries;
     this.#clock = config.clock ?? Date.now;
-    this.capabilities = Object.freeze({ ...DEFAULT_LEDGER_CAPABILITIES, transactional: true, inspect: true });
+    this.capabilities = Object.freeze({
+      ...DEFAULT_LEDGER_CAPABILITIES,
+      transactional: true,
+      inspect: true,
+      batchClaim: true,
+    });
   }
 
   /** Name of a server-wide user lock for this ledger table (GET_LOCK names stop at 64 characters). */
-  #lockName(purpose: string): string {
+  #lockName(purpose: string, database = this.#resolvedDatabase): string {
+    if (database === undefined) {
+      throw new LedgerUnavailableError('the MySQL ledger is not initialized; call init() first');
+    }
     const digest = createHash('sha256')
-      .update(`${this.#database ?? ''}\u0000${this.#tableName}`)
+      .update(`${database}\u0000${this.#tableName}`)
       .digest('hex')
       .slice(0, 40);
     return `oncemq:${purpose}:${digest}`;
@@ -134,9 +144,12 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
   async init(): Promise<void> {
     if (this.#statements !== undefined) return;
     await this.#withConnection(async (conn) => {
-      const [versionRows] = await conn.query('SELECT VERSION() AS version');
-      const version = columnText(rows<{ version: unknown }>(versionRows)[0]?.version ?? '');
-      const lockName = this.#lockName('migrate');
+      const [versionRows] = await conn.query('SELECT VERSION() AS version, DATABASE() AS db');
+      const server = rows<{ version: unknown; db: unknown }>(versionRows)[0];
+      const version = columnText(server?.version ?? '');
+      // user locks are server-wide: name them after the table's real database, however it was configured
+      const database = this.#database ?? (server?.db == null ? '' : columnText(server.db));
+      const lockName = this.#lockName('migrate', database);
       const [locked] = await conn.execute('SELECT GET_LOCK(?, ?) AS locked', [
         lockName,
         MIGRATION_LOCK_SECONDS,
@@ -153,6 +166,7 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
       }
       const flavor = /mariadb/i.test(version) ? 'mariadb' : 'mysql';
       this.#statements = mysqlStatements(this.table, strictStatement(flavor));
+      this.#resolvedDatabase = database;
     }, 'migrating the ledger table');
   }
 
@@ -195,46 +209,50 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     return this.#connection === undefined ? run() : this.#exclusive(run);
   }
 
-  transaction(request: ClaimRequest, work: TransactionWork<Conn>): Promise<ClaimResult> {
+  #claimTransaction<C>(
+    claim: (conn: Conn) => Promise<C>,
+    won: (claimed: C) => boolean,
+    finish: (conn: Conn, claimed: C) => Promise<void>,
+  ): Promise<C> {
     const joinable = this.#connection !== undefined;
-    return this.#withConnectionRaw(async (conn) => {
-      for (let round = 0; ; round++) {
-        const tx = await beginMysqlTx(conn, joinable).catch((error: unknown) => {
-          throw wrapMysqlError(error, 'beginning a transaction');
-        });
-        let claimed: ClaimResult;
+    return this.#withConnectionRaw((conn) =>
+      runClaimTransaction(conn, { joinable, lockRetries: this.#lockRetries, claim, won, finish }),
+    );
+  }
+
+  transaction(request: ClaimRequest, work: TransactionWork<Conn>): Promise<ClaimResult> {
+    const s = this.#stmts();
+    return this.#claimTransaction(
+      (conn) => claimOnMysql(conn, s, request, 'SUCCESS', true, this.#clock),
+      (claimed) => claimed.status === 'acquired' || claimed.status === 'reclaimed',
+      async (conn, claimed) => {
+        if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') return;
+        const result = await work(conn, claimed.claim);
+        if (result === null) return;
         try {
-          claimed = await claimOnMysql(conn, this.#stmts(), request, 'SUCCESS', true, this.#clock);
+          await conn.execute(s.storeResult, [result, request.group, request.key]);
         } catch (error) {
-          await rollbackMysqlTx(tx);
-          // a deadlock inside the caller's transaction rolled all of it back: it cannot be resumed here
-          const resumable = !(tx.nested && isDeadlock(error));
-          if (isLockConflict(error) && resumable && round < this.#lockRetries) continue;
-          throw wrapMysqlError(error, 'claiming');
+          throw wrapMysqlError(error, 'storing the result');
         }
-        if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
-          await rollbackMysqlTx(tx);
-          return claimed;
-        }
-        let result: string | null;
-        try {
-          result = await work(conn, claimed.claim);
-        } catch (error) {
-          await rollbackMysqlTx(tx);
-          throw error;
-        }
-        try {
-          if (result !== null) {
-            await conn.execute(this.#stmts().storeResult, [result, request.group, request.key]);
-          }
-          await commitMysqlTx(tx);
-        } catch (error) {
-          await rollbackMysqlTx(tx);
-          throw wrapMysqlError(error, 'committing');
-        }
-        return claimed;
-      }
-    });
+      },
+    );
+  }
+
+  /**
+   * Claims a batch with one multi-row insert and one locking read in one transaction, runs `work`
+   * once for the won claims, and commits once for the whole batch.
+   */
+  async transactionMany(
+    requests: readonly ClaimRequest[],
+    work: BatchWork<Conn>,
+  ): Promise<readonly ClaimResult[]> {
+    const s = this.#stmts();
+    const results = await this.#claimTransaction(
+      (conn) => claimBatchOnMysql(conn, s, this.table, requests, this.#clock),
+      (claimed) => wonClaims(claimed).length > 0,
+      (conn, claimed) => finishBatchOnMysql(conn, s, this.table, requests, claimed, work as BatchWork<never>),
+    );
+    return fillTwins(requests, results);
   }
 
   /**

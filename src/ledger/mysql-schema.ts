@@ -101,6 +101,13 @@ export function mysqlStatements(table: string, strict: (sql: string) => string) 
        VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
        ON DUPLICATE KEY UPDATE attempt = LAST_INSERT_ID(attempt)`,
     ),
+    /** A batch claim: duplicates keep their row (owner included) and their exclusive lock is taken. */
+    insertMany: (rows: number) =>
+      strict(
+        `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+         VALUES ${Array.from({ length: rows }, () => "(?, ?, 'SUCCESS', ?, ?, 1, NULL, ?, ?, ?, ?)").join(', ')}
+         ON DUPLICATE KEY UPDATE attempt = attempt`,
+      ),
     select: `SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ?`,
     selectForUpdate: `SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ? FOR UPDATE`,
     reclaim: strict(

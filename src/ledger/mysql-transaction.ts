@@ -1,4 +1,11 @@
-import { header, SERVER_STATUS_IN_TRANS, type MysqlConnectionLike } from './mysql-client.js';
+import {
+  header,
+  isDeadlock,
+  isLockConflict,
+  SERVER_STATUS_IN_TRANS,
+  wrapMysqlError,
+  type MysqlConnectionLike,
+} from './mysql-client.js';
 
 /** A transaction in progress on one connection, and how to end it. */
 export interface OpenMysqlTx<Conn extends MysqlConnectionLike> {
@@ -38,4 +45,58 @@ export async function rollbackMysqlTx(tx: OpenMysqlTx<MysqlConnectionLike>): Pro
 /** Commits, or releases the savepoint so the caller's transaction carries the claim to its commit. */
 export async function commitMysqlTx(tx: OpenMysqlTx<MysqlConnectionLike>): Promise<void> {
   await tx.conn.query(tx.nested ? 'RELEASE SAVEPOINT oncemq_claim' : 'COMMIT');
+}
+
+/** The phases of a claim transaction. */
+export interface ClaimTransactionSteps<Conn, C> {
+  /** Join a transaction already open on the connection (savepoint) rather than open one. */
+  readonly joinable: boolean;
+  /** Times the claim phase runs again after a deadlock or a lock-wait timeout. */
+  readonly lockRetries: number;
+  readonly claim: (conn: Conn) => Promise<C>;
+  readonly won: (claimed: C) => boolean;
+  /** The handler's work and the storing of its results; its errors pass unchanged. */
+  readonly finish: (conn: Conn, claimed: C) => Promise<void>;
+}
+
+/**
+ * Runs a claim transaction on `conn`: the claim (again after a deadlock or lock-wait timeout, up to
+ * lockRetries times), then, if won, the work, then commit. Anything not won is rolled back. A
+ * deadlock inside the caller's own transaction is not retried: InnoDB rolled all of it back.
+ */
+export async function runClaimTransaction<Conn extends MysqlConnectionLike, C>(
+  conn: Conn,
+  steps: ClaimTransactionSteps<Conn, C>,
+): Promise<C> {
+  for (let round = 0; ; round++) {
+    const tx = await beginMysqlTx(conn, steps.joinable).catch((error: unknown) => {
+      throw wrapMysqlError(error, 'beginning a transaction');
+    });
+    let claimed: C;
+    try {
+      claimed = await steps.claim(conn);
+    } catch (error) {
+      await rollbackMysqlTx(tx);
+      const resumable = !(tx.nested && isDeadlock(error));
+      if (isLockConflict(error) && resumable && round < steps.lockRetries) continue;
+      throw wrapMysqlError(error, 'claiming');
+    }
+    if (!steps.won(claimed)) {
+      await rollbackMysqlTx(tx);
+      return claimed;
+    }
+    try {
+      await steps.finish(conn, claimed);
+    } catch (error) {
+      await rollbackMysqlTx(tx);
+      throw error;
+    }
+    try {
+      await commitMysqlTx(tx);
+    } catch (error) {
+      await rollbackMysqlTx(tx);
+      throw wrapMysqlError(error, 'committing');
+    }
+    return claimed;
+  }
 }

@@ -13,6 +13,9 @@ export interface PgBatchContext {
   readonly text: (value: string) => string;
   /** The single-key claim, for keys that need a reclaim or whose row vanished meanwhile. */
   readonly claimOne: (client: PgClientLike, request: ClaimRequest) => Promise<ClaimResult>;
+  /** Locks the batch's keys first (the partitioned ledger's uniqueness across days). */
+  readonly lockMany?:
+    ((client: PgClientLike, requests: readonly ClaimRequest[]) => Promise<void>) | undefined;
 }
 
 async function selectMany(
@@ -39,6 +42,7 @@ async function claimBatch(
   const { distinct } = planBatch(requests);
   const picked = distinct.map((index) => requests[index] as ClaimRequest);
   const owners = picked.map(() => randomUUID());
+  if (context.lockMany) await context.lockMany(client, picked);
   const inserted = await pgQuery<{ consumer_group: string; msg_key: string }>(
     client,
     sql.claimMany,

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { LedgerRecord, LedgerStatus } from './ledger.js';
 import type { PgStatement } from './postgres-client.js';
+import { partitionedMigration, partitionedStatements } from './postgres-partitions.js';
 import { quoteIdentifier } from './sql-identifier.js';
 
 /** A ledger row as pg returns it (timestamptz columns come back as Dates). */
@@ -56,8 +57,9 @@ const COLUMNS = `consumer_group text NOT NULL,
  * Versioned migrations of the ledger table; step n brings the schema to version n. Index names
  * derive from the table name (at most 63 bytes in PostgreSQL, hence the shorter table limit).
  */
-export function pgMigrations(schema: string, table: string): readonly string[] {
+export function pgMigrations(schema: string, table: string, partitioned = false): readonly string[] {
   const t = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
+  if (partitioned) return [partitionedMigration(schema, table, COLUMNS)];
   return [
     `CREATE TABLE ${t} (
       ${COLUMNS},
@@ -72,14 +74,14 @@ export function pgMigrations(schema: string, table: string): readonly string[] {
  * The statements of one ledger table, built once from validated, quoted identifiers. With `prepared`,
  * each is named after a digest of its text so pg prepares it once per connection.
  */
-export function pgStatements(schema: string, table: string, prepared = true) {
+export function pgStatements(schema: string, table: string, prepared = true, partitioned = false) {
   const t = `${quoteIdentifier(schema)}.${quoteIdentifier(table)}`;
   const named = (text: string): PgStatement =>
     prepared
       ? { name: `oncemq_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text }
       : text;
   const owned = `consumer_group = $1 AND msg_key = $2 AND owner = $3 AND attempt = $4 AND status = 'PROCESSING'`;
-  return {
+  const base = {
     table: t,
     versions: `${quoteIdentifier(schema)}.${quoteIdentifier(`${table}_schema`)}`,
     /**
@@ -142,6 +144,17 @@ export function pgStatements(schema: string, table: string, prepared = true) {
     storeResults:
       named(`UPDATE ${t} l SET result = i.r FROM unnest($1::text[], $2::text[], $3::text[]) AS i(g, k, r)
       WHERE l.consumer_group = i.g AND l.msg_key = i.k`),
+  };
+  if (!partitioned) return { ...base, lock: named(''), lockMany: named('') };
+  const p = partitionedStatements(t);
+  return {
+    ...base,
+    claim: named(p.claim),
+    recordFailure: named(p.recordFailure),
+    purge: named(p.purge),
+    claimMany: named(p.claimMany),
+    lock: named(p.lock),
+    lockMany: named(p.lockMany),
   };
 }
 

@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError, LeaseLostError, LedgerUnavailableError, PermanentError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   type BatchWork,
@@ -18,6 +16,7 @@ import {
   type TransactionWork,
 } from './ledger.js';
 import { pgClaimMany } from './postgres-batch-claim.js';
+import { pgClaimOne } from './postgres-claim.js';
 import {
   pgExecute,
   pgFailure,
@@ -29,6 +28,7 @@ import {
 import { pgRecord, pgStatements, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
 import { pgList, pgPurge, pgTryAdvisoryLock } from './postgres-maintenance.js';
 import { pgMigrate } from './postgres-migrate.js';
+import { dropExpiredPartitions, ensurePartitions, keyLockText } from './postgres-partitions.js';
 import { pgSavepoint, pgTransaction } from './postgres-transaction.js';
 import { sqlIdentifier } from './sql-identifier.js';
 
@@ -59,6 +59,12 @@ export interface PostgresLedgerConfig {
    * that cannot keep them (PgBouncer in transaction mode before 1.21). @default true
    */
   readonly preparedStatements?: boolean;
+  /**
+   * `'daily'`: the table is partitioned by the day a key was first claimed, and retention drops whole
+   * day partitions. Uniqueness across days is kept by an advisory lock per key (one more round trip
+   * per claim; leased claims then run in a short transaction). See docs/ledgers/postgres.md. @default false
+   */
+  readonly partitioned?: false | 'daily';
   /** Runs migrate() from init(). Turn off when migrations run in a deploy step. @default true */
   readonly migrate?: boolean;
   /**
@@ -75,6 +81,7 @@ export const DEFAULT_POSTGRES_LEDGER_CONFIG = Object.freeze({
   retention: '7d',
   poolSize: 10,
   preparedStatements: true,
+  partitioned: false,
   migrate: true,
 } as const);
 
@@ -127,6 +134,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
   readonly #clock: () => number;
   readonly #sql: PgStatements;
   readonly #joined: PgClientLike | undefined;
+  readonly #partitioned: boolean;
   #pool: PgPoolLike | undefined;
   #initialized: Promise<void> | undefined;
 
@@ -149,10 +157,16 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       'retention',
     );
     this.#clock = config.clock ?? Date.now;
+    const partitioned: unknown = config.partitioned ?? DEFAULT_POSTGRES_LEDGER_CONFIG.partitioned;
+    if (partitioned !== false && partitioned !== 'daily') {
+      throw new ConfigError('partitioned', `expected false or 'daily', got ${JSON.stringify(partitioned)}`);
+    }
+    this.#partitioned = partitioned === 'daily';
     this.#sql = pgStatements(
       this.schema,
       this.table,
       config.preparedStatements ?? DEFAULT_POSTGRES_LEDGER_CONFIG.preparedStatements,
+      this.#partitioned,
     );
     this.#pool = config.pool;
     this.#joined = config.client;
@@ -174,6 +188,7 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       retention: this.retentionMs,
       clock: this.#clock,
       preparedStatements: this.#config.preparedStatements,
+      partitioned: this.#config.partitioned,
       client,
       migrate: false,
     });
@@ -222,8 +237,9 @@ export class PostgresLedger implements Ledger<PgClientLike> {
    * Versions are recorded in `<table>_schema`; concurrent starters serialize on an advisory lock.
    */
   async migrate(): Promise<number> {
+    const partitioned = this.#partitioned ? { nowMs: this.#clock() } : undefined;
     return this.#inTransaction(
-      (client) => pgMigrate(client, this.schema, this.table),
+      (client) => pgMigrate(client, this.schema, this.table, partitioned),
       () => true,
     );
   }
@@ -236,72 +252,18 @@ export class PostgresLedger implements Ledger<PgClientLike> {
   }
 
   /** Claims on `client` (a transaction, or the pool for leased autocommit claims). */
-  async #claimOn(
+  #claimOn(
     client: PgClientLike,
     request: ClaimRequest,
     status: 'PROCESSING' | 'SUCCESS',
   ): Promise<ClaimResult> {
     checkRequest(request);
-    const sql = this.#sql;
-    let record: LedgerRecord | undefined;
-    for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
-      const now = this.#clock();
-      const owner = randomUUID();
-      const leaseUntil = new Date(now + request.leaseMs);
-      const storedLease = status === 'PROCESSING' ? leaseUntil : null;
-      const brokerId = pgText(request.brokerId);
-      const topic = pgText(request.topic);
-      const claim = { group: request.group, key: request.key, owner, leaseUntil };
-      const rows = await pgQuery<PgLedgerRow & { inserted: boolean }>(
-        client,
-        sql.claim,
-        [
-          request.group,
-          request.key,
-          status,
-          request.fingerprint,
-          owner,
-          storedLease,
-          brokerId,
-          topic,
-          new Date(now),
-        ],
-        'claiming',
-      );
-      if (rows[0]?.inserted === true) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
-      // Not in the statement's snapshot: committed by a transaction the insert waited for. Re-read.
-      const row =
-        rows[0] ??
-        (await pgQuery<PgLedgerRow>(client, sql.select, [request.group, request.key], 'reading'))[0];
-      if (row === undefined) continue;
-      record = pgRecord(row);
-      const decision = decideExisting(record, request, now);
-      if (decision !== 'reclaim') return { status: decision, record };
-      const taken = await pgExecute(
-        client,
-        sql.reclaim,
-        [
-          request.group,
-          request.key,
-          status,
-          owner,
-          storedLease,
-          brokerId,
-          topic,
-          request.fingerprint,
-          new Date(now),
-          record.status,
-          record.attempt,
-          record.owner,
-        ],
-        'reclaiming',
-      );
-      if (taken === 1)
-        return { status: 'reclaimed', claim: { ...claim, attempt: record.attempt + 1 }, previous: record };
-    }
-    if (record === undefined)
-      throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
-    return { status: 'busy', record };
+    return pgClaimOne(client, request, status, {
+      sql: this.#sql,
+      clock: this.#clock,
+      partitioned: this.#partitioned,
+      text: pgText,
+    });
   }
 
   transaction(request: ClaimRequest, work: TransactionWork<PgClientLike>): Promise<ClaimResult> {
@@ -326,8 +288,18 @@ export class PostgresLedger implements Ledger<PgClientLike> {
 
   async recordFailure(request: ClaimRequest, remark: string): Promise<void> {
     checkRequest(request);
+    const record = async (client: PgClientLike): Promise<void> => {
+      if (this.#partitioned) {
+        await pgQuery(client, this.#sql.lock, [keyLockText(request.group, request.key)], 'locking the key');
+      }
+      await this.#recordFailureOn(client, request, remark);
+    };
+    await (this.#partitioned ? this.#inTransaction(record, () => true) : record(this.#q));
+  }
+
+  async #recordFailureOn(client: PgClientLike, request: ClaimRequest, remark: string): Promise<void> {
     await pgExecute(
-      this.#q,
+      client,
       this.#sql.recordFailure,
       [
         request.group,
@@ -347,6 +319,12 @@ export class PostgresLedger implements Ledger<PgClientLike> {
       throw new ConfigError(
         'mode',
         "a ledger joined to the caller's transaction has no leased claims; use 'transactional'",
+      );
+    }
+    if (this.#partitioned) {
+      return this.#inTransaction(
+        (client) => this.#claimOn(client, request, 'PROCESSING'),
+        () => true,
       );
     }
     return this.#claimOn(this.#q, request, 'PROCESSING');
@@ -400,6 +378,16 @@ export class PostgresLedger implements Ledger<PgClientLike> {
           now: this.#clock(),
           text: pgText,
           claimOne: (c, request) => this.#claimOn(c, request, 'SUCCESS'),
+          lockMany: this.#partitioned
+            ? async (c, keys) => {
+                await pgQuery(
+                  c,
+                  this.#sql.lockMany,
+                  [keys.map((r) => keyLockText(r.group, r.key))],
+                  'locking keys',
+                );
+              }
+            : undefined,
         }),
       () => true,
     );
@@ -435,8 +423,23 @@ export class PostgresLedger implements Ledger<PgClientLike> {
     return pgTryAdvisoryLock({ pool: this.#pool }, name);
   }
 
-  purge(options: PurgeOptions): Promise<PurgeResult> {
-    return pgPurge(this.#q, this.#sql, options);
+  async purge(options: PurgeOptions): Promise<PurgeResult> {
+    if (!this.#partitioned) return pgPurge(this.#q, this.#sql, options);
+    const now = this.#clock();
+    await this.#inTransaction(
+      (client) => ensurePartitions(client, this.schema, this.table, now),
+      () => true,
+    );
+    const dropped = await dropExpiredPartitions(
+      this.#q,
+      (fn) => this.#inTransaction(fn, () => true),
+      this.schema,
+      this.table,
+      options.olderThan,
+      now,
+    );
+    const rows = await pgPurge(this.#q, this.#sql, options);
+    return { deleted: dropped.deleted + rows.deleted, batches: dropped.partitions + rows.batches };
   }
 
   async close(): Promise<void> {

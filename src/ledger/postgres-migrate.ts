@@ -1,5 +1,7 @@
+import { ConfigError } from '../core/errors.js';
 import { pgQuery, type PgClientLike } from './postgres-client.js';
 import { pgMigrations } from './postgres-ledger-sql.js';
+import { ensurePartitions } from './postgres-partitions.js';
 import { quoteIdentifier } from './sql-identifier.js';
 
 /**
@@ -7,9 +9,14 @@ import { quoteIdentifier } from './sql-identifier.js';
  * A transaction-scoped advisory lock serializes concurrent starters, so `CREATE … IF NOT EXISTS`
  * never races; applied versions are recorded in `<table>_schema`. Answers the version reached.
  */
-export async function pgMigrate(client: PgClientLike, schema: string, table: string): Promise<number> {
+export async function pgMigrate(
+  client: PgClientLike,
+  schema: string,
+  table: string,
+  partitioned: { readonly nowMs: number } | undefined,
+): Promise<number> {
   const versions = `${quoteIdentifier(schema)}.${quoteIdentifier(`${table}_schema`)}`;
-  const steps = pgMigrations(schema, table);
+  const steps = pgMigrations(schema, table, partitioned !== undefined);
   await pgQuery(
     client,
     'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
@@ -38,5 +45,18 @@ export async function pgMigrate(client: PgClientLike, schema: string, table: str
       'recording the schema version',
     );
   }
+  const [kind] = await pgQuery<{ relkind: string }>(
+    client,
+    `SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
+    [schema, table],
+    'reading the table kind',
+  );
+  if ((kind?.relkind === 'p') !== (partitioned !== undefined)) {
+    throw new ConfigError(
+      'partitioned',
+      `the ledger table ${schema}.${table} is ${kind?.relkind === 'p' ? '' : 'not '}partitioned; set partitioned accordingly or use another table`,
+    );
+  }
+  if (partitioned !== undefined) await ensurePartitions(client, schema, table, partitioned.nowMs);
   return steps.length;
 }

@@ -268,6 +268,35 @@ describe.skipIf(!service.available)('MysqlLedger on MariaDB', () => {
     await independent?.release();
   });
 
+  it('qualifies the table with the configured database, and names one maintenance lock per physical table', async () => {
+    const table = uniqueTable();
+    tables.push(table);
+    const [current] = await pool.query<RowDataPacket[]>('SELECT DATABASE() AS db');
+    const database = String(current[0]?.db);
+    const qualified = new MysqlLedger({ pool, database, table });
+    expect(qualified.table).toBe(`\`${database}\`.\`${table}\``);
+    await qualified.init();
+    expect((await qualified.claim(request('evt-db'))).status).toBe('acquired');
+    const conn = await pool.getConnection();
+    try {
+      const onConnection = new MysqlLedger({ connection: conn, table });
+      await onConnection.init();
+      const held = await onConnection.tryMaintenanceLock();
+      expect(held).toBeDefined();
+      // the same table named with and without its database: one lock
+      expect(await qualified.tryMaintenanceLock()).toBeUndefined();
+      const sameTable = new MysqlLedger({ pool, table });
+      await sameTable.init();
+      expect(await sameTable.tryMaintenanceLock()).toBeUndefined();
+      await held?.release();
+      const after = await sameTable.tryMaintenanceLock();
+      expect(after).toBeDefined();
+      await after?.release();
+    } finally {
+      conn.release();
+    }
+  });
+
   it('migrates idempotently: concurrent and repeated init leave one version row and one table', async () => {
     const table = uniqueTable();
     tables.push(table);

@@ -1,5 +1,5 @@
 import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createPipeline, RetryPolicy, type Outcome } from 'oncemq';
 import { MysqlLedger } from 'oncemq/mysql';
 import { dropLedgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
@@ -243,6 +243,38 @@ describe.skipIf(!service.available)('payment-to-points on a MariaDB ledger', () 
     expect(executions).toBe(1);
     expect(outcomes.filter((o) => o.kind === 'executed')).toHaveLength(1);
     expect(outcomes.every((o) => ['executed', 'busy', 'duplicate'].includes(o.kind))).toBe(true);
+  });
+
+  it('claims a batch in one transaction: 60 new events executed once, 40 copies in the same batch and 10 later ones duplicates', async () => {
+    let calls = 0;
+    const pipeline = createPipeline<PoolConnection, PaymentSucceeded>({
+      ledger,
+      group: 'points',
+      key: { jsonPath: 'eventId' },
+      handler: async (message, ctx) => {
+        calls++;
+        await addPoints(ctx.tx, message.userId, 100);
+      },
+    });
+    const many = vi.spyOn(ledger, 'transactionMany');
+    const single = vi.spyOn(ledger, 'transaction');
+    const distinct = Array.from({ length: 60 }, (_, i) => ({
+      ...event,
+      eventId: `batch-${i}`,
+      userId: `user-${i % 7}`,
+    }));
+    const batch = [...distinct, ...distinct.slice(0, 40)].map((e, i) => paymentEnvelope(e, `b-${i}`));
+    const outcomes = await pipeline.processBatch(batch);
+    expect(outcomes.filter((o) => o.kind === 'executed')).toHaveLength(60);
+    expect(outcomes.slice(60).every((o) => o.kind === 'duplicate' && o.source === 'republish')).toBe(true);
+    expect(calls).toBe(60);
+    expect(many).toHaveBeenCalledTimes(1);
+    expect(single).not.toHaveBeenCalled();
+    expect(await ledgerRows()).toBe(60);
+    let total = 0;
+    for (let u = 0; u < 7; u++) total += await balance(`user-${u}`);
+    expect(total).toBe(6000);
+    expect((await pipeline.processBatch(batch.slice(0, 10))).every((o) => o.kind === 'duplicate')).toBe(true);
   });
 
   it('a naive check-then-insert consumer double-applies under the same concurrent deliveries', async () => {

@@ -6,41 +6,43 @@ import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/pos
 
 const service = await findPostgres();
 
-describe.skipIf(!service.available)('postgres', () => {
-  describeLedgerConformance<PgClientLike>('postgres', {
-    capabilities: new PostgresLedger({ connectionString: service.url }).capabilities,
-    construct: (table) => new PostgresLedger({ connectionString: service.url, table }),
-    async create() {
-      const schema = scratchSchema();
-      const admin = newPool(service.url, 1);
-      await admin.query(`CREATE SCHEMA "${schema}"`);
-      await admin.query(`CREATE TABLE "${schema}".effects (key text NOT NULL)`);
-      const pools: pg.Pool[] = [admin];
-      return {
-        async open(options = {}) {
-          const pool = newPool(service.url);
-          pools.push(pool);
-          const ledger = new PostgresLedger({ pool, schema, ...options });
-          await ledger.init();
-          return ledger;
-        },
-        effect: {
-          apply: async (tx, key) => {
-            await tx.query(`INSERT INTO "${schema}".effects (key) VALUES ($1)`, [key]);
+for (const partitioned of [false, 'daily'] as const) {
+  describe.skipIf(!service.available)(`postgres${partitioned ? ' (partitioned daily)' : ''}`, () => {
+    describeLedgerConformance<PgClientLike>(partitioned ? 'postgres partitioned' : 'postgres', {
+      capabilities: new PostgresLedger({ connectionString: service.url, partitioned }).capabilities,
+      construct: (table) => new PostgresLedger({ connectionString: service.url, table, partitioned }),
+      async create() {
+        const schema = scratchSchema();
+        const admin = newPool(service.url, 1);
+        await admin.query(`CREATE SCHEMA "${schema}"`);
+        await admin.query(`CREATE TABLE "${schema}".effects (key text NOT NULL)`);
+        const pools: pg.Pool[] = [admin];
+        return {
+          async open(options = {}) {
+            const pool = newPool(service.url);
+            pools.push(pool);
+            const ledger = new PostgresLedger({ pool, schema, partitioned, ...options });
+            await ledger.init();
+            return ledger;
           },
-          count: async (key) => {
-            const { rows } = await admin.query<{ n: number }>(
-              `SELECT COUNT(*)::int AS n FROM "${schema}".effects WHERE key = $1`,
-              [key],
-            );
-            return rows[0]?.n ?? 0;
+          effect: {
+            apply: async (tx, key) => {
+              await tx.query(`INSERT INTO "${schema}".effects (key) VALUES ($1)`, [key]);
+            },
+            count: async (key) => {
+              const { rows } = await admin.query<{ n: number }>(
+                `SELECT COUNT(*)::int AS n FROM "${schema}".effects WHERE key = $1`,
+                [key],
+              );
+              return rows[0]?.n ?? 0;
+            },
           },
-        },
-        async teardown() {
-          await dropSchema(admin, schema);
-          await Promise.all(pools.map((pool) => pool.end()));
-        },
-      };
-    },
+          async teardown() {
+            await dropSchema(admin, schema);
+            await Promise.all(pools.map((pool) => pool.end()));
+          },
+        };
+      },
+    });
   });
-});
+}

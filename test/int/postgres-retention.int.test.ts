@@ -107,4 +107,54 @@ describe.skipIf(!service.available)('retention on a PostgreSQL ledger', () => {
       /retention 1h is shorter than the redelivery horizon/,
     );
   });
+
+  it('on a daily-partitioned ledger, drops whole expired day partitions and keeps their live rows', async () => {
+    const day = 86_400_000;
+    const today = Math.floor(Date.now() / day) * day + 12 * 3_600_000;
+    let now = today - 10 * day;
+    const partitioned = new PostgresLedger({
+      pool,
+      schema,
+      table: 'daily_ledger',
+      partitioned: 'daily',
+      clock: () => now,
+    });
+    await partitioned.init();
+    const request = (key: string, leaseMs = 30_000) => ({
+      group: 'points',
+      key,
+      fingerprint: null,
+      brokerId: key,
+      topic: 'payments',
+      leaseMs,
+    });
+    const old = Array.from({ length: 1000 }, (_, i) => request(`old-${i}`));
+    await partitioned.transactionMany(old, (_tx, won) => won.map(() => null));
+    await partitioned.claim(request('stuck', 1000));
+    await partitioned.recordFailure(request('failing'), 'first failure');
+    now = today - day;
+    await partitioned.recordFailure(request('failing'), 'failed again yesterday');
+    now = today;
+    await partitioned.transaction(request('fresh'), () => null);
+
+    const partitionsBefore = await pool.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+       WHERE i.inhparent = '"${schema}".daily_ledger'::regclass`,
+    );
+    const oldPartition = `daily_ledger_p${new Date(today - 10 * day).toISOString().slice(0, 10).replaceAll('-', '')}`;
+    expect(partitionsBefore.rows.map((r) => r.name)).toContain(oldPartition);
+
+    const result = await partitioned.purge({ olderThan: new Date(today - 5 * day), batchSize: 100 });
+    expect(result.deleted).toBe(1000);
+    const partitionsAfter = await pool.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+       WHERE i.inhparent = '"${schema}".daily_ledger'::regclass`,
+    );
+    expect(partitionsAfter.rows.map((r) => r.name)).not.toContain(oldPartition);
+    expect(await partitioned.get('points', 'stuck')).toMatchObject({ status: 'PROCESSING' });
+    expect(await partitioned.get('points', 'failing')).toMatchObject({ status: 'FAIL', attempt: 2 });
+    expect(await partitioned.get('points', 'fresh')).toMatchObject({ status: 'SUCCESS' });
+    expect(await partitioned.get('points', 'old-1')).toBeUndefined();
+    expect((await partitioned.transaction(request('failing'), () => null)).status).toBe('reclaimed');
+  });
 });

@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import { LedgerUnavailableError } from '../core/errors.js';
+import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
+import type { ClaimRequest, ClaimResult, LedgerRecord } from './ledger.js';
+import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
+import { pgRecord, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
+import { keyLockText } from './postgres-partitions.js';
+
+/** What a single-key claim needs from its ledger. */
+export interface PgClaimContext {
+  readonly sql: PgStatements;
+  readonly clock: () => number;
+  /** Take the key's advisory lock first (the partitioned ledger). */
+  readonly partitioned: boolean;
+  /** Makes free text storable (PostgreSQL text holds no NUL). */
+  readonly text: (value: string) => string;
+}
+
+/**
+ * Claims one key on `client` (a transaction, or the pool for leased autocommit claims) with
+ * `INSERT … ON CONFLICT DO NOTHING`, deciding an existing row with decideExisting() and taking it
+ * over with an attempt- and owner-checked UPDATE; retries a few times when the row changes under it.
+ */
+export async function pgClaimOne(
+  client: PgClientLike,
+  request: ClaimRequest,
+  status: 'PROCESSING' | 'SUCCESS',
+  context: PgClaimContext,
+): Promise<ClaimResult> {
+  const sql = context.sql;
+  if (context.partitioned) {
+    await pgQuery(client, sql.lock, [keyLockText(request.group, request.key)], 'locking the key');
+  }
+  let record: LedgerRecord | undefined;
+  for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
+    const now = context.clock();
+    const owner = randomUUID();
+    const leaseUntil = new Date(now + request.leaseMs);
+    const storedLease = status === 'PROCESSING' ? leaseUntil : null;
+    const brokerId = context.text(request.brokerId);
+    const topic = context.text(request.topic);
+    const claim = { group: request.group, key: request.key, owner, leaseUntil };
+    const rows = await pgQuery<PgLedgerRow & { inserted: boolean }>(
+      client,
+      sql.claim,
+      [
+        request.group,
+        request.key,
+        status,
+        request.fingerprint,
+        owner,
+        storedLease,
+        brokerId,
+        topic,
+        new Date(now),
+      ],
+      'claiming',
+    );
+    if (rows[0]?.inserted === true) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
+    // Not in the statement's snapshot: committed by a transaction the insert waited for. Re-read.
+    const row =
+      rows[0] ?? (await pgQuery<PgLedgerRow>(client, sql.select, [request.group, request.key], 'reading'))[0];
+    if (row === undefined) continue;
+    record = pgRecord(row);
+    const decision = decideExisting(record, request, now);
+    if (decision !== 'reclaim') return { status: decision, record };
+    const taken = await pgExecute(
+      client,
+      sql.reclaim,
+      [
+        request.group,
+        request.key,
+        status,
+        owner,
+        storedLease,
+        brokerId,
+        topic,
+        request.fingerprint,
+        new Date(now),
+        record.status,
+        record.attempt,
+        record.owner,
+      ],
+      'reclaiming',
+    );
+    if (taken === 1)
+      return { status: 'reclaimed', claim: { ...claim, attempt: record.attempt + 1 }, previous: record };
+  }
+  if (record === undefined)
+    throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
+  return { status: 'busy', record };
+}

@@ -1,0 +1,89 @@
+import { join } from 'node:path';
+import type Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createPipeline } from 'oncemq';
+import { SqliteLedger } from 'oncemq/sqlite';
+import {
+  addPoints,
+  balance,
+  openPointsDb,
+  paymentEnvelope,
+  scratchDir,
+  type PaymentSucceeded,
+} from '../support/points.js';
+
+const events = (n: number): PaymentSucceeded[] =>
+  Array.from({ length: n }, (_, i) => ({
+    eventId: `evt-${i}`,
+    orderId: `o-${i}`,
+    userId: 'user-1',
+    amount: 100,
+  }));
+
+describe('processBatch on a SQLite ledger', () => {
+  let scratch: ReturnType<typeof scratchDir>;
+  let db: Database.Database;
+  let ledger: SqliteLedger<Database.Database>;
+
+  beforeEach(async () => {
+    scratch = scratchDir();
+    db = openPointsDb(join(scratch.dir, 'app.db'));
+    ledger = new SqliteLedger({ database: db });
+    await ledger.init();
+  });
+
+  afterEach(async () => {
+    await ledger.close();
+    db.close();
+    scratch.remove();
+  });
+
+  it('claims a transactional batch in one transaction and applies each event once, copies included', async () => {
+    const many = vi.spyOn(ledger, 'transactionMany');
+    const pipeline = createPipeline<Database.Database, PaymentSucceeded>({
+      ledger,
+      group: 'points',
+      key: { jsonPath: 'eventId' },
+      handler: (message, ctx) => {
+        addPoints(ctx.tx, message.userId, message.amount);
+        return { credited: message.amount };
+      },
+    });
+    const batch = [...events(20), ...events(5)].map((e, i) => paymentEnvelope(e, `b-${i}`));
+    const outcomes = await pipeline.processBatch(batch);
+    expect(many).toHaveBeenCalledTimes(1);
+    expect(outcomes.slice(0, 20).every((o) => o.kind === 'executed')).toBe(true);
+    expect(outcomes.slice(20)).toMatchObject(
+      Array.from({ length: 5 }, () => ({
+        kind: 'duplicate',
+        source: 'republish',
+        result: { credited: 100 },
+      })),
+    );
+    expect(balance(db, 'user-1')).toBe(2000);
+  });
+
+  it('runs a leased batch delivery by delivery, with process() semantics', async () => {
+    const many = vi.spyOn(ledger, 'transactionMany');
+    let runs = 0;
+    const pipeline = createPipeline({
+      ledger,
+      group: 'mail',
+      mode: 'leased',
+      key: { jsonPath: 'eventId' },
+      handler: () => {
+        runs++;
+      },
+    });
+    const outcomes = await pipeline.processBatch([...events(3), ...events(1)].map((e) => paymentEnvelope(e)));
+    expect(outcomes.map((o) => o.kind)).toEqual(['executed', 'executed', 'executed', 'duplicate']);
+    expect(runs).toBe(3);
+    expect(many).not.toHaveBeenCalled();
+  });
+
+  it('refuses a batch after close', async () => {
+    const pipeline = createPipeline({ ledger, group: 'points', handler: () => undefined });
+    pipeline.close();
+    await expect(pipeline.processBatch([])).rejects.toThrow(/closed/);
+  });
+});
