@@ -139,3 +139,63 @@ export function formatTable(suite: string, results: readonly BenchResult[]): str
       .trimEnd();
   return [`suite ${suite}`, line(header), ...rows.map(line)].join('\n');
 }
+
+function percentileOf(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+}
+
+/** A case of {@link compareCases}: `op(tag, n)` handles `perOp` messages; `tag` is unique per round. */
+export interface BenchCase {
+  readonly name: string;
+  /** Messages one op handles. */
+  readonly perOp: number;
+  readonly op: (tag: string, n: number) => Promise<void>;
+}
+
+/**
+ * Measures cases side by side: `rounds` short rounds, the cases alternating (ABBA) inside each, so
+ * that a shared, noisy machine drifts over all of them alike. Each case runs `concurrency` workers.
+ */
+export async function compareCases(
+  cases: readonly BenchCase[],
+  concurrency: number,
+  seconds: number,
+  rounds = 6,
+): Promise<BenchResult[]> {
+  const stats = cases.map(() => ({ latencies: [] as number[], elapsed: 0, messages: 0 }));
+  let next = 0;
+  for (let round = 0; round < rounds; round++) {
+    const order = cases.map((_, i) => i);
+    if (round % 2 === 1) order.reverse();
+    for (const i of order) {
+      const c = cases[i] as BenchCase;
+      const stat = stats[i] as (typeof stats)[number];
+      const tag = `${c.name}-c${concurrency}-r${round}`;
+      const started = performance.now();
+      const deadline = started + (seconds * 1000) / rounds;
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (performance.now() < deadline) {
+            const t = performance.now();
+            await c.op(tag, next++);
+            stat.latencies.push(performance.now() - t);
+            stat.messages += c.perOp;
+          }
+        }),
+      );
+      stat.elapsed += (performance.now() - started) / 1000;
+    }
+  }
+  return cases.map((c, i) => {
+    const stat = stats[i] as (typeof stats)[number];
+    stat.latencies.sort((a, b) => a - b);
+    return {
+      name: c.name,
+      concurrency,
+      messagesPerSecond: Math.round(stat.messages / stat.elapsed),
+      p50Ms: Number(percentileOf(stat.latencies, 50).toFixed(2)),
+      p99Ms: Number(percentileOf(stat.latencies, 99).toFixed(2)),
+    };
+  });
+}

@@ -11,14 +11,7 @@ import { createPipeline } from '../src/consumer/pipeline.js';
 import { SqliteLedger } from '../src/ledger/sqlite-ledger.js';
 import { LocalBroker } from '../src/transport/local/local-broker.js';
 import type { LocalSubscription } from '../src/transport/local/local-subscription.js';
-
-export interface BenchResult {
-  readonly name: string;
-  readonly concurrency: number;
-  readonly messagesPerSecond: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
-}
+import type { BenchResult } from './harness.js';
 
 const USERS = 1000;
 

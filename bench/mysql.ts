@@ -8,80 +8,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
+import { compareCases, type BenchCase, type BenchResult } from './harness.js';
 import { createPipeline } from '../src/consumer/pipeline.js';
 import { createEnvelope, type Envelope } from '../src/core/envelope.js';
 import { MysqlLedger } from '../src/ledger/mysql-ledger.js';
 
-export interface BenchResult {
-  readonly name: string;
-  readonly concurrency: number;
-  readonly messagesPerSecond: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
-}
-
 export const DEFAULT_MYSQL_URL = 'mysql://root@127.0.0.1:3306/test';
 const USERS = 1000;
 const BATCH = 100;
-
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-}
-
-interface BenchCase {
-  readonly name: string;
-  /** Messages one op handles. */
-  readonly perOp: number;
-  readonly op: (tag: string, n: number) => Promise<void>;
-}
-
-/**
- * Measures cases side by side: `rounds` short rounds with the cases alternating (ABBA) inside each,
- * so that a shared, noisy machine drifts over all of them alike.
- */
-async function compare(
-  cases: readonly BenchCase[],
-  concurrency: number,
-  seconds: number,
-  rounds = 6,
-): Promise<BenchResult[]> {
-  const stats = cases.map(() => ({ latencies: [] as number[], elapsed: 0, messages: 0 }));
-  let next = 0;
-  for (let round = 0; round < rounds; round++) {
-    const order = cases.map((_, i) => i);
-    if (round % 2 === 1) order.reverse();
-    for (const i of order) {
-      const c = cases[i] as BenchCase;
-      const stat = stats[i] as (typeof stats)[number];
-      const tag = `${c.name}-c${concurrency}-r${round}`;
-      const started = performance.now();
-      const deadline = started + (seconds * 1000) / rounds;
-      await Promise.all(
-        Array.from({ length: concurrency }, async () => {
-          while (performance.now() < deadline) {
-            const t = performance.now();
-            await c.op(tag, next++);
-            stat.latencies.push(performance.now() - t);
-            stat.messages += c.perOp;
-          }
-        }),
-      );
-      stat.elapsed += (performance.now() - started) / 1000;
-    }
-  }
-  return cases.map((c, i) => {
-    const stat = stats[i] as (typeof stats)[number];
-    stat.latencies.sort((a, b) => a - b);
-    return {
-      name: c.name,
-      concurrency,
-      messagesPerSecond: Math.round(stat.messages / stat.elapsed),
-      p50Ms: Number(percentile(stat.latencies, 50).toFixed(2)),
-      p99Ms: Number(percentile(stat.latencies, 99).toFixed(2)),
-    };
-  });
-}
 
 export async function run(options: { seconds: number; url?: string }): Promise<BenchResult[]> {
   const url = options.url ?? process.env.ONCEMQ_MYSQL_URL ?? DEFAULT_MYSQL_URL;
@@ -151,8 +85,9 @@ export async function run(options: { seconds: number; url?: string }): Promise<B
         },
       },
     ];
-    await compare(single, 16, Math.min(2, options.seconds), 2); // warm-up: connections, prepared statements
-    for (const concurrency of [1, 16]) results.push(...(await compare(single, concurrency, options.seconds)));
+    await compareCases(single, 16, Math.min(2, options.seconds), 2); // warm-up: connections, prepared statements
+    for (const concurrency of [1, 16])
+      results.push(...(await compareCases(single, concurrency, options.seconds)));
 
     if (ledger.capabilities.batchClaim) {
       // A batch credits its points with one statement: the 100 messages of batch n go to one user.
@@ -208,7 +143,7 @@ export async function run(options: { seconds: number; url?: string }): Promise<B
         },
       ];
       for (const concurrency of [1, 16])
-        results.push(...(await compare(batched, concurrency, options.seconds)));
+        results.push(...(await compareCases(batched, concurrency, options.seconds)));
     }
   } finally {
     await pool
