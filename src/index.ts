@@ -63,7 +63,7 @@ export { JSON_SERIALIZER } from './core/serializer.js';
 export type { Serializer } from './core/serializer.js';
 export { CLAIM_RACE_ATTEMPTS, decideExisting } from './ledger/claim-decision.js';
 export type { ExistingRowDecision } from './ledger/claim-decision.js';
-export { DEFAULT_LEDGER_CAPABILITIES } from './ledger/ledger.js';
+export { DEFAULT_LEDGER_CAPABILITIES, MAX_REMARK_LENGTH } from './ledger/ledger.js';
 export type {
   BatchWork,
   ListQuery,

@@ -1,2 +1,3 @@
-export { DEFAULT_SQLITE_LEDGER_CONFIG, MAX_REMARK_LENGTH, SqliteLedger } from './ledger/sqlite-ledger.js';
+export { DEFAULT_SQLITE_LEDGER_CONFIG, SqliteLedger } from './ledger/sqlite-ledger.js';
+export { MAX_REMARK_LENGTH } from './ledger/ledger.js';
 export type { SqliteDatabaseLike, SqliteLedgerConfig, SqliteStatementLike } from './ledger/sqlite-ledger.js';

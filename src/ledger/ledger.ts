@@ -5,6 +5,9 @@
 
 export type LedgerStatus = 'PROCESSING' | 'SUCCESS' | 'FAIL';
 
+/** Longest remark stored; error texts beyond it are cut (the cause stays in the logs). */
+export const MAX_REMARK_LENGTH = 2000;
+
 /** One ledger row as stored. */
 export interface LedgerRecord {
   readonly group: string;

@@ -42,7 +42,7 @@ import { claimBatchOnMysql, fillTwins, finishBatchOnMysql } from './mysql-batch-
 import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
 import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
 import { runClaimTransaction } from './mysql-transaction.js';
-import { MAX_REMARK_LENGTH } from './sqlite-ledger.js';
+import { MAX_REMARK_LENGTH } from './ledger.js';
 
 export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConnectionLike> {
   /**

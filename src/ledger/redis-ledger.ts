@@ -15,7 +15,7 @@ import {
 import { toRedisLike, withTimeout, type RedisClientInput, type RedisLike } from './redis-like.js';
 import { decodeRecord, encodeRecord, redisKey, validatePrefix, type StoredRecord } from './redis-record.js';
 import { REDIS_SCRIPTS, type RedisScript } from './redis-scripts.js';
-import { MAX_REMARK_LENGTH } from './sqlite-ledger.js';
+import { MAX_REMARK_LENGTH } from './ledger.js';
 
 export interface RedisLedgerConfig {
   /**

@@ -5,13 +5,13 @@ import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
 import { checkBatchResults, planBatch, rowIdentity, twinResult, wonClaims } from './batch-claim.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
+  MAX_REMARK_LENGTH,
   type Claim,
   type ClaimRequest,
   type ClaimResult,
   type Ledger,
   type LedgerCapabilities,
   type LedgerRecord,
-  type LedgerStatus,
   type PurgeOptions,
   type PurgeResult,
   type TransactionWork,
@@ -20,7 +20,15 @@ import {
   type MaintenanceLock,
 } from './ledger.js';
 import { quoteIdentifier, sqlIdentifier } from './sql-identifier.js';
+import { ConnectionQueue, isThenable } from './connection-queue.js';
 import { sqliteListQuery, sqliteResetSql, takeSqliteMaintenanceLock } from './sqlite-inspection.js';
+import {
+  migrations,
+  prepareStatements,
+  toRecord,
+  type SqliteLedgerRow as Row,
+  type Statements,
+} from './sqlite-ledger-sql.js';
 
 /** The part of a better-sqlite3 statement oncemq calls. */
 export interface SqliteStatementLike {
@@ -67,116 +75,6 @@ export const DEFAULT_SQLITE_LEDGER_CONFIG = Object.freeze({
   synchronous: 'full',
 } as const);
 
-interface Row {
-  consumer_group: string;
-  msg_key: string;
-  status: LedgerStatus;
-  fingerprint: string | null;
-  owner: string | null;
-  attempt: number;
-  lease_until: number | null;
-  broker_id: string | null;
-  topic: string | null;
-  remark: string | null;
-  result: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-function toRecord(row: Row): LedgerRecord {
-  return {
-    group: row.consumer_group,
-    key: row.msg_key,
-    status: row.status,
-    fingerprint: row.fingerprint,
-    owner: row.owner,
-    attempt: row.attempt,
-    leaseUntil: row.lease_until === null ? null : new Date(row.lease_until),
-    brokerId: row.broker_id,
-    topic: row.topic,
-    remark: row.remark,
-    result: row.result,
-    createdAt: new Date(row.created_at),
-    updatedAt: new Date(row.updated_at),
-  };
-}
-
-/** Longest remark stored; error texts beyond it are cut (the cause stays in the logs). */
-export const MAX_REMARK_LENGTH = 2000;
-
-function migrations(table: string): readonly string[] {
-  const t = quoteIdentifier(table);
-  return [
-    `CREATE TABLE ${t} (
-      consumer_group TEXT NOT NULL,
-      msg_key TEXT NOT NULL,
-      status TEXT NOT NULL CHECK (status IN ('PROCESSING', 'SUCCESS', 'FAIL')),
-      fingerprint TEXT,
-      owner TEXT,
-      attempt INTEGER NOT NULL DEFAULT 1,
-      lease_until INTEGER,
-      broker_id TEXT,
-      topic TEXT,
-      remark TEXT,
-      result TEXT,
-      created_at INTEGER NOT NULL,
-      updated_at INTEGER NOT NULL,
-      PRIMARY KEY (consumer_group, msg_key)
-    );
-    CREATE INDEX ${quoteIdentifier(`${table}_status_updated`)} ON ${t} (status, updated_at);
-    CREATE INDEX ${quoteIdentifier(`${table}_status_lease`)} ON ${t} (status, lease_until);`,
-  ];
-}
-
-type Statements = ReturnType<typeof prepareStatements>;
-
-function prepareStatements(db: SqliteDatabaseLike, table: string) {
-  const t = quoteIdentifier(table);
-  const owned = `consumer_group = ? AND msg_key = ? AND owner = ? AND attempt = ? AND status = 'PROCESSING'`;
-  return {
-    begin: db.prepare('BEGIN IMMEDIATE'),
-    commit: db.prepare('COMMIT'),
-    rollback: db.prepare('ROLLBACK'),
-    savepoint: db.prepare('SAVEPOINT oncemq_claim'),
-    releaseSavepoint: db.prepare('RELEASE oncemq_claim'),
-    rollbackSavepoint: db.prepare('ROLLBACK TO oncemq_claim'),
-    insert: db.prepare(
-      `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (consumer_group, msg_key) DO NOTHING`,
-    ),
-    select: db.prepare(`SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ?`),
-    reclaim: db.prepare(
-      `UPDATE ${t} SET status = ?, owner = ?, attempt = attempt + 1, lease_until = ?, broker_id = ?, topic = ?,
-         fingerprint = COALESCE(fingerprint, ?), updated_at = ?
-       WHERE consumer_group = ? AND msg_key = ? AND status = ? AND attempt = ? AND owner IS ?`,
-    ),
-    storeResult: db.prepare(`UPDATE ${t} SET result = ? WHERE consumer_group = ? AND msg_key = ?`),
-    renew: db.prepare(`UPDATE ${t} SET lease_until = ?, updated_at = ? WHERE ${owned}`),
-    complete: db.prepare(
-      `UPDATE ${t} SET status = 'SUCCESS', result = ?, remark = NULL, lease_until = NULL, updated_at = ? WHERE ${owned}`,
-    ),
-    fail: db.prepare(
-      `UPDATE ${t} SET status = 'FAIL', remark = ?, lease_until = NULL, updated_at = ? WHERE ${owned}`,
-    ),
-    release: db.prepare(`DELETE FROM ${t} WHERE ${owned}`),
-    recordFailure: db.prepare(
-      `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
-       VALUES (?, ?, 'FAIL', ?, NULL, 1, NULL, ?, ?, ?, ?, ?)
-       ON CONFLICT (consumer_group, msg_key) DO UPDATE SET
-         attempt = attempt + 1, remark = excluded.remark, updated_at = excluded.updated_at
-       WHERE status = 'FAIL'`,
-    ),
-    purge: db.prepare(
-      `DELETE FROM ${t} WHERE rowid IN (
-         SELECT rowid FROM ${t} WHERE status IN ('SUCCESS', 'FAIL') AND updated_at < ? LIMIT ?)`,
-    ),
-  };
-}
-
-function isThenable<T>(value: T | Promise<T>): value is Promise<T> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
-}
-
 /**
  * Ledger in a SQLite database through better-sqlite3. Transactional mode shares one local
  * transaction between the claim and the handler's writes (`ctx.tx` is the database).
@@ -196,8 +94,7 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
   readonly #ownsDatabase: boolean;
   #db: Db | undefined;
   #statements: Statements | undefined;
-  #busy = false;
-  readonly #waiters: (() => void)[] = [];
+  readonly #queue = new ConnectionQueue();
 
   constructor(config: SqliteLedgerConfig<Db>) {
     const database = config.database as unknown;
@@ -317,32 +214,7 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
 
   /** Gives the connection to one operation at a time; synchronous work runs without waiting when free. */
   #exclusive<T>(fn: () => T | Promise<T>): Promise<T> {
-    if (!this.#busy) return this.#runExclusive(fn);
-    return new Promise<void>((resolve) => this.#waiters.push(resolve)).then(() => this.#runExclusive(fn));
-  }
-
-  #runExclusive<T>(fn: () => T | Promise<T>): Promise<T> {
-    this.#busy = true;
-    let value: T | Promise<T>;
-    try {
-      value = fn();
-    } catch (error) {
-      this.#next();
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
-    }
-    if (!isThenable(value)) {
-      this.#next();
-      return Promise.resolve(value);
-    }
-    return value.finally(() => {
-      this.#next();
-    });
-  }
-
-  #next(): void {
-    const waiter = this.#waiters.shift();
-    if (waiter === undefined) this.#busy = false;
-    else waiter();
+    return this.#queue.run(fn);
   }
 
   #claimSync(request: ClaimRequest, status: 'PROCESSING' | 'SUCCESS'): ClaimResult {

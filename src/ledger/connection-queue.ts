@@ -1,0 +1,43 @@
+/** Whether a value is a promise (or any thenable). */
+export function isThenable<T>(value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | null)?.then === 'function';
+}
+
+/**
+ * Gives one connection to one operation at a time. A synchronous operation runs at once when the
+ * connection is free, without waiting a turn of the event loop; an asynchronous one (a transaction
+ * whose handler awaits) holds the connection until it settles, and the others queue behind it.
+ */
+export class ConnectionQueue {
+  #busy = false;
+  readonly #waiters: (() => void)[] = [];
+
+  run<T>(fn: () => T | Promise<T>): Promise<T> {
+    if (!this.#busy) return this.#start(fn);
+    return new Promise<void>((resolve) => this.#waiters.push(resolve)).then(() => this.#start(fn));
+  }
+
+  #start<T>(fn: () => T | Promise<T>): Promise<T> {
+    this.#busy = true;
+    let value: T | Promise<T>;
+    try {
+      value = fn();
+    } catch (error) {
+      this.#next();
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    if (!isThenable(value)) {
+      this.#next();
+      return Promise.resolve(value);
+    }
+    return value.finally(() => {
+      this.#next();
+    });
+  }
+
+  #next(): void {
+    const waiter = this.#waiters.shift();
+    if (waiter === undefined) this.#busy = false;
+    else waiter();
+  }
+}
