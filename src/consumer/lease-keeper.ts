@@ -75,13 +75,16 @@ export class LeaseKeeper {
 
   release(held: HeldLease): void {
     this.#held.delete(held);
-    if (this.#held.size === 0 && this.#timer !== undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
   }
 
   #tick(): void {
+    if (this.#held.size === 0 && this.#timer !== undefined) {
+      // Stopped here rather than in release(): a busy pipeline at concurrency 1 would otherwise make
+      // and clear a timer for every message.
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
     const now = Date.now();
     for (const held of this.#held) {
       if (held.renewing || held.lost || now - held.renewedAt < this.renewEveryMs) continue;
