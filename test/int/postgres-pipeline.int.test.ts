@@ -1,53 +1,75 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type pg from 'pg';
-import { createPipeline, RetryPolicy, type Outcome } from 'oncemq';
+import { createPipeline, type Outcome } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
 import { paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
+import { describePaymentToPoints, type PointsWorld } from '../support/points-scenario.js';
 
 const service = await findPostgres();
 
 const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
 
+/** A fresh schema with the points table and a ledger, as one payment-to-points world. */
+async function openWorld(): Promise<
+  PointsWorld<PgClientLike> & { pool: pg.Pool; schema: string; ledger: PostgresLedger }
+> {
+  const pool = newPool(service.url, 4);
+  const schema = scratchSchema();
+  await pool.query(`CREATE SCHEMA "${schema}"`);
+  await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance int NOT NULL)`);
+  const ledger = new PostgresLedger({ pool, schema });
+  await ledger.init();
+  return {
+    pool,
+    schema,
+    ledger,
+    addPoints: (tx: PgClientLike, userId: string, amount: number) =>
+      tx.query(
+        `INSERT INTO "${schema}".points (user_id, balance) VALUES ($1, $2)
+         ON CONFLICT (user_id) DO UPDATE SET balance = points.balance + excluded.balance`,
+        [userId, amount],
+      ),
+    balance: async (userId) => {
+      const { rows } = await pool.query<{ balance: number }>(
+        `SELECT balance FROM "${schema}".points WHERE user_id = $1`,
+        [userId],
+      );
+      return rows[0]?.balance ?? 0;
+    },
+    ledgerRows: async () => {
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT COUNT(*)::int AS n FROM "${schema}".oncemq_ledger`,
+      );
+      return rows[0]?.n ?? 0;
+    },
+    close: async () => {
+      await dropSchema(pool, schema);
+      await pool.end();
+    },
+  };
+}
+
+describePaymentToPoints('a PostgreSQL ledger', openWorld, { skip: !service.available });
+
 describe.skipIf(!service.available)('payment-to-points on a PostgreSQL ledger', () => {
-  let pool: pg.Pool;
+  let world: Awaited<ReturnType<typeof openWorld>>;
   let schema: string;
   let ledger: PostgresLedger;
 
   beforeEach(async () => {
-    pool = newPool(service.url, 4);
-    schema = scratchSchema();
-    await pool.query(`CREATE SCHEMA "${schema}"`);
-    await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance int NOT NULL)`);
-    ledger = new PostgresLedger({ pool, schema });
-    await ledger.init();
+    world = await openWorld();
+    schema = world.schema;
+    ledger = world.ledger;
   });
 
   afterEach(async () => {
-    await dropSchema(pool, schema);
-    await pool.end();
+    await world.close();
   });
 
-  const addPoints = async (tx: PgClientLike, userId: string, amount: number): Promise<void> => {
-    await tx.query(
-      `INSERT INTO "${schema}".points (user_id, balance) VALUES ($1, $2)
-       ON CONFLICT (user_id) DO UPDATE SET balance = points.balance + excluded.balance`,
-      [userId, amount],
-    );
-  };
-  const balance = async (userId: string): Promise<number> => {
-    const { rows } = await pool.query<{ balance: number }>(
-      `SELECT balance FROM "${schema}".points WHERE user_id = $1`,
-      [userId],
-    );
-    return rows[0]?.balance ?? 0;
-  };
-  const ledgerRows = async (): Promise<number> => {
-    const { rows } = await pool.query<{ n: number }>(
-      `SELECT COUNT(*)::int AS n FROM "${schema}".oncemq_ledger`,
-    );
-    return rows[0]?.n ?? 0;
-  };
+  const addPoints = (tx: PgClientLike, userId: string, amount: number) => world.addPoints(tx, userId, amount);
+  const balance = (userId: string) => world.balance(userId);
+  const ledgerRows = () => world.ledgerRows();
   const points = (
     overrides: Partial<Parameters<typeof createPipeline<PgClientLike, PaymentSucceeded>>[0]> = {},
   ) =>
@@ -60,107 +82,6 @@ describe.skipIf(!service.available)('payment-to-points on a PostgreSQL ledger', 
       },
       ...overrides,
     });
-
-  it('applies the same event delivered twice once: one ledger row, +100 points', async () => {
-    const pipeline = points();
-    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({ kind: 'executed', attempt: 1 });
-    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({
-      kind: 'duplicate',
-      action: 'ack',
-      source: 'redelivery',
-    });
-    expect(await balance('user-1')).toBe(100);
-    expect(await ledgerRows()).toBe(1);
-  });
-
-  it('attributes a copy under another broker id to a republish', async () => {
-    const pipeline = points();
-    await pipeline.process(paymentEnvelope(event, 'broker-a'));
-    expect(await pipeline.process(paymentEnvelope(event, 'broker-b'))).toMatchObject({
-      kind: 'duplicate',
-      source: 'republish',
-    });
-  });
-
-  it('rolls back the ledger row and the points when the handler throws after its write; a redelivery then succeeds', async () => {
-    let failNext = true;
-    const pipeline = points({
-      handler: async (message, ctx) => {
-        await addPoints(ctx.tx, message.userId, 100);
-        if (failNext) {
-          failNext = false;
-          throw new Error('points service crashed after the write');
-        }
-      },
-    });
-    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({ kind: 'retry', delayMs: 10_000 });
-    expect(await balance('user-1')).toBe(0);
-    expect(await ledger.get('points', 'evt-1')).toMatchObject({ status: 'FAIL', attempt: 1 });
-    expect(await pipeline.process(paymentEnvelope(event, 'broker-evt-1', 2))).toMatchObject({
-      kind: 'executed',
-      attempt: 2,
-      reclaimed: true,
-    });
-    expect(await balance('user-1')).toBe(100);
-    expect(await ledgerRows()).toBe(1);
-  });
-
-  it('dead-letters a key reused with a different payload as a conflict', async () => {
-    const pipeline = points();
-    await pipeline.process(paymentEnvelope(event));
-    expect(await pipeline.process(paymentEnvelope({ ...event, userId: 'user-2' }))).toMatchObject({
-      kind: 'conflict',
-      reason: 'conflict',
-    });
-    expect(await balance('user-2')).toBe(0);
-  });
-
-  it('stores the handler result and replays it to duplicates', async () => {
-    const pipeline = points({
-      handler: async (message, ctx) => {
-        await addPoints(ctx.tx, message.userId, 100);
-        const { rows } = await ctx.tx.query(`SELECT balance FROM "${schema}".points WHERE user_id = $1`, [
-          message.userId,
-        ]);
-        return { credited: 100, balance: (rows[0] as { balance: number }).balance };
-      },
-    });
-    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({
-      result: { credited: 100, balance: 100 },
-    });
-    expect(await pipeline.process(paymentEnvelope(event))).toMatchObject({
-      kind: 'duplicate',
-      result: { credited: 100, balance: 100 },
-    });
-  });
-
-  it('dead-letters a message without a business key and a body that is not JSON, touching nothing', async () => {
-    const pipeline = points();
-    expect(await pipeline.process(paymentEnvelope({ ...event, eventId: '' }))).toMatchObject({
-      kind: 'dead',
-      reason: 'missing-key',
-    });
-    expect(
-      await pipeline.process({ ...paymentEnvelope(event), body: new TextEncoder().encode('{"eventId": ') }),
-    ).toMatchObject({ kind: 'dead', reason: 'malformed' });
-    expect(await ledgerRows()).toBe(0);
-  });
-
-  it('dead-letters after the retry schedule is spent, with the last error', async () => {
-    const pipeline = points({
-      retry: new RetryPolicy({ delays: ['1s', '2s'] }),
-      replayMargin: 0,
-      handler: () => {
-        throw new Error('always down');
-      },
-    });
-    const kinds = [];
-    for (let delivery = 1; delivery <= 3; delivery++) {
-      kinds.push((await pipeline.process(paymentEnvelope(event, 'b', delivery))).kind);
-    }
-    expect(kinds).toEqual(['retry', 'retry', 'dead']);
-    expect(await ledger.get('points', 'evt-1')).toMatchObject({ status: 'FAIL', attempt: 3 });
-  });
 
   it('applies the effect once for 50 concurrent duplicate deliveries over 50 pool connections; the rest are duplicates', async () => {
     const wide = newPool(service.url, 50);
