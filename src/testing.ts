@@ -1,11 +1,5 @@
-export { describeLedgerConformance } from './testing/ledger-conformance.js';
-export { conformanceRequest, gate, withNamespace, wonClaim } from './testing/ledger-conformance-fixture.js';
-export type {
-  LedgerConformanceFactory,
-  LedgerInstanceOptions,
-  LedgerNamespace,
-} from './testing/ledger-conformance-fixture.js';
-export { HOSTILE_STRINGS, HOSTILE_TABLE_NAMES } from './testing/ledger-conformance-hostile.js';
+// Tools to prove exactly-once effect around any handler: a seeded fault injector and an effect checker.
+// The vitest conformance suites for ledgers and transports are in oncemq/conformance.
 export { EffectChecker } from './testing/effect-checker.js';
 export type { EffectReport, Expectation } from './testing/effect-checker.js';
 export {
@@ -16,5 +10,3 @@ export {
   parseFaults,
 } from './testing/fault-injector.js';
 export type { FaultInjectorConfig, FaultName } from './testing/fault-injector.js';
-export { describeTransportConformance } from './testing/transport-conformance.js';
-export type { TransportFactory } from './testing/transport-conformance.js';

@@ -15,7 +15,7 @@ describe('the packed package', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('installs from its tarball and resolves every subpath export for a consumer', async () => {
+  it('installs from its tarball and resolves its subpath exports for a consumer without vitest', async () => {
     const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], {
       cwd: root,
     });
@@ -37,6 +37,8 @@ describe('the packed package', () => {
       join(dir, 'app', 'main.mjs'),
       `import { createPipeline, createEnvelope } from 'oncemq';
        import { SqliteLedger } from 'oncemq/sqlite';
+       import { EffectChecker, FaultInjector } from 'oncemq/testing';
+       if (typeof EffectChecker !== 'function' || typeof FaultInjector !== 'function') throw new Error('oncemq/testing');
        const ledger = new SqliteLedger({ database: ':memory:' });
        const pipeline = createPipeline({ ledger, group: 'g', key: { jsonPath: 'id' }, handler: () => 'ok' });
        const envelope = createEnvelope({ brokerId: 'b', topic: 't', body: { id: 'k1' } });

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { LocalBroker } from 'oncemq/local';
-import { describeTransportConformance } from 'oncemq/testing';
+import { describeTransportConformance } from 'oncemq/conformance';
 import { scratchDir } from '../support/points.js';
 
 describeTransportConformance('local', () => {

@@ -1,7 +1,7 @@
 import type { PoolConnection } from 'mysql2/promise';
 import { afterAll, describe } from 'vitest';
 import { MysqlLedger } from 'oncemq/mysql';
-import { describeLedgerConformance } from 'oncemq/testing';
+import { describeLedgerConformance } from 'oncemq/conformance';
 import { dropLedgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
 
 const service = await mysqlService();

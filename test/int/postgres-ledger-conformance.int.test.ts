@@ -1,7 +1,7 @@
 import { describe } from 'vitest';
 import type pg from 'pg';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { describeLedgerConformance } from 'oncemq/testing';
+import { describeLedgerConformance } from 'oncemq/conformance';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
 
 const service = await findPostgres();

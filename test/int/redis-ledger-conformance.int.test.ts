@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createClient } from 'redis';
 import { describe } from 'vitest';
 import { fromNodeRedis, RedisLedger } from 'oncemq/redis';
-import { describeLedgerConformance } from 'oncemq/testing';
+import { describeLedgerConformance } from 'oncemq/conformance';
 import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from '../support/redis.js';
 import { findService } from '../support/services.js';
 

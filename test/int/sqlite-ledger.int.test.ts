@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { describeLedgerConformance } from 'oncemq/testing';
+import { describeLedgerConformance } from 'oncemq/conformance';
 import { scratchDir } from '../support/points.js';
 
 describeLedgerConformance<Database.Database>('sqlite', {

@@ -5,7 +5,7 @@ import { createClient } from 'redis';
 import { describe } from 'vitest';
 import { fromNodeRedis } from 'oncemq/redis';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { describeLedgerConformance } from 'oncemq/testing';
+import { describeLedgerConformance } from 'oncemq/conformance';
 import { TieredLedger } from 'oncemq/tiered';
 import { scratchDir } from '../support/points.js';
 import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from '../support/redis.js';

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPipeline } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { fromNodeRedis, redisKey } from 'oncemq/redis';
-import { describeLedgerConformance } from 'oncemq/testing';
+import { describeLedgerConformance } from 'oncemq/conformance';
 import { TieredLedger } from 'oncemq/tiered';
 import { paymentEnvelope, type PaymentSucceeded } from '../support/points.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
