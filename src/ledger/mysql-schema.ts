@@ -1,4 +1,4 @@
-import { ConfigError } from '../core/errors.js';
+import { listFilter } from './list-filter.js';
 import type { ListQuery } from './ledger.js';
 import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
 
@@ -37,24 +37,8 @@ export async function runMysqlMigrations(
 
 /** The statement and values of a `list` query (oldest update first). */
 export function mysqlListQuery(select: string, query: ListQuery): { sql: string; values: MysqlValue[] } {
-  const limit = query.limit ?? 100;
-  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('limit', 'must be a positive integer');
-  const where: string[] = [];
-  const values: MysqlValue[] = [];
-  if (query.group !== undefined) {
-    where.push('consumer_group = ?');
-    values.push(query.group);
-  }
-  if (query.status !== undefined) {
-    where.push('status = ?');
-    values.push(query.status);
-  }
-  if (query.leaseExpiredBefore !== undefined) {
-    where.push(`status = 'PROCESSING' AND lease_until < ?`);
-    values.push(query.leaseExpiredBefore.getTime());
-  }
-  const filter = where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`;
-  return { sql: `${select}${filter} ORDER BY updated_at LIMIT ${Math.trunc(limit)}`, values };
+  const { where, values, limit } = listFilter(query, (deadline) => deadline.getTime());
+  return { sql: `${select}${where} ORDER BY updated_at LIMIT ${limit}`, values };
 }
 
 /** Ordered migrations; version n is element n - 1. Each is a list of statements. */

@@ -1,4 +1,5 @@
 import { ConfigError } from '../core/errors.js';
+import { listFilter } from './list-filter.js';
 import type { LedgerRecord, ListQuery, MaintenanceLock, PurgeOptions, PurgeResult } from './ledger.js';
 import {
   pgExecute,
@@ -16,25 +17,14 @@ export async function pgList(
   sql: PgStatements,
   query: ListQuery,
 ): Promise<readonly LedgerRecord[]> {
-  const where: string[] = [];
-  const values: unknown[] = [];
-  const add = (condition: string, value: unknown): void => {
-    values.push(value);
-    where.push(condition.replace('?', `$${values.length}`));
-  };
-  if (query.group !== undefined) add('consumer_group = ?', query.group);
-  if (query.status !== undefined) add('status = ?', query.status);
-  if (query.leaseExpiredBefore !== undefined) {
-    add("status = 'PROCESSING' AND lease_until < ?", query.leaseExpiredBefore);
-  }
-  const limit = query.limit ?? 100;
-  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('limit', 'must be a positive integer');
-  values.push(limit);
+  const { where, values, limit } = listFilter(query, (deadline) => deadline);
+  let placeholder = 0;
+  const numbered = where.replace(/\?/g, () => `$${++placeholder}`);
   const rows = await pgQuery<PgLedgerRow>(
     q,
-    `SELECT * FROM ${sql.table} ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-     ORDER BY updated_at, consumer_group, msg_key LIMIT $${values.length}`,
-    values,
+    `SELECT * FROM ${sql.table}${numbered}
+     ORDER BY updated_at, consumer_group, msg_key LIMIT $${placeholder + 1}`,
+    [...values, limit],
     'listing',
   );
   return rows.map(pgRecord);

@@ -1,37 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { ConfigError } from '../core/errors.js';
 import type { ListQuery, MaintenanceLock } from './ledger.js';
+import { listFilter } from './list-filter.js';
 import { quoteIdentifier } from './sql-identifier.js';
-
-/** Rows `list` returns when the query names no limit. */
-export const DEFAULT_LIST_LIMIT = 100;
 
 /** How long a SQLite maintenance lock lasts unless renewed; a holder that dies frees it after this. */
 export const SQLITE_MAINTENANCE_LEASE_MS = 60_000;
 
 /** The statement and values of a `list` query on a SQLite ledger table (oldest update first). */
 export function sqliteListQuery(table: string, query: ListQuery): { sql: string; values: unknown[] } {
-  const limit = query.limit ?? DEFAULT_LIST_LIMIT;
-  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('limit', 'must be a positive integer');
-  const where: string[] = [];
-  const values: unknown[] = [];
-  if (query.group !== undefined) {
-    where.push('consumer_group = ?');
-    values.push(query.group);
-  }
-  if (query.status !== undefined) {
-    where.push('status = ?');
-    values.push(query.status);
-  }
-  if (query.leaseExpiredBefore !== undefined) {
-    where.push(`status = 'PROCESSING' AND lease_until < ?`);
-    values.push(query.leaseExpiredBefore.getTime());
-  }
-  const filter = where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`;
-  values.push(limit);
+  const { where, values, limit } = listFilter(query, (deadline) => deadline.getTime());
   return {
-    sql: `SELECT * FROM ${quoteIdentifier(table)}${filter} ORDER BY updated_at, rowid LIMIT ?`,
-    values,
+    sql: `SELECT * FROM ${quoteIdentifier(table)}${where} ORDER BY updated_at, rowid LIMIT ?`,
+    values: [...values, limit],
   };
 }
 
