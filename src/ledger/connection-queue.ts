@@ -4,6 +4,28 @@ export function isThenable<T>(value: T | Promise<T>): value is Promise<T> {
 }
 
 /**
+ * Runs the caller's work inside an open transaction: `finish` with its value (at once when the work is
+ * synchronous), `rollback` and rethrow when it throws or rejects.
+ */
+export function settle<W, R>(
+  run: () => W | Promise<W>,
+  finish: (out: W) => R,
+  rollback: () => void,
+): R | Promise<R> {
+  const abort = (error: unknown): never => {
+    rollback();
+    throw error;
+  };
+  let out: W | Promise<W>;
+  try {
+    out = run();
+  } catch (error) {
+    return abort(error);
+  }
+  return isThenable(out) ? out.then(finish, abort) : finish(out);
+}
+
+/**
  * Gives one connection to one operation at a time. A synchronous operation runs at once when the
  * connection is free, without waiting a turn of the event loop; an asynchronous one (a transaction
  * whose handler awaits) holds the connection until it settles, and the others queue behind it.

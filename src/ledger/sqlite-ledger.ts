@@ -20,7 +20,7 @@ import {
   type MaintenanceLock,
 } from './ledger.js';
 import { quoteIdentifier, sqlIdentifier } from './sql-identifier.js';
-import { ConnectionQueue, isThenable } from './connection-queue.js';
+import { ConnectionQueue, settle } from './connection-queue.js';
 import { sqliteListQuery, sqliteResetSql, takeSqliteMaintenanceLock } from './sqlite-inspection.js';
 import {
   migrations,
@@ -287,13 +287,16 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
     return { status: 'busy', record };
   }
 
-  transaction(request: ClaimRequest, work: TransactionWork<Db>): Promise<ClaimResult> {
-    return this.#exclusive(() => {
-      const s = this.#stmts();
-      const db = this.database;
-      const nested = db.inTransaction;
-      this.#wrap(() => (nested ? s.savepoint : s.begin).run(), 'beginning a transaction');
-      const rollback = (): void => {
+  /** Begins a transaction, or a savepoint inside one the caller already has open on the database. */
+  #begin(s: Statements): { readonly commit: () => void; readonly rollback: () => void } {
+    const db = this.database;
+    const nested = db.inTransaction;
+    this.#wrap(() => (nested ? s.savepoint : s.begin).run(), 'beginning a transaction');
+    return {
+      commit: () => {
+        (nested ? s.releaseSavepoint : s.commit).run();
+      },
+      rollback: () => {
         if (!db.inTransaction) return;
         if (nested) {
           s.rollbackSavepoint.run();
@@ -301,10 +304,15 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
         } else {
           s.rollback.run();
         }
-      };
-      const commit = (): void => {
-        this.#wrap(() => (nested ? s.releaseSavepoint : s.commit).run(), 'committing');
-      };
+      },
+    };
+  }
+
+  transaction(request: ClaimRequest, work: TransactionWork<Db>): Promise<ClaimResult> {
+    return this.#exclusive(() => {
+      const s = this.#stmts();
+      const db = this.database;
+      const { commit, rollback } = this.#begin(s);
       let claimed: ClaimResult;
       try {
         claimed = this.#wrap(() => this.#claimSync(request, 'SUCCESS'), 'claiming');
@@ -322,24 +330,14 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
           if (result !== null) {
             this.#wrap(() => s.storeResult.run(result, request.group, request.key), 'storing the result');
           }
-          commit();
+          this.#wrap(commit, 'committing');
         } catch (error) {
           rollback();
           throw error;
         }
         return claimed;
       };
-      const abort = (error: unknown): never => {
-        rollback();
-        throw error;
-      };
-      let out: string | null | Promise<string | null>;
-      try {
-        out = work(db, claim);
-      } catch (error) {
-        return abort(error);
-      }
-      return isThenable(out) ? out.then(finish, abort) : finish(out);
+      return settle(() => work(db, claim), finish, rollback);
     });
   }
 
@@ -494,17 +492,7 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
     return this.#exclusive(() => {
       const s = this.#stmts();
       const db = this.database;
-      const nested = db.inTransaction;
-      this.#wrap(() => (nested ? s.savepoint : s.begin).run(), 'beginning a transaction');
-      const rollback = (): void => {
-        if (!db.inTransaction) return;
-        if (nested) {
-          s.rollbackSavepoint.run();
-          s.releaseSavepoint.run();
-        } else {
-          s.rollback.run();
-        }
-      };
+      const { commit, rollback } = this.#begin(s);
       let results: (ClaimResult | undefined)[];
       try {
         results = this.#wrap(() => this.#claimBatchSync(requests), 'claiming a batch');
@@ -528,7 +516,7 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
               const row = s.select.get(request.group, request.key) as Row | undefined;
               results[index] = row === undefined ? results[first] : twinResult(toRecord(row));
             });
-            (nested ? s.releaseSavepoint : s.commit).run();
+            commit();
           }, 'committing a batch');
         } catch (error) {
           rollback();
@@ -536,17 +524,7 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
         }
         return results as ClaimResult[];
       };
-      const abort = (error: unknown): never => {
-        rollback();
-        throw error;
-      };
-      let out: ReturnType<BatchWork<Db>>;
-      try {
-        out = work(db, won);
-      } catch (error) {
-        return abort(error);
-      }
-      return isThenable(out) ? out.then(finish, abort) : finish(out);
+      return settle(() => work(db, won), finish, rollback);
     });
   }
 
