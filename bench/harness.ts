@@ -75,13 +75,20 @@ async function runFor(
  */
 export async function sideBySide(
   contenders: readonly Contender[],
-  options: { seconds: number; rounds?: number; warmupMs?: number },
+  options: {
+    seconds: number;
+    rounds?: number;
+    /** Unmeasured run of each contender before the rounds. @default 1000 */
+    warmupMs?: number;
+  },
 ): Promise<BenchResult[]> {
   const rounds = options.rounds ?? 3;
   const sliceMs = (options.seconds * 1000) / (rounds * contenders.length);
   const tallies = contenders.map((): Tally => ({ ops: 0, elapsedMs: 0, latencies: [] }));
   const sequences = contenders.map(() => ({ value: 0 }));
-  const warmupMs = options.warmupMs ?? Math.min(500, sliceMs / 4);
+  // Every contender first runs unmeasured long enough for the JIT to optimise its code: measured
+  // from cold, a pipeline's first thousands of calls run in the interpreter and tilt the ratios.
+  const warmupMs = options.warmupMs ?? 1000;
   for (const [i, contender] of contenders.entries()) {
     const sequence = sequences[i];
     if (sequence) await runFor(contender, warmupMs, sequence, { ops: 0, elapsedMs: 0, latencies: [] });

@@ -32,7 +32,8 @@ function envelope(eventId: string, sequence: number): Envelope {
 
 /**
  * Deduplication on Redis, side by side in one run, one node-redis client for all: a raw `SET NX PX`
- * per message; RedisLedger through the pipeline (leased: claim, handler, complete); TieredLedger
+ * per message, and the raw two commands that do what a claim + completion does; RedisLedger through
+ * the pipeline (leased: claim, handler, complete), batched (the default) and not; TieredLedger
  * (Redis in front of SQLite) on first deliveries and on duplicates with a warm cache; and AWS
  * Powertools idempotency with its Redis persistence layer. `:duplicates` rows replay keys already done.
  */
@@ -52,12 +53,14 @@ export const suite: Suite = {
     db.pragma('synchronous = NORMAL');
     const redis = fromNodeRedis(client);
     const leasedLedger = new RedisLedger({ client: redis, prefix: `${prefix}:ledger` });
+    const unbatchedLedger = new RedisLedger({ client: redis, prefix: `${prefix}:unbatched`, batch: false });
     const tieredLedger = new TieredLedger({
       ledger: new SqliteLedger({ database: db }),
       redis,
       prefix: `${prefix}:tiered`,
     });
     await leasedLedger.init();
+    await unbatchedLedger.init();
     await tieredLedger.init();
     const handler = (payment: Payment): { credited: number; userId: string } => ({
       credited: 100,
@@ -91,7 +94,27 @@ export const suite: Suite = {
               expiration: { type: 'PX', value: 604_800_000 },
             }),
         },
+        {
+          name: 'raw:claim+complete',
+          concurrency,
+          note: 'the same work by hand: SET NX PX GET, then SET PX of the finished record',
+          op: async (i) => {
+            const key = `${prefix}:raw-cc:{${unique('u')}-${i}}`;
+            await client.set(key, 'PROCESSING', {
+              condition: 'NX',
+              GET: true,
+              expiration: { type: 'PX', value: 604_800_000 },
+            });
+            await client.set(key, 'SUCCESS', { expiration: { type: 'PX', value: 604_800_000 } });
+          },
+        },
         { name: 'oncemq:leased', concurrency, op: processor(pipeline(leasedLedger, unique('leased'))) },
+        {
+          name: 'oncemq:leased:unbatched',
+          concurrency,
+          note: 'the same, with batch: false (one command per key)',
+          op: processor(pipeline(unbatchedLedger, unique('unbatched'))),
+        },
         {
           name: 'oncemq:redis-ledger',
           concurrency,

@@ -12,7 +12,14 @@ import {
   type LedgerRecord,
   type PurgeResult,
 } from './ledger.js';
-import { toRedisLike, withTimeout, type RedisClientInput, type RedisLike } from './redis-like.js';
+import { RedisBatcher } from './redis-batch.js';
+import {
+  CallDeadlines,
+  replyText,
+  toRedisLike,
+  type RedisClientInput,
+  type RedisLike,
+} from './redis-like.js';
 import { decodeRecord, encodeRecord, redisKey, validatePrefix, type StoredRecord } from './redis-record.js';
 import { REDIS_SCRIPTS, type RedisScript } from './redis-scripts.js';
 import { MAX_REMARK_LENGTH } from './ledger.js';
@@ -34,6 +41,29 @@ export interface RedisLedgerConfig {
   readonly timeout?: Duration;
   /** Clock in epoch milliseconds, for leases and timestamps. @default Date.now */
   readonly clock?: () => number;
+  /**
+   * Send the claims, and the completions, that concurrent deliveries make in the same event-loop
+   * turn as one script call each (up to 128 keys), instead of one command per key. Every key keeps
+   * its own atomic step; only the round trip is shared. Off by itself on Redis Cluster clients.
+   * @default true
+   */
+  readonly batch?: boolean;
+}
+
+/** Most keys in one batched script call: long enough to pay off, short enough not to stall Redis. */
+export const REDIS_MAX_BATCH = 128;
+
+interface ClaimCall {
+  readonly key: string;
+  readonly value: string;
+  readonly ttlMs: number;
+}
+
+interface CompleteCall {
+  readonly key: string;
+  readonly owner: string;
+  readonly attempt: number;
+  readonly result: string | null;
 }
 
 export const DEFAULT_REDIS_LEDGER_CONFIG = Object.freeze({
@@ -84,6 +114,9 @@ export class RedisLedger implements Ledger<never> {
   /** Redis before 7.0 refuses `SET … NX GET`; the claim then takes two round trips. */
   #setGet = true;
   #checked: Promise<void> | undefined;
+  readonly #claims: RedisBatcher<ClaimCall, string | null>;
+  readonly #completions: RedisBatcher<CompleteCall, number>;
+  readonly #deadlines: CallDeadlines;
 
   constructor(config: RedisLedgerConfig) {
     this.redis = toRedisLike(config.client);
@@ -91,6 +124,30 @@ export class RedisLedger implements Ledger<never> {
     this.retentionMs = redisTtl(config.retention ?? DEFAULT_REDIS_LEDGER_CONFIG.retention, 'retention');
     this.timeoutMs = redisTtl(config.timeout ?? DEFAULT_REDIS_LEDGER_CONFIG.timeout, 'timeout');
     this.#clock = config.clock ?? Date.now;
+    this.#deadlines = new CallDeadlines(this.timeoutMs);
+    const batching = {
+      enabled: (config.batch ?? true) && this.redis.cluster !== true,
+      maxBatch: REDIS_MAX_BATCH,
+    };
+    this.#claims = new RedisBatcher(
+      (call) => this.#call(this.redis.setNxGet(call.key, call.value, call.ttlMs), 'claiming'),
+      (calls) => this.#claimMany(calls),
+      batching,
+    );
+    this.#completions = new RedisBatcher(
+      async (call) => {
+        const [answer] = await this.#completeMany([call]);
+        if (answer instanceof Error) throw answer;
+        return answer ?? 0;
+      },
+      (calls) => this.#completeMany(calls),
+      batching,
+    );
+  }
+
+  /** Whether concurrent claims and completions are sent as batches (see {@link RedisLedgerConfig.batch}). */
+  get batching(): boolean {
+    return this.#claims.enabled && this.#completions.enabled;
   }
 
   /**
@@ -135,7 +192,7 @@ export class RedisLedger implements Ledger<never> {
   /** Runs one Redis call with the timeout, wrapping driver errors. */
   async #call<T>(promise: Promise<T>, what: string): Promise<T> {
     try {
-      return await withTimeout(promise, this.timeoutMs, what);
+      return await this.#deadlines.run(promise, what);
     } catch (error) {
       if (error instanceof OncemqError) throw error;
       throw new LedgerUnavailableError(`Redis ledger failed ${what}: ${(error as Error).message}`, {
@@ -153,8 +210,26 @@ export class RedisLedger implements Ledger<never> {
     return Math.ceil(leaseMs) + this.retentionMs;
   }
 
+  async #claimMany(calls: readonly ClaimCall[]): Promise<(string | null | Error)[]> {
+    const keys = calls.map((call) => call.key);
+    const args: string[] = [];
+    for (const call of calls) args.push(call.value, String(call.ttlMs));
+    const reply = await this.#call(REDIS_SCRIPTS.claimMany.run(this.redis, keys, args), 'claiming');
+    return perKey(reply, calls.length, 'claiming', (answer) => (answer === 1 ? null : replyText(answer)));
+  }
+
+  async #completeMany(calls: readonly CompleteCall[]): Promise<(number | Error)[]> {
+    const keys = calls.map((call) => call.key);
+    const args = [String(this.#clock()), String(this.retentionMs)];
+    for (const call of calls) {
+      args.push(call.owner, String(call.attempt), call.result === null ? '0' : '1', call.result ?? '');
+    }
+    const reply = await this.#call(REDIS_SCRIPTS.complete.run(this.redis, keys, args), 'completing');
+    return perKey(reply, calls.length, 'completing', Number);
+  }
+
   async #setOrGet(key: string, value: string, ttlMs: number): Promise<string | null> {
-    if (this.#setGet) return this.#call(this.redis.setNxGet(key, value, ttlMs), 'claiming');
+    if (this.#setGet) return this.#claims.run({ key, value, ttlMs });
     if (await this.#call(this.redis.setNx(key, value, ttlMs), 'claiming')) return null;
     // Expired between the two commands: report it as a taken row that the next round retries.
     return (await this.#call(this.redis.get(key), 'reading a claim')) ?? '';
@@ -232,12 +307,13 @@ export class RedisLedger implements Ledger<never> {
   }
 
   async complete(claim: Claim, result: string | null): Promise<void> {
-    await this.#owned(
-      claim,
-      REDIS_SCRIPTS.complete,
-      [String(this.#clock()), result === null ? '0' : '1', result ?? '', String(this.retentionMs)],
-      'completing',
-    );
+    const written = await this.#completions.run({
+      key: this.#key(claim.group, claim.key),
+      owner: claim.owner,
+      attempt: claim.attempt,
+      result,
+    });
+    if (written !== 1) throw new LeaseLostError(claim.group, claim.key, claim.attempt);
   }
 
   async fail(claim: Claim, remark: string): Promise<void> {
@@ -285,4 +361,20 @@ export class RedisLedger implements Ledger<never> {
   toString(): string {
     return `RedisLedger(${this.redis.client}, prefix '${this.prefix}', retention ${formatDuration(this.retentionMs)})`;
   }
+}
+
+/**
+ * Splits a multi-key script's reply into one answer per key: `read(answer)` for a plain answer, a
+ * {@link LedgerUnavailableError} for a key whose step failed (`{ error }`) or a reply of the wrong shape.
+ */
+function perKey<T>(reply: unknown, count: number, what: string, read: (answer: unknown) => T): (T | Error)[] {
+  if (!Array.isArray(reply) || reply.length !== count) {
+    const error = new LedgerUnavailableError(`Redis ledger failed ${what}: expected ${count} answers`);
+    return Array.from({ length: count }, () => error);
+  }
+  return reply.map((answer: unknown) =>
+    Array.isArray(answer)
+      ? new LedgerUnavailableError(`Redis ledger failed ${what}: ${String(answer[0])}`)
+      : read(answer),
+  );
 }

@@ -31,7 +31,10 @@ local r = cjson.decode(cur)
 if r.s ~= 'PROCESSING' or r.o ~= ARGV[1] or r.a ~= tonumber(ARGV[2]) then return 0 end
 `;
 
-/** Every script answers 1 when it wrote, 0 when the claim is not (or no longer) the caller's. */
+/**
+ * The owner-checked scripts answer 1 when they wrote, 0 when the claim is not (or no longer) the
+ * caller's; the multi-key ones (`claimMany`, `complete`) answer one such value per key.
+ */
 export const REDIS_SCRIPTS = Object.freeze({
   /** ARGV: expected value, new value, ttl. Compare-and-set of the whole record (the claim's reclaim). */
   reclaim: new RedisScript(`
@@ -46,15 +49,56 @@ r.u = tonumber(ARGV[4])
 redis.call('SET', KEYS[1], cjson.encode(r), 'PX', ARGV[5])
 return 1
 `),
-  /** ARGV: owner, attempt, now, has result ('1'/'0'), result, ttl. */
-  complete: new RedisScript(`${OWNED}
-r.s = 'SUCCESS'
-r.l = cjson.null
-r.r = cjson.null
-if ARGV[4] == '1' then r.x = ARGV[5] else r.x = cjson.null end
-r.u = tonumber(ARGV[3])
-redis.call('SET', KEYS[1], cjson.encode(r), 'PX', ARGV[6])
-return 1
+  /**
+   * Claims every key in KEYS like one `SET key value PX ttl NX GET` each. ARGV: value and ttl per key.
+   * Answers per key: 1 when set, the value already there, or `{ error }` for that key alone.
+   */
+  claimMany: new RedisScript(`
+local out = {}
+for i = 1, #KEYS do
+  local r = redis.pcall('SET', KEYS[i], ARGV[2 * i - 1], 'PX', ARGV[2 * i], 'NX', 'GET')
+  if r == false then
+    out[i] = 1
+  elseif type(r) == 'table' then
+    out[i] = { r.err or 'claim failed' }
+  else
+    out[i] = r
+  end
+end
+return out
+`),
+  /**
+   * Completes every key in KEYS whose record the given owner and attempt still hold as PROCESSING.
+   * ARGV: now, ttl, then owner, attempt, has result ('1'/'0'), result per key.
+   * Answers per key: 1 written, 0 not (or no longer) the caller's, or `{ error }` for that key alone.
+   */
+  complete: new RedisScript(`
+local now, ttl = tonumber(ARGV[1]), ARGV[2]
+local out = {}
+for i = 1, #KEYS do
+  local j = 3 + (i - 1) * 4
+  local cur = redis.pcall('GET', KEYS[i])
+  local ok, r = false, nil
+  if type(cur) == 'string' then ok, r = pcall(cjson.decode, cur) end
+  if type(cur) == 'table' then
+    out[i] = { cur.err or 'read failed' }
+  elseif not cur then
+    out[i] = 0
+  elseif not ok or type(r) ~= 'table' then
+    out[i] = { 'the value is not an oncemq ledger record' }
+  elseif r.s ~= 'PROCESSING' or r.o ~= ARGV[j] or r.a ~= tonumber(ARGV[j + 1]) then
+    out[i] = 0
+  else
+    r.s = 'SUCCESS'
+    r.l = cjson.null
+    r.r = cjson.null
+    if ARGV[j + 2] == '1' then r.x = ARGV[j + 3] else r.x = cjson.null end
+    r.u = now
+    redis.call('SET', KEYS[i], cjson.encode(r), 'PX', ttl)
+    out[i] = 1
+  end
+end
+return out
 `),
   /** ARGV: owner, attempt, now, remark, ttl. */
   fail: new RedisScript(`${OWNED}

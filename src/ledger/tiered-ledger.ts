@@ -15,7 +15,7 @@ import type {
   TransactionWork,
 } from './ledger.js';
 import { redisTtl } from './redis-ledger.js';
-import { toRedisLike, withTimeout, type RedisClientInput, type RedisLike } from './redis-like.js';
+import { CallDeadlines, toRedisLike, type RedisClientInput, type RedisLike } from './redis-like.js';
 import { decodeRecord, encodeRecord, redisKey, storedFrom, validatePrefix } from './redis-record.js';
 
 export interface TieredLedgerConfig<Tx> {
@@ -77,6 +77,7 @@ export class TieredLedger<Tx = unknown> implements Ledger<Tx> {
   readonly sql: Ledger<Tx>;
   readonly redis: RedisLike;
 
+  readonly #deadlines: CallDeadlines;
   readonly #breaker: CircuitBreaker;
   readonly #logger: Logger;
   readonly #metrics: Mutable<Omit<TieredCacheMetrics, 'breakerOpens'>> = {
@@ -101,6 +102,7 @@ export class TieredLedger<Tx = unknown> implements Ledger<Tx> {
     this.prefix = validatePrefix(config.prefix ?? DEFAULT_TIERED_LEDGER_CONFIG.prefix);
     this.cacheTtlMs = redisTtl(config.cacheTtl ?? DEFAULT_TIERED_LEDGER_CONFIG.cacheTtl, 'cacheTtl');
     this.timeoutMs = redisTtl(config.timeout ?? DEFAULT_TIERED_LEDGER_CONFIG.timeout, 'timeout');
+    this.#deadlines = new CallDeadlines(this.timeoutMs);
     const retryAfterMs = parseDuration(
       config.retryAfter ?? DEFAULT_TIERED_LEDGER_CONFIG.retryAfter,
       'retryAfter',
@@ -145,9 +147,8 @@ export class TieredLedger<Tx = unknown> implements Ledger<Tx> {
     }
     let value: string | null;
     try {
-      value = await withTimeout(
+      value = await this.#deadlines.run(
         this.redis.get(redisKey(this.prefix, request.group, request.key)),
-        this.timeoutMs,
         'GET',
       );
       this.#breaker.success();
@@ -188,9 +189,8 @@ export class TieredLedger<Tx = unknown> implements Ledger<Tx> {
     }
     try {
       const key = redisKey(this.prefix, record.group, record.key);
-      await withTimeout(
+      await this.#deadlines.run(
         this.redis.setPx(key, encodeRecord(storedFrom(record)), this.cacheTtlMs),
-        this.timeoutMs,
         'SET',
       );
       this.#breaker.success();

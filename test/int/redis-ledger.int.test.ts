@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigError, LeaseLostError, type ClaimRequest } from 'oncemq';
+import { ConfigError, LeaseLostError, LedgerUnavailableError, type ClaimRequest } from 'oncemq';
 import { RedisLedger, redisKey, type RedisLike } from 'oncemq/redis';
 import { RedisScript } from '../../src/ledger/redis-scripts.js';
 import { findService } from '../support/services.js';
@@ -180,6 +180,98 @@ describe.skipIf(!service.available)('RedisLedger', () => {
       const script = new RedisScript(`-- ${randomUUID()}\nreturn tonumber(ARGV[1]) + 1`);
       expect(await script.run(redis.redis, [key('any')], ['41'])).toBe(42);
       expect(await redis.redis.evalSha(script.sha, [key('any')], ['1'])).toBe(2);
+    });
+
+    describe('batching concurrent calls', () => {
+      /** The adapter, counting what reaches Redis. */
+      const counted = (): { redis: RedisLike; calls: { setNxGet: number; evalSha: number } } => {
+        const calls = { setNxGet: 0, evalSha: 0 };
+        const inner = redis.redis;
+        return {
+          calls,
+          redis: {
+            ...inner,
+            setNxGet: (k, value, ttl) => {
+              calls.setNxGet++;
+              return inner.setNxGet(k, value, ttl);
+            },
+            evalSha: (sha, keys, args) => {
+              calls.evalSha++;
+              return inner.evalSha(sha, keys, args);
+            },
+          },
+        };
+      };
+
+      it('claims and completes 100 keys, each raced by a copy, in a few script calls with one winner per key', async () => {
+        const { redis: countedRedis, calls } = counted();
+        const batched = new RedisLedger({ client: countedRedis, prefix: redis.prefix, clock: () => now });
+        expect(batched.batching).toBe(true);
+        const keys = Array.from({ length: 100 }, (_, i) => `evt-${i}`);
+        const claims = await Promise.all(
+          [...keys, ...keys].map((k, i) => batched.claim(request(k, { brokerId: `b-${i}` }))),
+        );
+        expect(claims.filter((c) => c.status === 'acquired')).toHaveLength(100);
+        expect(claims.filter((c) => c.status === 'busy')).toHaveLength(100);
+        expect(calls.setNxGet).toBe(0);
+        expect(calls.evalSha).toBeLessThanOrEqual(2); // 200 claims: batches of at most 128
+        await Promise.all(
+          claims.flatMap((c) =>
+            c.status === 'acquired' ? [batched.complete(c.claim, `"${c.claim.key}"`)] : [],
+          ),
+        );
+        expect(calls.evalSha).toBeLessThanOrEqual(3);
+        for (const k of keys) {
+          expect(await ledger.get('points', k)).toMatchObject({ status: 'SUCCESS', result: `"${k}"` });
+        }
+        const again = await Promise.all(keys.map((k) => batched.claim(request(k))));
+        expect(again.every((c) => c.status === 'duplicate')).toBe(true);
+      });
+
+      it('fails only the stale owner of a batch of completions', async () => {
+        const claims = await Promise.all(['a', 'b', 'c', 'd'].map((k) => ledger.claim(request(k))));
+        const held = claims.map((c) => {
+          if (c.status !== 'acquired') throw new Error('expected acquired');
+          return c.claim;
+        });
+        const settled = await Promise.allSettled(
+          held.map((claim, i) => ledger.complete(i === 1 ? { ...claim, owner: randomUUID() } : claim, null)),
+        );
+        expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+        expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(LeaseLostError);
+        expect(await ledger.get('points', 'b')).toMatchObject({ status: 'PROCESSING' });
+        for (const k of ['a', 'c', 'd']) {
+          expect(await ledger.get('points', k)).toMatchObject({ status: 'SUCCESS' });
+        }
+      });
+
+      it('fails only the keys that hold something else, and claims the rest of the batch', async () => {
+        await redis.redis.setPx(key('not-json'), 'plain text', 60_000);
+        const settled = await Promise.allSettled(
+          ['not-json', 'fine-1', 'fine-2'].map((k) => ledger.claim(request(k))),
+        );
+        expect(settled.map((s) => s.status)).toEqual(['rejected', 'fulfilled', 'fulfilled']);
+        expect((settled[0] as PromiseRejectedResult).reason).toBeInstanceOf(LedgerUnavailableError);
+        expect(await redis.redis.get(key('not-json'))).toBe('plain text');
+        const claimed = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+        expect(claimed.map((c) => c.status)).toEqual(['acquired', 'acquired']);
+      });
+
+      it('answers a key of another Redis type with an error for that key alone', async () => {
+        await redis.redis.eval("redis.call('RPUSH', KEYS[1], 'x') return 1", [key('a-list')], []);
+        const settled = await Promise.allSettled(['ok-1', 'a-list'].map((k) => ledger.claim(request(k))));
+        expect(settled[0]).toMatchObject({ status: 'fulfilled', value: { status: 'acquired' } });
+        expect(settled[1]).toMatchObject({ status: 'rejected' });
+        expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
+      });
+
+      it('sends one command per key when configured off', async () => {
+        const { redis: countedRedis, calls } = counted();
+        const single = new RedisLedger({ client: countedRedis, prefix: redis.prefix, batch: false });
+        expect(single.batching).toBe(false);
+        await Promise.all(['x', 'y', 'z'].map((k) => single.claim(request(k))));
+        expect(calls).toEqual({ setNxGet: 3, evalSha: 0 });
+      });
     });
 
     it('refuses to start on a client that drops NX, instead of deduplicating nothing', async () => {

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { LedgerUnavailableError } from 'oncemq';
+import { CallDeadlines } from '../../src/ledger/redis-like.js';
+
+describe('CallDeadlines', () => {
+  it('passes answers and errors through unchanged', async () => {
+    const deadlines = new CallDeadlines(1000);
+    expect(await deadlines.run(Promise.resolve(42), 'GET')).toBe(42);
+    const failure = new Error('WRONGTYPE');
+    await expect(deadlines.run(Promise.reject(failure), 'GET')).rejects.toBe(failure);
+  });
+
+  it('fails a call that gets no answer once its timeout has passed, and only that one', async () => {
+    const deadlines = new CallDeadlines(80);
+    const started = performance.now();
+    const hung = deadlines.run(new Promise<never>(() => undefined), 'SET');
+    const answered = deadlines.run(new Promise((resolve) => setTimeout(resolve, 20, 'ok')), 'GET');
+    expect(await answered).toBe('ok');
+    const error: unknown = await hung.catch((e: unknown) => e);
+    const waited = performance.now() - started;
+    expect(error).toBeInstanceOf(LedgerUnavailableError);
+    expect(String(error)).toMatch(/did not answer SET within 80ms/);
+    expect(waited).toBeGreaterThanOrEqual(79);
+  });
+});
