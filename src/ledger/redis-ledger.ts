@@ -64,6 +64,16 @@ interface CompleteCall {
   readonly owner: string;
   readonly attempt: number;
   readonly result: string | null;
+  /** The value the claim wrote, when this ledger made it and nothing renewed it since; else ''. */
+  readonly expected: string;
+  /** The finished record to store when the key still holds `expected` exactly; else ''. */
+  readonly finished: string;
+}
+
+/** What a claim wrote, so its completion can compare the whole value instead of decoding it in Lua. */
+interface Written {
+  readonly record: StoredRecord;
+  readonly value: string;
 }
 
 export const DEFAULT_REDIS_LEDGER_CONFIG = Object.freeze({
@@ -117,6 +127,8 @@ export class RedisLedger implements Ledger<never> {
   readonly #claims: RedisBatcher<ClaimCall, string | null>;
   readonly #completions: RedisBatcher<CompleteCall, number>;
   readonly #deadlines: CallDeadlines;
+  /** Claims this ledger handed out, by the very object it returned (a renewal returns a new one). */
+  readonly #written = new WeakMap<Claim, Written>();
 
   constructor(config: RedisLedgerConfig) {
     this.redis = toRedisLike(config.client);
@@ -222,7 +234,14 @@ export class RedisLedger implements Ledger<never> {
     const keys = calls.map((call) => call.key);
     const args = [String(this.#clock()), String(this.retentionMs)];
     for (const call of calls) {
-      args.push(call.owner, String(call.attempt), call.result === null ? '0' : '1', call.result ?? '');
+      args.push(
+        call.owner,
+        String(call.attempt),
+        call.result === null ? '0' : '1',
+        call.result ?? '',
+        call.expected,
+        call.finished,
+      );
     }
     const reply = await this.#call(REDIS_SCRIPTS.complete.run(this.redis, keys, args), 'completing');
     return perKey(reply, calls.length, 'completing', Number);
@@ -256,9 +275,14 @@ export class RedisLedger implements Ledger<never> {
         c: now,
         u: now,
       };
-      const existing = await this.#setOrGet(key, encodeRecord(fresh), ttl);
+      const value = encodeRecord(fresh);
+      const existing = await this.#setOrGet(key, value, ttl);
       const claim = { group: request.group, key: request.key, owner, leaseUntil: new Date(leaseUntil) };
-      if (existing === null) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
+      if (existing === null) {
+        const acquired = { ...claim, attempt: 1 };
+        this.#written.set(acquired, { record: fresh, value });
+        return { status: 'acquired', claim: acquired };
+      }
       if (existing === '') continue;
       record = decodeRecord(request.group, request.key, existing);
       const decision = decideExisting(record, request, now);
@@ -269,12 +293,15 @@ export class RedisLedger implements Ledger<never> {
         f: record.fingerprint ?? request.fingerprint,
         c: record.createdAt.getTime(),
       };
+      const nextValue = encodeRecord(next);
       const taken = await this.#call(
-        REDIS_SCRIPTS.reclaim.run(this.redis, [key], [existing, encodeRecord(next), String(ttl)]),
+        REDIS_SCRIPTS.reclaim.run(this.redis, [key], [existing, nextValue, String(ttl)]),
         'reclaiming',
       );
       if (taken === 1) {
-        return { status: 'reclaimed', claim: { ...claim, attempt: next.a }, previous: record };
+        const reclaimed = { ...claim, attempt: next.a };
+        this.#written.set(reclaimed, { record: next, value: nextValue });
+        return { status: 'reclaimed', claim: reclaimed, previous: record };
       }
     }
     if (record === undefined)
@@ -307,13 +334,28 @@ export class RedisLedger implements Ledger<never> {
   }
 
   async complete(claim: Claim, result: string | null): Promise<void> {
-    const written = await this.#completions.run({
+    const written = this.#written.get(claim);
+    let finished = '';
+    if (written !== undefined) {
+      this.#written.delete(claim);
+      finished = encodeRecord({
+        ...written.record,
+        s: 'SUCCESS',
+        l: null,
+        r: null,
+        x: result,
+        u: this.#clock(),
+      });
+    }
+    const answer = await this.#completions.run({
       key: this.#key(claim.group, claim.key),
       owner: claim.owner,
       attempt: claim.attempt,
       result,
+      expected: written?.value ?? '',
+      finished,
     });
-    if (written !== 1) throw new LeaseLostError(claim.group, claim.key, claim.attempt);
+    if (answer !== 1) throw new LeaseLostError(claim.group, claim.key, claim.attempt);
   }
 
   async fail(claim: Claim, remark: string): Promise<void> {

@@ -69,33 +69,40 @@ return out
 `),
   /**
    * Completes every key in KEYS whose record the given owner and attempt still hold as PROCESSING.
-   * ARGV: now, ttl, then owner, attempt, has result ('1'/'0'), result per key.
+   * ARGV: now, ttl, then per key: owner, attempt, has result ('1'/'0'), result, the value the claim
+   * wrote and the finished value (both '' when unknown). When the key still holds exactly the value
+   * the claim wrote — same owner, attempt and lease, so still this owner's — the finished value is
+   * stored as is; otherwise the record is decoded and checked field by field.
    * Answers per key: 1 written, 0 not (or no longer) the caller's, or `{ error }` for that key alone.
    */
   complete: new RedisScript(`
 local now, ttl = tonumber(ARGV[1]), ARGV[2]
 local out = {}
 for i = 1, #KEYS do
-  local j = 3 + (i - 1) * 4
+  local j = 3 + (i - 1) * 6
   local cur = redis.pcall('GET', KEYS[i])
-  local ok, r = false, nil
-  if type(cur) == 'string' then ok, r = pcall(cjson.decode, cur) end
   if type(cur) == 'table' then
     out[i] = { cur.err or 'read failed' }
   elseif not cur then
     out[i] = 0
-  elseif not ok or type(r) ~= 'table' then
-    out[i] = { 'the value is not an oncemq ledger record' }
-  elseif r.s ~= 'PROCESSING' or r.o ~= ARGV[j] or r.a ~= tonumber(ARGV[j + 1]) then
-    out[i] = 0
-  else
-    r.s = 'SUCCESS'
-    r.l = cjson.null
-    r.r = cjson.null
-    if ARGV[j + 2] == '1' then r.x = ARGV[j + 3] else r.x = cjson.null end
-    r.u = now
-    redis.call('SET', KEYS[i], cjson.encode(r), 'PX', ttl)
+  elseif ARGV[j + 4] ~= '' and cur == ARGV[j + 4] then
+    redis.call('SET', KEYS[i], ARGV[j + 5], 'PX', ttl)
     out[i] = 1
+  else
+    local ok, r = pcall(cjson.decode, cur)
+    if not ok or type(r) ~= 'table' then
+      out[i] = { 'the value is not an oncemq ledger record' }
+    elseif r.s ~= 'PROCESSING' or r.o ~= ARGV[j] or r.a ~= tonumber(ARGV[j + 1]) then
+      out[i] = 0
+    else
+      r.s = 'SUCCESS'
+      r.l = cjson.null
+      r.r = cjson.null
+      if ARGV[j + 2] == '1' then r.x = ARGV[j + 3] else r.x = cjson.null end
+      r.u = now
+      redis.call('SET', KEYS[i], cjson.encode(r), 'PX', ttl)
+      out[i] = 1
+    end
   end
 end
 return out

@@ -142,6 +142,41 @@ describe.skipIf(!service.available)('RedisLedger', () => {
       expect(await ledger.claim(request('evt-1'))).toMatchObject({ status: 'busy' });
     });
 
+    it('stores the same finished record whether the completion compares the whole value or checks it field by field', async () => {
+      // Fast path: the claim object this ledger returned, nothing renewed since.
+      const direct = await ledger.claim(request('evt-direct'));
+      // Checked path: a renewal rewrote the value, so the completion must decode and check it.
+      const renewedFirst = await ledger.claim(request('evt-renewed'));
+      // Checked path too: a copy of the claim (as a caller that serialised it would hold).
+      const copied = await ledger.claim(request('evt-copied'));
+      if (direct.status !== 'acquired' || renewedFirst.status !== 'acquired' || copied.status !== 'acquired')
+        throw new Error('expected acquired');
+      now += 10;
+      const renewed = await ledger.renew(renewedFirst.claim, 30_000);
+      now += 10;
+      await ledger.complete(direct.claim, '{"credited":100}');
+      await ledger.complete(renewed, '{"credited":100}');
+      await ledger.complete({ ...copied.claim }, '{"credited":100}');
+      for (const name of ['evt-direct', 'evt-renewed', 'evt-copied']) {
+        const record = await ledger.get('points', name);
+        expect(record, name).toMatchObject({
+          status: 'SUCCESS',
+          attempt: 1,
+          leaseUntil: null,
+          fingerprint: 'fp-1',
+          brokerId: 'broker-1',
+          topic: 'payments',
+          remark: null,
+          result: '{"credited":100}',
+          createdAt: new Date(now - 20),
+          updatedAt: new Date(now),
+        });
+      }
+      // Neither path completes twice.
+      await expect(ledger.complete(direct.claim, null)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(ledger.complete(renewed, null)).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
     it('keeps a failed attempt as FAIL with its remark and lets the next delivery reclaim it', async () => {
       const first = await ledger.claim(request('evt-1'));
       if (first.status !== 'acquired') throw new Error('expected acquired');
