@@ -82,7 +82,7 @@ export async function sideBySide(
     warmupMs?: number;
   },
 ): Promise<BenchResult[]> {
-  const rounds = options.rounds ?? 3;
+  const rounds = options.rounds ?? 6;
   const sliceMs = (options.seconds * 1000) / (rounds * contenders.length);
   const tallies = contenders.map((): Tally => ({ ops: 0, elapsedMs: 0, latencies: [] }));
   const sequences = contenders.map(() => ({ value: 0 }));
@@ -94,7 +94,10 @@ export async function sideBySide(
     if (sequence) await runFor(contender, warmupMs, sequence, { ops: 0, elapsedMs: 0, latencies: [] });
   }
   for (let round = 0; round < rounds; round++) {
-    for (const [i, contender] of contenders.entries()) {
+    // ABBA: every other round runs the contenders in reverse, so none always follows the same neighbour.
+    const order = [...contenders.entries()];
+    if (round % 2 === 1) order.reverse();
+    for (const [i, contender] of order) {
       const tally = tallies[i];
       const sequence = sequences[i];
       if (tally && sequence) await runFor(contender, sliceMs, sequence, tally);
