@@ -36,6 +36,34 @@ describe('RedisLedger configuration', () => {
     expect(() => new RedisLedger({ client: { get: () => 1 } as unknown as RedisLike })).toThrow(/^client: /);
   });
 
+  it('batches by default, and never on a cluster client, whose keys live on different slots', () => {
+    const nodeRedis = {
+      evalSha: unused,
+      scriptLoad: unused,
+      set: unused,
+      get: unused,
+      del: unused,
+      eval: unused,
+    };
+    const ioredis = {
+      evalsha: unused,
+      defineCommand: unused,
+      set: unused,
+      get: unused,
+      del: unused,
+      eval: unused,
+    };
+    expect(new RedisLedger({ client: redis }).batching).toBe(true);
+    expect(new RedisLedger({ client: redis, batch: false }).batching).toBe(false);
+    expect(new RedisLedger({ client: { ...redis, cluster: true } }).batching).toBe(false);
+    expect(new RedisLedger({ client: nodeRedis }).batching).toBe(true);
+    const nodeRedisCluster = { ...nodeRedis, getSlotMaster: unused };
+    expect(new RedisLedger({ client: nodeRedisCluster }).batching).toBe(false);
+    expect(new RedisLedger({ client: ioredis }).batching).toBe(true);
+    const ioredisCluster = { ...ioredis, isCluster: true };
+    expect(new RedisLedger({ client: ioredisCluster }).batching).toBe(false);
+  });
+
   it('declares leased mode only, and no purge since TTLs expire finished keys', () => {
     const ledger = new RedisLedger({ client: redis });
     expect(ledger.capabilities).toMatchObject({
