@@ -18,6 +18,8 @@ export interface TestRedis {
   readonly prefix: string;
   /** FLUSHALL — only ever on a private server a fault test started (see redis-server.ts). */
   flushAllOfPrivateServer(): Promise<void>;
+  /** CLIENT PAUSE ms ALL: the server answers no client for `ms` — only ever on a private server. */
+  pausePrivateServer(ms: number): Promise<void>;
   /** Deletes the keys under the prefix and disconnects. */
   close(): Promise<void>;
 }
@@ -40,6 +42,9 @@ export async function connectRedis(
       async flushAllOfPrivateServer() {
         await client.flushAll();
       },
+      async pausePrivateServer(ms) {
+        await client.sendCommand(['CLIENT', 'PAUSE', String(ms), 'ALL']);
+      },
       async close() {
         for await (const keys of client.scanIterator({ MATCH: `${prefix}:*`, COUNT: 500 })) {
           if (keys.length > 0) await client.del(keys);
@@ -58,6 +63,9 @@ export async function connectRedis(
     prefix,
     async flushAllOfPrivateServer() {
       await client.flushall();
+    },
+    async pausePrivateServer(ms) {
+      await client.call('CLIENT', 'PAUSE', String(ms), 'ALL');
     },
     async close() {
       let cursor = '0';
