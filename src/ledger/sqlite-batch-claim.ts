@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { LedgerUnavailableError } from '../core/errors.js';
 import { checkBatchResults, planBatch, rowIdentity, twinResult } from './batch-claim.js';
-import { decideExisting } from './claim-decision.js';
+import { ClaimRound } from './claim-round.js';
 import type { Claim, ClaimRequest, ClaimResult } from './ledger.js';
 import { toRecord, type SqliteLedgerRow as Row, type Statements } from './sqlite-ledger-sql.js';
 
@@ -11,7 +10,7 @@ export const SQLITE_BATCH_INSERT_ROWS = 100;
 /**
  * Claims the distinct keys of a batch inside the caller's open transaction: multi-row inserts (sorted
  * keys, SQLITE_BATCH_INSERT_ROWS at a time) whose RETURNING names the rows they made; every other key
- * is read and decided by decideExisting(), a failed or expired row taken over in place. Later copies
+ * is read and answered by its ClaimRound, a failed or expired row taken over in place. Later copies
  * of a key are left undefined. Driver errors are raw.
  */
 export function claimBatchOnSqlite(
@@ -23,53 +22,31 @@ export function claimBatchOnSqlite(
   const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
   for (let start = 0; start < plan.distinct.length; start += SQLITE_BATCH_INSERT_ROWS) {
     const chunk = plan.distinct.slice(start, start + SQLITE_BATCH_INSERT_ROWS);
-    const owners = chunk.map(() => randomUUID());
+    const rounds = chunk.map((index) => new ClaimRound(requests[index] as ClaimRequest, 'SUCCESS', now));
     const params: unknown[] = [];
-    chunk.forEach((index, i) => {
-      const r = requests[index] as ClaimRequest;
-      params.push(r.group, r.key, r.fingerprint, owners[i], r.brokerId, r.topic, now, now);
-    });
+    for (const { request: r, owner } of rounds) {
+      params.push(r.group, r.key, r.fingerprint, owner, r.brokerId, r.topic, now, now);
+    }
     const inserted = new Set(
       (s.insertMany(chunk.length).all(...params) as { consumer_group: string; msg_key: string }[]).map(
         (row) => rowIdentity(row.consumer_group, row.msg_key),
       ),
     );
     chunk.forEach((index, i) => {
-      const request = requests[index] as ClaimRequest;
-      const owner = owners[i] as string;
-      const leaseUntil = new Date(now + request.leaseMs);
-      const base = { group: request.group, key: request.key, owner, leaseUntil };
-      if (inserted.has(rowIdentity(request.group, request.key))) {
-        results[index] = { status: 'acquired', claim: { ...base, attempt: 1 } };
+      const round = rounds[i] as ClaimRound;
+      const { group, key } = round.request;
+      if (inserted.has(rowIdentity(group, key))) {
+        results[index] = round.acquired();
         return;
       }
-      const row = s.select.get(request.group, request.key) as Row | undefined;
-      if (row === undefined)
-        throw new LedgerUnavailableError(`batch claim of ${request.key} raced with a delete`);
+      const row = s.select.get(group, key) as Row | undefined;
+      if (row === undefined) throw new LedgerUnavailableError(`batch claim of ${key} raced with a delete`);
       const record = toRecord(row);
-      const decision = decideExisting(record, request, now);
-      if (decision !== 'reclaim') {
-        results[index] = { status: decision, record };
-        return;
-      }
-      const taken = s.reclaim.run(
-        'SUCCESS',
-        owner,
-        null,
-        request.brokerId,
-        request.topic,
-        request.fingerprint,
-        now,
-        request.group,
-        request.key,
-        record.status,
-        record.attempt,
-        record.owner,
-      );
       results[index] =
-        Number(taken.changes) === 1
-          ? { status: 'reclaimed', claim: { ...base, attempt: record.attempt + 1 }, previous: record }
-          : { status: 'busy', record };
+        round.existing(record) ??
+        (Number(s.reclaim.run(...round.reclaimValues(record)).changes) === 1
+          ? round.reclaimed(record)
+          : { status: 'busy', record });
     });
   }
   return results;

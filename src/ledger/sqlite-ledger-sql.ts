@@ -73,6 +73,7 @@ export function prepareStatements(db: SqliteDatabaseLike, table: string) {
     savepoint: db.prepare('SAVEPOINT oncemq_claim'),
     releaseSavepoint: db.prepare('RELEASE oncemq_claim'),
     rollbackSavepoint: db.prepare('ROLLBACK TO oncemq_claim'),
+    /** The claim; binds ClaimRound.insertValues(). */
     insert: db.prepare(
       `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (consumer_group, msg_key) DO NOTHING`,
@@ -91,6 +92,7 @@ export function prepareStatements(db: SqliteDatabaseLike, table: string) {
       return statement;
     },
     select: db.prepare(`SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ?`),
+    /** Takes a failed or expired row over; binds ClaimRound.reclaimValues(). */
     reclaim: db.prepare(
       `UPDATE ${t} SET status = ?, owner = ?, attempt = attempt + 1, lease_until = ?, broker_id = ?, topic = ?,
          fingerprint = COALESCE(fingerprint, ?), updated_at = ?

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
+import { CLAIM_RACE_ATTEMPTS } from './claim-decision.js';
+import { ClaimRound, lostEveryRound } from './claim-round.js';
 import { wonClaims } from './batch-claim.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
@@ -221,74 +221,21 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
     return this.#queue.run(fn);
   }
 
+  /** Claims one key: an insert, else decideExisting() on the row, which may take a failed or expired one over. */
   #claimSync(request: ClaimRequest, status: 'PROCESSING' | 'SUCCESS'): ClaimResult {
     const s = this.#stmts();
     let record: LedgerRecord | undefined;
-    for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
-      const now = this.#clock();
-      const owner = randomUUID();
-      const leaseUntil = now + request.leaseMs;
-      const storedLease = status === 'PROCESSING' ? leaseUntil : null;
-      const inserted = s.insert.run(
-        request.group,
-        request.key,
-        status,
-        request.fingerprint,
-        owner,
-        storedLease,
-        request.brokerId,
-        request.topic,
-        now,
-        now,
-      );
-      if (Number(inserted.changes) === 1) {
-        return {
-          status: 'acquired',
-          claim: {
-            group: request.group,
-            key: request.key,
-            owner,
-            attempt: 1,
-            leaseUntil: new Date(leaseUntil),
-          },
-        };
-      }
+    for (let i = 0; i < CLAIM_RACE_ATTEMPTS; i++) {
+      const round = new ClaimRound(request, status, this.#clock());
+      if (Number(s.insert.run(...round.insertValues()).changes) === 1) return round.acquired();
       const row = s.select.get(request.group, request.key) as Row | undefined;
       if (row === undefined) continue;
       record = toRecord(row);
-      const decision = decideExisting(record, request, now);
-      if (decision !== 'reclaim') return { status: decision, record };
-      const taken = s.reclaim.run(
-        status,
-        owner,
-        storedLease,
-        request.brokerId,
-        request.topic,
-        request.fingerprint,
-        now,
-        request.group,
-        request.key,
-        record.status,
-        record.attempt,
-        record.owner,
-      );
-      if (Number(taken.changes) === 1) {
-        return {
-          status: 'reclaimed',
-          claim: {
-            group: request.group,
-            key: request.key,
-            owner,
-            attempt: record.attempt + 1,
-            leaseUntil: new Date(leaseUntil),
-          },
-          previous: record,
-        };
-      }
+      const answer = round.existing(record);
+      if (answer !== undefined) return answer;
+      if (Number(s.reclaim.run(...round.reclaimValues(record)).changes) === 1) return round.reclaimed(record);
     }
-    if (record === undefined)
-      throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
-    return { status: 'busy', record };
+    return lostEveryRound(request, record);
   }
 
   claim(request: ClaimRequest): Promise<ClaimResult> {
