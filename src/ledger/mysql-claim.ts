@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { LedgerUnavailableError, PermanentError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
+import { CLAIM_RACE_ATTEMPTS } from './claim-decision.js';
+import { ClaimRound, lostEveryRound } from './claim-round.js';
 import type { ClaimRequest, ClaimResult, LedgerRecord, LedgerStatus } from './ledger.js';
 import {
   columnText,
@@ -75,69 +75,24 @@ export async function claimOnMysql(
   checkBytes(request.key, MYSQL_KEY_BYTES, 'key');
   checkBytes(request.group, MYSQL_GROUP_BYTES, 'group');
   let record: LedgerRecord | undefined;
-  for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
-    const now = clock();
-    const owner = randomUUID();
-    const leaseUntil = now + request.leaseMs;
-    const storedLease = status === 'PROCESSING' ? leaseUntil : null;
-    const [inserted] = await db.execute(s.insert, [
-      request.group,
-      request.key,
-      status,
-      request.fingerprint,
-      owner,
-      storedLease,
-      request.brokerId,
-      request.topic,
-      now,
-      now,
-    ]);
+  for (let i = 0; i < CLAIM_RACE_ATTEMPTS; i++) {
+    const round = new ClaimRound(request, status, clock());
+    const [inserted] = await db.execute(s.insert, round.insertValues());
     const ok = header(inserted);
     if (ok.insertId === 0) {
       if (ok.affectedRows !== 1) {
         throw new LedgerUnavailableError(`claim insert reported ${ok.affectedRows} rows and no duplicate`);
       }
-      const claim = {
-        group: request.group,
-        key: request.key,
-        owner,
-        attempt: 1,
-        leaseUntil: new Date(leaseUntil),
-      };
-      return { status: 'acquired', claim };
+      return round.acquired();
     }
     const [found] = await db.execute(locking ? s.selectForUpdate : s.select, [request.group, request.key]);
     const row = rows<Row>(found)[0];
     if (row === undefined) continue;
     record = toRecord(row);
-    const decision = decideExisting(record, request, now);
-    if (decision !== 'reclaim') return { status: decision, record };
-    const [taken] = await db.execute(s.reclaim, [
-      status,
-      owner,
-      storedLease,
-      request.brokerId,
-      request.topic,
-      request.fingerprint,
-      now,
-      request.group,
-      request.key,
-      record.status,
-      record.attempt,
-      record.owner,
-    ]);
-    if (matchedRows(taken) === 1) {
-      const claim = {
-        group: request.group,
-        key: request.key,
-        owner,
-        attempt: record.attempt + 1,
-        leaseUntil: new Date(leaseUntil),
-      };
-      return { status: 'reclaimed', claim, previous: record };
-    }
+    const answer = round.existing(record);
+    if (answer !== undefined) return answer;
+    const [taken] = await db.execute(s.reclaim, round.reclaimValues(record));
+    if (matchedRows(taken) === 1) return round.reclaimed(record);
   }
-  if (record === undefined)
-    throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
-  return { status: 'busy', record };
+  return lostEveryRound(request, record);
 }

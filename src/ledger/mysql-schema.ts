@@ -78,7 +78,7 @@ export function mysqlStatements(table: string, strict: (sql: string) => string) 
      * packet's insert id the row's attempt (≥ 1); a fresh insert reports 0. This tells the two apart
      * under either CLIENT_FOUND_ROWS setting (with it, affectedRows is 1 in both cases), takes the
      * row's exclusive lock (a concurrent claim waits for the holder's transaction), and, unlike
-     * INSERT IGNORE, fails on every other error.
+     * INSERT IGNORE, fails on every other error. Binds ClaimRound.insertValues().
      */
     insert: strict(
       `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
@@ -94,6 +94,7 @@ export function mysqlStatements(table: string, strict: (sql: string) => string) 
       ),
     select: `SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ?`,
     selectForUpdate: `SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ? FOR UPDATE`,
+    /** Takes a failed or expired row over; binds ClaimRound.reclaimValues(). */
     reclaim: strict(
       `UPDATE ${t} SET status = ?, owner = ?, attempt = attempt + 1, lease_until = ?, broker_id = ?, topic = ?,
          fingerprint = COALESCE(fingerprint, ?), updated_at = ?

@@ -1,6 +1,6 @@
 import type { LedgerRecord, LedgerStatus } from './ledger.js';
 import { quoteIdentifier } from './sql-identifier.js';
-import type { SqliteDatabaseLike } from './sqlite-ledger.js';
+import type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite-ledger.js';
 
 export interface SqliteLedgerRow {
   consumer_group: string;
@@ -65,6 +65,7 @@ export type Statements = ReturnType<typeof prepareStatements>;
 export function prepareStatements(db: SqliteDatabaseLike, table: string) {
   const t = quoteIdentifier(table);
   const owned = `consumer_group = ? AND msg_key = ? AND owner = ? AND attempt = ? AND status = 'PROCESSING'`;
+  const inserts = new Map<number, SqliteStatementLike>();
   return {
     begin: db.prepare('BEGIN IMMEDIATE'),
     commit: db.prepare('COMMIT'),
@@ -72,11 +73,26 @@ export function prepareStatements(db: SqliteDatabaseLike, table: string) {
     savepoint: db.prepare('SAVEPOINT oncemq_claim'),
     releaseSavepoint: db.prepare('RELEASE oncemq_claim'),
     rollbackSavepoint: db.prepare('ROLLBACK TO oncemq_claim'),
+    /** The claim; binds ClaimRound.insertValues(). */
     insert: db.prepare(
       `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (consumer_group, msg_key) DO NOTHING`,
     ),
+    /** A batch claim's insert of `rows` rows; RETURNING names the rows it made. Prepared once per size. */
+    insertMany: (rows: number): SqliteStatementLike => {
+      let statement = inserts.get(rows);
+      if (statement === undefined) {
+        const values = Array.from({ length: rows }, () => "(?, ?, 'SUCCESS', ?, ?, 1, NULL, ?, ?, ?, ?)");
+        statement = db.prepare(
+          `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+           VALUES ${values.join(', ')} ON CONFLICT (consumer_group, msg_key) DO NOTHING RETURNING consumer_group, msg_key`,
+        );
+        inserts.set(rows, statement);
+      }
+      return statement;
+    },
     select: db.prepare(`SELECT * FROM ${t} WHERE consumer_group = ? AND msg_key = ?`),
+    /** Takes a failed or expired row over; binds ClaimRound.reclaimValues(). */
     reclaim: db.prepare(
       `UPDATE ${t} SET status = ?, owner = ?, attempt = attempt + 1, lease_until = ?, broker_id = ?, topic = ?,
          fingerprint = COALESCE(fingerprint, ?), updated_at = ?

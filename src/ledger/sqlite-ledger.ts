@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
-import { checkBatchResults, planBatch, rowIdentity, twinResult, wonClaims } from './batch-claim.js';
+import { CLAIM_RACE_ATTEMPTS } from './claim-decision.js';
+import { ClaimRound, lostEveryRound } from './claim-round.js';
+import { wonClaims } from './batch-claim.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   MAX_REMARK_LENGTH,
@@ -21,6 +21,7 @@ import {
 } from './ledger.js';
 import { quoteIdentifier, sqlIdentifier } from './sql-identifier.js';
 import { ConnectionQueue, settle } from './connection-queue.js';
+import { SQLITE_BATCH_INSERT_ROWS, claimBatchOnSqlite, finishBatchOnSqlite } from './sqlite-batch-claim.js';
 import { sqliteListQuery, sqliteResetSql, takeSqliteMaintenanceLock } from './sqlite-inspection.js';
 import {
   migrations,
@@ -88,6 +89,9 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
   readonly capabilities: LedgerCapabilities;
   readonly retentionMs: number;
   readonly table: string;
+
+  /** Rows per multi-row INSERT of a batch claim (8 bound values each, well under SQLite's limit). */
+  static readonly BATCH_INSERT_ROWS = SQLITE_BATCH_INSERT_ROWS;
 
   readonly #config: SqliteLedgerConfig<Db>;
   readonly #clock: () => number;
@@ -217,74 +221,25 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
     return this.#queue.run(fn);
   }
 
+  /** Claims one key: an insert, else decideExisting() on the row, which may take a failed or expired one over. */
   #claimSync(request: ClaimRequest, status: 'PROCESSING' | 'SUCCESS'): ClaimResult {
     const s = this.#stmts();
     let record: LedgerRecord | undefined;
-    for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
-      const now = this.#clock();
-      const owner = randomUUID();
-      const leaseUntil = now + request.leaseMs;
-      const storedLease = status === 'PROCESSING' ? leaseUntil : null;
-      const inserted = s.insert.run(
-        request.group,
-        request.key,
-        status,
-        request.fingerprint,
-        owner,
-        storedLease,
-        request.brokerId,
-        request.topic,
-        now,
-        now,
-      );
-      if (Number(inserted.changes) === 1) {
-        return {
-          status: 'acquired',
-          claim: {
-            group: request.group,
-            key: request.key,
-            owner,
-            attempt: 1,
-            leaseUntil: new Date(leaseUntil),
-          },
-        };
-      }
+    for (let i = 0; i < CLAIM_RACE_ATTEMPTS; i++) {
+      const round = new ClaimRound(request, status, this.#clock());
+      if (Number(s.insert.run(...round.insertValues()).changes) === 1) return round.acquired();
       const row = s.select.get(request.group, request.key) as Row | undefined;
       if (row === undefined) continue;
       record = toRecord(row);
-      const decision = decideExisting(record, request, now);
-      if (decision !== 'reclaim') return { status: decision, record };
-      const taken = s.reclaim.run(
-        status,
-        owner,
-        storedLease,
-        request.brokerId,
-        request.topic,
-        request.fingerprint,
-        now,
-        request.group,
-        request.key,
-        record.status,
-        record.attempt,
-        record.owner,
-      );
-      if (Number(taken.changes) === 1) {
-        return {
-          status: 'reclaimed',
-          claim: {
-            group: request.group,
-            key: request.key,
-            owner,
-            attempt: record.attempt + 1,
-            leaseUntil: new Date(leaseUntil),
-          },
-          previous: record,
-        };
-      }
+      const answer = round.existing(record);
+      if (answer !== undefined) return answer;
+      if (Number(s.reclaim.run(...round.reclaimValues(record)).changes) === 1) return round.reclaimed(record);
     }
-    if (record === undefined)
-      throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
-    return { status: 'busy', record };
+    return lostEveryRound(request, record);
+  }
+
+  claim(request: ClaimRequest): Promise<ClaimResult> {
+    return this.#exclusive(() => this.#wrap(() => this.#claimSync(request, 'PROCESSING'), 'claiming'));
   }
 
   /** Begins a transaction, or a savepoint inside one the caller already has open on the database. */
@@ -341,6 +296,39 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
     });
   }
 
+  /**
+   * Claims a batch with multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING` in one transaction and
+   * runs `work` once for the won claims: one commit for the whole batch.
+   */
+  transactionMany(requests: readonly ClaimRequest[], work: BatchWork<Db>): Promise<readonly ClaimResult[]> {
+    return this.#exclusive(() => {
+      const s = this.#stmts();
+      const db = this.database;
+      const { commit, rollback } = this.#begin(s);
+      let results: (ClaimResult | undefined)[];
+      try {
+        results = this.#wrap(() => claimBatchOnSqlite(s, requests, this.#clock()), 'claiming a batch');
+      } catch (error) {
+        rollback();
+        throw error;
+      }
+      const won = wonClaims(results);
+      const finish = (out: unknown): readonly ClaimResult[] => {
+        try {
+          return this.#wrap(() => {
+            const answers = finishBatchOnSqlite(s, requests, results, won, out);
+            commit();
+            return answers;
+          }, 'committing a batch');
+        } catch (error) {
+          rollback();
+          throw error;
+        }
+      };
+      return settle(() => work(db, won), finish, rollback);
+    });
+  }
+
   recordFailure(request: ClaimRequest, remark: string): Promise<void> {
     return this.#exclusive(() => {
       const now = this.#clock();
@@ -359,10 +347,6 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
         'recording a failure',
       );
     });
-  }
-
-  claim(request: ClaimRequest): Promise<ClaimResult> {
-    return this.#exclusive(() => this.#wrap(() => this.#claimSync(request, 'PROCESSING'), 'claiming'));
   }
 
   #owned(
@@ -403,129 +387,6 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
     await this.#owned(claim, 'releasing', (s) =>
       s.release.run(claim.group, claim.key, claim.owner, claim.attempt),
     );
-  }
-
-  /** Rows per multi-row INSERT of a batch claim (10 bound values each, well under SQLite's limit). */
-  static readonly BATCH_INSERT_ROWS = 100;
-  readonly #batchInserts = new Map<number, SqliteStatementLike>();
-
-  #batchInsert(rows: number): SqliteStatementLike {
-    let statement = this.#batchInserts.get(rows);
-    if (statement === undefined) {
-      const values = Array.from({ length: rows }, () => "(?, ?, 'SUCCESS', ?, ?, 1, NULL, ?, ?, ?, ?)").join(
-        ', ',
-      );
-      statement = this.database.prepare(
-        `INSERT INTO ${quoteIdentifier(this.table)} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
-         VALUES ${values} ON CONFLICT (consumer_group, msg_key) DO NOTHING RETURNING consumer_group, msg_key`,
-      );
-      this.#batchInserts.set(rows, statement);
-    }
-    return statement;
-  }
-
-  /** Claims the distinct keys of a batch with multi-row inserts; inside the caller's transaction. */
-  #claimBatchSync(requests: readonly ClaimRequest[]): (ClaimResult | undefined)[] {
-    const s = this.#stmts();
-    const plan = planBatch(requests);
-    const now = this.#clock();
-    const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
-    for (let start = 0; start < plan.distinct.length; start += SqliteLedger.BATCH_INSERT_ROWS) {
-      const chunk = plan.distinct.slice(start, start + SqliteLedger.BATCH_INSERT_ROWS);
-      const owners = chunk.map(() => randomUUID());
-      const params: unknown[] = [];
-      chunk.forEach((index, i) => {
-        const r = requests[index] as ClaimRequest;
-        params.push(r.group, r.key, r.fingerprint, owners[i], r.brokerId, r.topic, now, now);
-      });
-      const inserted = new Set(
-        (this.#batchInsert(chunk.length).all(...params) as { consumer_group: string; msg_key: string }[]).map(
-          (row) => rowIdentity(row.consumer_group, row.msg_key),
-        ),
-      );
-      chunk.forEach((index, i) => {
-        const request = requests[index] as ClaimRequest;
-        const owner = owners[i] as string;
-        const leaseUntil = new Date(now + request.leaseMs);
-        const base = { group: request.group, key: request.key, owner, leaseUntil };
-        if (inserted.has(rowIdentity(request.group, request.key))) {
-          results[index] = { status: 'acquired', claim: { ...base, attempt: 1 } };
-          return;
-        }
-        const row = s.select.get(request.group, request.key) as Row | undefined;
-        if (row === undefined)
-          throw new LedgerUnavailableError(`batch claim of ${request.key} raced with a delete`);
-        const record = toRecord(row);
-        const decision = decideExisting(record, request, now);
-        if (decision !== 'reclaim') {
-          results[index] = { status: decision, record };
-          return;
-        }
-        const taken = s.reclaim.run(
-          'SUCCESS',
-          owner,
-          null,
-          request.brokerId,
-          request.topic,
-          request.fingerprint,
-          now,
-          request.group,
-          request.key,
-          record.status,
-          record.attempt,
-          record.owner,
-        );
-        results[index] =
-          Number(taken.changes) === 1
-            ? { status: 'reclaimed', claim: { ...base, attempt: record.attempt + 1 }, previous: record }
-            : { status: 'busy', record };
-      });
-    }
-    return results;
-  }
-
-  /**
-   * Claims a batch with multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING` in one transaction and
-   * runs `work` once for the won claims: one commit for the whole batch.
-   */
-  transactionMany(requests: readonly ClaimRequest[], work: BatchWork<Db>): Promise<readonly ClaimResult[]> {
-    return this.#exclusive(() => {
-      const s = this.#stmts();
-      const db = this.database;
-      const { commit, rollback } = this.#begin(s);
-      let results: (ClaimResult | undefined)[];
-      try {
-        results = this.#wrap(() => this.#claimBatchSync(requests), 'claiming a batch');
-      } catch (error) {
-        rollback();
-        throw error;
-      }
-      const won = wonClaims(results);
-      const finish = (out: unknown): readonly ClaimResult[] => {
-        try {
-          const stored = checkBatchResults(out, won.length);
-          this.#wrap(() => {
-            won.forEach(({ claim }, i) => {
-              const result = stored[i] ?? null;
-              if (result !== null) s.storeResult.run(result, claim.group, claim.key);
-            });
-            const plan = planBatch(requests);
-            plan.firstOf.forEach((first, index) => {
-              if (first === index) return;
-              const request = requests[index] as ClaimRequest;
-              const row = s.select.get(request.group, request.key) as Row | undefined;
-              results[index] = row === undefined ? results[first] : twinResult(toRecord(row));
-            });
-            commit();
-          }, 'committing a batch');
-        } catch (error) {
-          rollback();
-          throw error;
-        }
-        return results as ClaimResult[];
-      };
-      return settle(() => work(db, won), finish, rollback);
-    });
   }
 
   get(group: string, key: string): Promise<LedgerRecord | undefined> {
@@ -589,7 +450,6 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
   async close(): Promise<void> {
     await this.#exclusive(() => {
       this.#statements = undefined;
-      this.#batchInserts.clear();
       if (this.#ownsDatabase && this.#db !== undefined) {
         this.#db.close();
         this.#db = undefined;
