@@ -30,7 +30,7 @@ export interface DemoOptions {
   readonly rates: Partial<Record<FaultName, number>>;
   readonly seed: string;
   readonly store: string;
-  /** Server of a postgres or mysql store. */
+  /** Server of a postgres, mysql or tiered (Redis) store. */
   readonly url?: string;
   readonly transport: string;
   readonly naive: boolean;
@@ -53,6 +53,8 @@ export interface DemoResult {
   usersWithWrongPoints: number;
   /** SUCCESS ledger rows of the group (null for --naive, which has no ledger). */
   ledgerRows: number | null;
+  /** Duplicates answered from Redis and claims that went on to SQL (`--store tiered`; else null). */
+  cache: { hits: number; misses: number; writes: number } | null;
   faults: Record<FaultName, number>;
   seed: string;
   naive: boolean;
@@ -223,6 +225,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       (user) => (balances.get(user) ?? 0) !== (expected.get(user) ?? 0),
     ).length;
     const ledgerRows = options.naive ? null : await store.ledgerRows(DEMO_GROUP);
+    const cache = store.cacheMetrics?.();
     const report = checker.report();
     const deliveries = pipeline?.metrics().deliveries ?? naive.deliveries;
     return {
@@ -239,6 +242,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       lostEffects: report.lostEffects,
       usersWithWrongPoints,
       ledgerRows,
+      cache:
+        cache === undefined || options.naive
+          ? null
+          : { hits: cache.hits, misses: cache.misses, writes: cache.writes },
       faults: injector.counts(),
       seed: options.seed,
       naive: options.naive,

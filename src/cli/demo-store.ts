@@ -35,27 +35,40 @@ export interface DemoStore<Tx = unknown> {
   balances(): Promise<Map<string, number>>;
   /** Ledger rows of a group. */
   ledgerRows(group: string): Promise<number>;
+  /** The Redis cache's counters, for a store with one in front of its ledger. */
+  cacheMetrics?(): { readonly hits: number; readonly misses: number; readonly writes: number };
   close(): Promise<void>;
 }
 
 /** Stores the demo runs on. */
-export const DEMO_STORES = ['sqlite', 'postgres', 'mysql'] as const;
+export const DEMO_STORES = ['sqlite', 'postgres', 'mysql', 'tiered'] as const;
+
+export interface DemoStoreOptions {
+  readonly dir: string;
+  readonly url?: string;
+  readonly connections: number;
+}
 
 /**
  * Opens the store named by `--store`. The one place the demo chooses a backend: point it at the
  * shared store factory once that exists.
  */
-export async function openDemoStore(
-  name: string,
-  options: { readonly dir: string; readonly url?: string; readonly connections: number },
-): Promise<DemoStore> {
+export async function openDemoStore(name: string, options: DemoStoreOptions): Promise<DemoStore> {
   if (name === 'postgres' || name === 'mysql') {
     const stores = await import('./demo-server-stores.js');
     return name === 'postgres' ? stores.openPostgresDemoStore(options) : stores.openMysqlDemoStore(options);
   }
+  if (name === 'tiered') return (await import('./demo-tiered-store.js')).openTieredDemoStore(options);
   if (name !== 'sqlite') {
     throw new ConfigError('store', `'${name}' is not available in this build; use ${DEMO_STORES.join(', ')}`);
   }
+  return openSqliteDemoStore(options);
+}
+
+/** The ledger and the business tables in one SQLite file of the run's directory. */
+export async function openSqliteDemoStore(
+  options: DemoStoreOptions,
+): Promise<DemoStore<SqliteDatabaseLike> & { readonly ledger: SqliteLedger }> {
   const ledger = new SqliteLedger({ database: join(options.dir, 'demo.db'), synchronous: 'normal' });
   await ledger.init();
   const db = ledger.database;
@@ -71,8 +84,8 @@ export async function openDemoStore(
     statements.addPoints.run(points, userId);
     statements.insertGrant.run(eventId, userId, points);
   };
-  const store: DemoStore<SqliteDatabaseLike> = {
-    name,
+  const store: DemoStore<SqliteDatabaseLike> & { readonly ledger: SqliteLedger } = {
+    name: 'sqlite',
     ledger,
     setup(users) {
       db.exec('BEGIN IMMEDIATE');

@@ -19,9 +19,10 @@ Exits 0 only when no effect is doubled and none is lost.
                    (${FAULT_NAMES.join(', ')}; default all)
   --seed S         seed of the fault injector; same seed, same faults (default 1)
   --store NAME     ledger and business tables: ${DEMO_STORES.join(', ')} (default sqlite);
-                   postgres and mysql run in a schema/database made for the run and dropped after it
-  --url URL        server of --store postgres|mysql (default: ONCEMQ_POSTGRES_URL / ONCEMQ_MYSQL_URL,
-                   else the loopback server)
+                   postgres and mysql run in a schema/database made for the run and dropped after it;
+                   tiered puts Redis in front of the SQLite ledger (keys deleted after the run)
+  --url URL        server of --store postgres|mysql|tiered (default: ONCEMQ_POSTGRES_URL /
+                   ONCEMQ_MYSQL_URL / ONCEMQ_REDIS_URL, else the loopback server)
   --transport NAME broker: local (default local)
   --naive          consume without oncemq, to see what the faults do to a plain consumer
   --json           print one JSON object instead of the table
@@ -60,6 +61,10 @@ function printTable(result: DemoResult): void {
   console.log(line('users with wrong points', String(result.usersWithWrongPoints)));
   if (result.ledgerRows !== null)
     console.log(line('ledger rows', `${result.ledgerRows} (expected ${result.events})`));
+  if (result.cache !== null) {
+    const { hits, misses, writes } = result.cache;
+    console.log(line('redis cache', `hits ${hits} · misses ${misses} · writes ${writes}`));
+  }
   console.log(line('faults injected', pairs(result.faults)));
   console.log(
     line('elapsed', `${(result.elapsedMs / 1000).toFixed(1)} s (${result.messagesPerSecond} deliveries/s)`),
