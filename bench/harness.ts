@@ -105,18 +105,35 @@ export async function sideBySide(
   }
   return contenders.map((contender, i) => {
     const tally = tallies[i] ?? { ops: 0, elapsedMs: 1, latencies: [] };
-    const perOp = contender.perOp ?? 1;
-    const sorted = Float64Array.from(tally.latencies).sort();
-    const result: BenchResult = {
-      name: contender.name,
-      concurrency: contender.concurrency,
-      messagesPerSecond: Math.round((tally.ops * perOp * 1000) / tally.elapsedMs),
-      p50Ms: Number(percentile(sorted, 50).toFixed(3)),
-      p99Ms: Number(percentile(sorted, 99).toFixed(3)),
-      messages: tally.ops * perOp,
-    };
+    const messages = tally.ops * (contender.perOp ?? 1);
+    const result = summarize(
+      contender.name,
+      contender.concurrency,
+      messages,
+      tally.elapsedMs,
+      tally.latencies,
+    );
     return contender.note === undefined ? result : { ...result, note: contender.note };
   });
+}
+
+/** One result row: `messages` handled in `elapsedMs`, `latencies` in milliseconds (one per op or message). */
+export function summarize(
+  name: string,
+  concurrency: number,
+  messages: number,
+  elapsedMs: number,
+  latencies: readonly number[],
+): BenchResult {
+  const sorted = Float64Array.from(latencies).sort();
+  return {
+    name,
+    concurrency,
+    messagesPerSecond: Math.round((messages * 1000) / elapsedMs),
+    p50Ms: Number(percentile(sorted, 50).toFixed(3)),
+    p99Ms: Number(percentile(sorted, 99).toFixed(3)),
+    messages,
+  };
 }
 
 /** Human table of a suite's results, with each row's ratio to `raw` at the same concurrency. */

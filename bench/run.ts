@@ -11,14 +11,7 @@ const suites: Readonly<Record<string, () => Promise<Suite>>> = {
   redis: async () => (await import('./redis.js')).suite,
   postgres: async () => (await import('./postgres.js')).suite,
   mysql: async () => (await import('./mysql.js')).suite,
-  local: async () => {
-    const { run } = await import('./local.js');
-    return {
-      name: 'local',
-      description: 'end to end through the local broker vs the raw SQLite claim + write',
-      run,
-    };
-  },
+  local: async () => (await import('./local.js')).suite,
 };
 
 const { values, positionals } = parseArgs({
