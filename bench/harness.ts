@@ -105,18 +105,35 @@ export async function sideBySide(
   }
   return contenders.map((contender, i) => {
     const tally = tallies[i] ?? { ops: 0, elapsedMs: 1, latencies: [] };
-    const perOp = contender.perOp ?? 1;
-    const sorted = Float64Array.from(tally.latencies).sort();
-    const result: BenchResult = {
-      name: contender.name,
-      concurrency: contender.concurrency,
-      messagesPerSecond: Math.round((tally.ops * perOp * 1000) / tally.elapsedMs),
-      p50Ms: Number(percentile(sorted, 50).toFixed(3)),
-      p99Ms: Number(percentile(sorted, 99).toFixed(3)),
-      messages: tally.ops * perOp,
-    };
+    const messages = tally.ops * (contender.perOp ?? 1);
+    const result = summarize(
+      contender.name,
+      contender.concurrency,
+      messages,
+      tally.elapsedMs,
+      tally.latencies,
+    );
     return contender.note === undefined ? result : { ...result, note: contender.note };
   });
+}
+
+/** One result row: `messages` handled in `elapsedMs`, `latencies` in milliseconds (one per op or message). */
+export function summarize(
+  name: string,
+  concurrency: number,
+  messages: number,
+  elapsedMs: number,
+  latencies: readonly number[],
+): BenchResult {
+  const sorted = Float64Array.from(latencies).sort();
+  return {
+    name,
+    concurrency,
+    messagesPerSecond: Math.round((messages * 1000) / elapsedMs),
+    p50Ms: Number(percentile(sorted, 50).toFixed(3)),
+    p99Ms: Number(percentile(sorted, 99).toFixed(3)),
+    messages,
+  };
 }
 
 /** Human table of a suite's results, with each row's ratio to `raw` at the same concurrency. */
@@ -148,64 +165,4 @@ export function formatTable(suite: string, results: readonly BenchResult[]): str
       .join('  ')
       .trimEnd();
   return [`suite ${suite}`, line(header), ...rows.map(line)].join('\n');
-}
-
-function percentileOf(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-}
-
-/** A case of {@link compareCases}: `op(tag, n)` handles `perOp` messages; `tag` is unique per round. */
-export interface BenchCase {
-  readonly name: string;
-  /** Messages one op handles. */
-  readonly perOp: number;
-  readonly op: (tag: string, n: number) => Promise<void>;
-}
-
-/**
- * Measures cases side by side: `rounds` short rounds, the cases alternating (ABBA) inside each, so
- * that a shared, noisy machine drifts over all of them alike. Each case runs `concurrency` workers.
- */
-export async function compareCases(
-  cases: readonly BenchCase[],
-  concurrency: number,
-  seconds: number,
-  rounds = 6,
-): Promise<BenchResult[]> {
-  const stats = cases.map(() => ({ latencies: [] as number[], elapsed: 0, messages: 0 }));
-  let next = 0;
-  for (let round = 0; round < rounds; round++) {
-    const order = cases.map((_, i) => i);
-    if (round % 2 === 1) order.reverse();
-    for (const i of order) {
-      const c = cases[i] as BenchCase;
-      const stat = stats[i] as (typeof stats)[number];
-      const tag = `${c.name}-c${concurrency}-r${round}`;
-      const started = performance.now();
-      const deadline = started + (seconds * 1000) / rounds;
-      await Promise.all(
-        Array.from({ length: concurrency }, async () => {
-          while (performance.now() < deadline) {
-            const t = performance.now();
-            await c.op(tag, next++);
-            stat.latencies.push(performance.now() - t);
-            stat.messages += c.perOp;
-          }
-        }),
-      );
-      stat.elapsed += (performance.now() - started) / 1000;
-    }
-  }
-  return cases.map((c, i) => {
-    const stat = stats[i] as (typeof stats)[number];
-    stat.latencies.sort((a, b) => a - b);
-    return {
-      name: c.name,
-      concurrency,
-      messagesPerSecond: Math.round(stat.messages / stat.elapsed),
-      p50Ms: Number(percentileOf(stat.latencies, 50).toFixed(2)),
-      p99Ms: Number(percentileOf(stat.latencies, 99).toFixed(2)),
-    };
-  });
 }

@@ -11,32 +11,9 @@ import { createPipeline } from '../src/consumer/pipeline.js';
 import { SqliteLedger } from '../src/ledger/sqlite-ledger.js';
 import { LocalBroker } from '../src/transport/local/local-broker.js';
 import type { LocalSubscription } from '../src/transport/local/local-subscription.js';
-import type { BenchResult } from './harness.js';
+import { summarize, type BenchResult, type Suite } from './harness.js';
 
 const USERS = 1000;
-
-function percentile(sorted: readonly number[], share: number): number {
-  if (sorted.length === 0) return 0;
-  const value = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * share))] ?? 0;
-  return Math.round(value * 1000) / 1000;
-}
-
-function summarize(
-  name: string,
-  concurrency: number,
-  count: number,
-  elapsedMs: number,
-  latencies: number[],
-): BenchResult {
-  latencies.sort((a, b) => a - b);
-  return {
-    name,
-    concurrency,
-    messagesPerSecond: Math.round((count * 1000) / elapsedMs),
-    p50Ms: percentile(latencies, 0.5),
-    p99Ms: percentile(latencies, 0.99),
-  };
-}
 
 function openApp(path: string): Database.Database {
   const db = new Database(path);
@@ -142,15 +119,15 @@ async function endToEnd(dir: string, seconds: number, consumers: number): Promis
   return summarize('oncemq:transactional', consumers, count, elapsed, latencies);
 }
 
-export async function run(options: { seconds: number }): Promise<BenchResult[]> {
-  const dir = mkdtempSync(join(tmpdir(), 'oncemq-bench-local-'));
-  try {
-    return [
-      raw(dir, options.seconds),
-      await endToEnd(dir, options.seconds, 1),
-      await endToEnd(dir, options.seconds, 4),
-    ];
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+export const suite: Suite = {
+  name: 'local',
+  description: 'end to end through the local broker vs the raw SQLite claim + write',
+  async run({ seconds }) {
+    const dir = mkdtempSync(join(tmpdir(), 'oncemq-bench-local-'));
+    try {
+      return [raw(dir, seconds), await endToEnd(dir, seconds, 1), await endToEnd(dir, seconds, 4)];
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};

@@ -9,30 +9,9 @@ Prints a table, or with --json one object {"suite", "results": [{name, concurren
 const suites: Readonly<Record<string, () => Promise<Suite>>> = {
   sqlite: async () => (await import('./sqlite.js')).suite,
   redis: async () => (await import('./redis.js')).suite,
-  postgres: async () => {
-    const { run } = await import('./postgres.js');
-    return {
-      name: 'postgres',
-      description: 'claim + update through oncemq vs raw pg, c1 and c16; batches of 100',
-      run,
-    };
-  },
-  mysql: async () => {
-    const { run } = await import('./mysql.js');
-    return {
-      name: 'mysql',
-      description: 'claim + update through oncemq vs raw mysql2, c1 and c16; batches of 100',
-      run,
-    };
-  },
-  local: async () => {
-    const { run } = await import('./local.js');
-    return {
-      name: 'local',
-      description: 'end to end through the local broker vs the raw SQLite claim + write',
-      run,
-    };
-  },
+  postgres: async () => (await import('./postgres.js')).suite,
+  mysql: async () => (await import('./mysql.js')).suite,
+  local: async () => (await import('./local.js')).suite,
 };
 
 const { values, positionals } = parseArgs({
