@@ -10,6 +10,10 @@ export interface BenchResult {
   readonly messages?: number;
   /** Anything else a suite wants to say about this row (batch size, workload). */
   readonly note?: string;
+  /** The row (same concurrency) this one is compared with: the raw driver doing the same work. @default 'raw' */
+  readonly baseline?: string;
+  /** A peer library's row (same concurrency) this one is also compared with, as a speed-up. */
+  readonly peer?: string;
 }
 
 export interface SuiteOptions {
@@ -32,6 +36,10 @@ export interface Contender {
   /** Messages one call of `op` handles. @default 1 */
   readonly perOp?: number;
   readonly note?: string;
+  /** See {@link BenchResult.baseline}. */
+  readonly baseline?: string;
+  /** See {@link BenchResult.peer}. */
+  readonly peer?: string;
   op(sequence: number): unknown;
 }
 
@@ -113,7 +121,12 @@ export async function sideBySide(
       tally.elapsedMs,
       tally.latencies,
     );
-    return contender.note === undefined ? result : { ...result, note: contender.note };
+    return {
+      ...result,
+      ...(contender.note === undefined ? {} : { note: contender.note }),
+      ...(contender.baseline === undefined ? {} : { baseline: contender.baseline }),
+      ...(contender.peer === undefined ? {} : { peer: contender.peer }),
+    };
   });
 }
 
@@ -136,28 +149,29 @@ export function summarize(
   };
 }
 
-/** Human table of a suite's results, with each row's ratio to `raw` at the same concurrency. */
+/**
+ * Human table of a suite's results, with each row's ratio to its baseline at the same concurrency
+ * (the raw driver doing the same work: `raw` unless the row names another, such as `raw:duplicates`),
+ * and its speed-up over a peer library's row where it names one.
+ */
 export function formatTable(suite: string, results: readonly BenchResult[]): string {
-  const raw = new Map(
-    results.filter((r) => r.name === 'raw').map((r) => [r.concurrency, r.messagesPerSecond]),
-  );
+  const rate = new Map(results.map((r) => [`${r.name}@${r.concurrency}`, r.messagesPerSecond]));
+  const withPeer = results.some((r) => r.peer !== undefined);
   const rows = results.map((r) => {
-    const base = raw.get(r.concurrency);
+    const baseline = r.baseline ?? 'raw';
+    const base = rate.get(`${baseline}@${r.concurrency}`);
     const ratio =
-      base === undefined || r.name === 'raw'
+      base === undefined || r.name === baseline || r.name.startsWith('raw')
         ? ''
-        : `${((r.messagesPerSecond / base) * 100).toFixed(0)}% of raw`;
-    return [
-      r.name,
-      String(r.concurrency),
-      String(r.messagesPerSecond),
-      r.p50Ms.toFixed(3),
-      r.p99Ms.toFixed(3),
-      ratio,
-      r.note ?? '',
-    ];
+        : `${((r.messagesPerSecond / base) * 100).toFixed(0)}% of ${baseline}`;
+    const peer = r.peer === undefined ? undefined : rate.get(`${r.peer}@${r.concurrency}`);
+    const speedUp = peer === undefined ? '' : `${(r.messagesPerSecond / peer).toFixed(2)}× ${r.peer ?? ''}`;
+    const cells = [r.name, String(r.concurrency), String(r.messagesPerSecond), r.p50Ms.toFixed(3)];
+    cells.push(r.p99Ms.toFixed(3), ratio, ...(withPeer ? [speedUp] : []), r.note ?? '');
+    return cells;
   });
-  const header = ['name', 'conc', 'msg/s', 'p50 ms', 'p99 ms', 'vs raw', 'note'];
+  const header = ['name', 'conc', 'msg/s', 'p50 ms', 'p99 ms', 'vs baseline'];
+  header.push(...(withPeer ? ['vs peer'] : []), 'note');
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     cells

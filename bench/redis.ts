@@ -108,26 +108,43 @@ export const suite: Suite = {
             await client.set(key, 'SUCCESS', { expiration: { type: 'PX', value: 604_800_000 } });
           },
         },
-        { name: 'oncemq:leased', concurrency, op: processor(pipeline(leasedLedger, unique('leased'))) },
+        {
+          name: 'oncemq:leased',
+          concurrency,
+          baseline: 'raw:claim+complete',
+          peer: 'peer:powertools',
+          op: processor(pipeline(leasedLedger, unique('leased'))),
+        },
         {
           name: 'oncemq:leased:unbatched',
           concurrency,
+          baseline: 'raw:claim+complete',
+          peer: 'peer:powertools',
           note: 'the same, with batch: false (one command per key)',
           op: processor(pipeline(unbatchedLedger, unique('unbatched'))),
         },
         {
           name: 'oncemq:redis-ledger',
           concurrency,
+          baseline: 'raw:claim+complete',
+          peer: 'peer:powertools',
           note: 'RedisLedger claim + complete, without the pipeline',
           op: async (i) => {
             const claimed = await leasedLedger.claim(request(unique('ledger'), i));
             if (claimed.status === 'acquired') await leasedLedger.complete(claimed.claim, null);
           },
         },
-        { name: 'oncemq:tiered', concurrency, op: processor(pipeline(tieredLedger, unique('tiered'))) },
+        {
+          name: 'oncemq:tiered',
+          concurrency,
+          baseline: 'raw:claim+complete',
+          peer: 'peer:powertools',
+          op: processor(pipeline(tieredLedger, unique('tiered'))),
+        },
         {
           name: 'peer:powertools',
           concurrency,
+          baseline: 'raw:claim+complete',
           op: (i) => powertools({ eventId: `${unique('pt')}-${i}`, userId: `user-${i % 1000}` }),
         },
       );
@@ -156,22 +173,29 @@ export const suite: Suite = {
         {
           name: 'oncemq:leased:duplicates',
           concurrency,
+          baseline: 'raw:duplicates',
+          peer: 'peer:powertools:duplicates',
           op: (i) => leasedDup.process(seeded[i % SEEDED] ?? envelope('x', i)),
         },
         {
           name: 'oncemq:redis-ledger:duplicates',
           concurrency,
+          baseline: 'raw:duplicates',
+          peer: 'peer:powertools:duplicates',
           note: 'RedisLedger claim only (a duplicate), without the pipeline',
           op: (i) => leasedLedger.claim(request(unique('leased-dup'), i % SEEDED, 'dup')),
         },
         {
           name: 'oncemq:tiered:duplicates',
           concurrency,
+          baseline: 'raw:duplicates',
+          peer: 'peer:powertools:duplicates',
           op: (i) => tieredDup.process(seeded[i % SEEDED] ?? envelope('x', i)),
         },
         {
           name: 'peer:powertools:duplicates',
           concurrency,
+          baseline: 'raw:duplicates',
           op: (i) =>
             powertools({
               eventId: `${unique('pt-dup')}-${seeded[i % SEEDED]?.brokerId ?? ''}`,
@@ -216,9 +240,4 @@ function request(group: string, sequence: number, key = 'ledger'): ClaimRequest 
 function processor(pipeline: Pipeline): (sequence: number) => Promise<unknown> {
   const tag = randomUUID().slice(0, 8);
   return (i) => pipeline.process(envelope(`${tag}-${i}`, i));
-}
-
-/** Entry for a runner without the shared harness: `run({ seconds })`. */
-export function run(options: { seconds: number }): Promise<BenchResult[]> {
-  return suite.run({ seconds: options.seconds, flags: {} });
 }

@@ -28,6 +28,8 @@ export interface SqlCase {
   readonly name: string;
   /** @default 1 */
   readonly perOp?: number;
+  /** The raw case doing the same work. @default 'raw' */
+  readonly baseline?: string;
   op(tag: string, n: number): Promise<unknown>;
 }
 
@@ -86,6 +88,7 @@ export function processBatchCase(pipeline: Pipeline): SqlCase {
   return {
     name: 'oncemq:processBatch',
     perOp: BATCH,
+    baseline: 'raw:batch',
     op: async (tag, n) => {
       const batch = Array.from({ length: BATCH }, (_, i) => envelope(tag, n * BATCH + i));
       (await pipeline.processBatch(batch)).forEach(executed);
@@ -101,6 +104,7 @@ export function transactionManyCase<Tx>(
   return {
     name: 'oncemq:batch',
     perOp: BATCH,
+    baseline: 'raw:batch',
     op: (tag, n) => {
       const requests = batchKeys(tag, n).map((key): ClaimRequest => ({
         group: 'points',
@@ -133,6 +137,7 @@ export async function measureGroups(
         name: c.name,
         concurrency,
         perOp: c.perOp ?? 1,
+        ...(c.baseline === undefined ? {} : { baseline: c.baseline }),
         op: (n) => c.op(`${c.name}-c${concurrency}`, n),
       }));
       results.push(...(await sideBySide(contenders, { seconds })));
