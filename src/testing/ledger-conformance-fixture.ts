@@ -98,8 +98,9 @@ export async function withNamespace<Tx>(
 }
 
 /**
- * Applies the namespace's effect for `key` and answers `value`, staying synchronous when the effect
+ * Applies the namespace's effect for each key and answers `value`, staying synchronous when the effect
  * is (a transaction of a synchronous driver must not wait on the event loop while other connections race).
+ * Asynchronous effects run one after another: a transaction's connection runs one statement at a time.
  */
 export function applyThen<Tx, T>(
   namespace: LedgerNamespace<Tx>,
@@ -107,10 +108,15 @@ export function applyThen<Tx, T>(
   keys: readonly string[],
   value: T,
 ): T | Promise<T> {
-  const pending: Promise<void>[] = [];
-  for (const key of keys) {
+  for (const [index, key] of keys.entries()) {
     const applied = namespace.effect?.apply(tx, key);
-    if (applied instanceof Promise) pending.push(applied);
+    if (applied instanceof Promise) {
+      return (async () => {
+        await applied;
+        for (const rest of keys.slice(index + 1)) await namespace.effect?.apply(tx, rest);
+        return value;
+      })();
+    }
   }
-  return pending.length === 0 ? value : Promise.all(pending).then(() => value);
+  return value;
 }
