@@ -24,6 +24,8 @@ const encoder = new TextEncoder();
 /** Keys completed before the duplicate workloads start; duplicates cycle through them. */
 const SEEDED = 1000;
 const CONCURRENCIES = [1, 64] as const;
+/** Deliveries per `processBatch` call in the batch rows. */
+const BATCH = 100;
 
 function envelope(eventId: string, sequence: number): Envelope {
   const body = encoder.encode(JSON.stringify({ eventId, userId: `user-${sequence % 1000}` }));
@@ -148,6 +150,18 @@ export const suite: Suite = {
           op: (i) => powertools({ eventId: `${unique('pt')}-${i}`, userId: `user-${i % 1000}` }),
         },
       );
+      if (concurrency === 1) {
+        // One consumer taking its messages in batches, as stream consumers do.
+        contenders.push({
+          name: 'oncemq:leased:batch',
+          concurrency,
+          perOp: BATCH,
+          baseline: 'raw:claim+complete',
+          peer: 'peer:powertools',
+          note: `processBatch of ${BATCH}: the claims in one call, handlers in order, completions shared`,
+          op: batchProcessor(pipeline(leasedLedger, unique('leased-batch'))),
+        });
+      }
       // Duplicates: the same keys, already completed, again and again.
       const rawKeys = Array.from({ length: SEEDED }, (_, i) => `${prefix}:raw-dup:{${run}-${i}}`);
       for (const key of rawKeys)
@@ -234,6 +248,16 @@ function request(group: string, sequence: number, key = 'ledger'): ClaimRequest 
     brokerId: `b:${sequence}`,
     topic: 'payments',
     leaseMs: 30_000,
+  };
+}
+
+function batchProcessor(pipeline: Pipeline): (sequence: number) => Promise<unknown> {
+  const tag = randomUUID().slice(0, 8);
+  return async (n) => {
+    const batch = Array.from({ length: BATCH }, (_, i) => envelope(`${tag}-${n}-${i}`, n * BATCH + i));
+    for (const outcome of await pipeline.processBatch(batch)) {
+      if (outcome.kind !== 'executed') throw new Error(`unexpected outcome ${outcome.kind}`);
+    }
   };
 }
 

@@ -2,6 +2,7 @@ import type { Envelope } from '../core/envelope.js';
 import { ConfigError, type PermanentError } from '../core/errors.js';
 import type { Outcome } from '../core/outcome.js';
 import type { Claim, ClaimRequest, ClaimResult, Ledger } from '../ledger/ledger.js';
+import type { HeldLease } from './lease-keeper.js';
 
 /** A delivery read into its key, message and claim request (or the permanent error that stops it). */
 export type ParsedDelivery<T> =
@@ -14,6 +15,18 @@ export interface BatchInternals<Tx, T> {
   readonly mode: 'transactional' | 'leased';
   readonly parse: (envelope: Envelope) => ParsedDelivery<T>;
   readonly ensureInit: () => Promise<void>;
+  /** Leased mode: starts renewing the lease of a won claim. */
+  readonly holdLease: (claim: Claim) => HeldLease;
+  /** Leased mode: stops renewing a held lease. */
+  readonly releaseLease: (lease: HeldLease) => void;
+  /** Leased mode: runs the handler of a won claim whose lease is held, then starts completing or failing it. */
+  readonly runHeld: (
+    envelope: Envelope,
+    parsed: ParsedDelivery<T> & { ok: true },
+    claimed: Extract<ClaimResult, { status: 'acquired' | 'reclaimed' }>,
+    lease: HeldLease,
+    started: number,
+  ) => Promise<{ readonly settled: Promise<Outcome> }>;
   /** Runs the handler for one won claim inside the batch transaction; returns its (unserialized) value. */
   readonly runHandler: (
     envelope: Envelope,
@@ -47,12 +60,22 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
+interface Claimable<T> {
+  readonly index: number;
+  readonly envelope: Envelope;
+  readonly parsed: ParsedDelivery<T> & { ok: true };
+}
+
 /**
- * Processes a batch of deliveries: in transactional mode on a ledger with batch claims, one claim
- * statement and one transaction (one commit) for the whole batch, the handler running once per won
- * key inside it. If any handler throws, the batch rolls back and every delivery of it is processed
- * on its own, so one poison message fails alone. Otherwise (leased mode, no batch claims) the
- * deliveries run one by one. Outcomes come back in delivery order, with process()'s semantics.
+ * Processes a batch of deliveries, answering in delivery order with process()'s semantics.
+ * - Transactional mode on a ledger with batch claims: one claim statement and one transaction (one
+ *   commit) for the whole batch, the handler running once per won key inside it. If any handler
+ *   throws, the batch rolls back and every delivery of it is processed on its own, so one poison
+ *   message fails alone.
+ * - Leased mode: the claims of the whole batch are made at once (a Redis ledger sends them as one
+ *   script call) and every won lease is held and renewed from then on; the handlers then run one
+ *   after another in delivery order, each completed (or failed) on its own.
+ * - Otherwise the deliveries run one by one.
  */
 export async function processBatch<Tx, T>(
   internals: BatchInternals<Tx, T>,
@@ -60,14 +83,15 @@ export async function processBatch<Tx, T>(
 ): Promise<Outcome[]> {
   const { ledger } = internals;
   const many = ledger.transactionMany?.bind(ledger);
-  if (internals.mode !== 'transactional' || !ledger.capabilities.batchClaim || many === undefined) {
+  const leased = internals.mode === 'leased';
+  if (!leased && (!ledger.capabilities.batchClaim || many === undefined)) {
     const outcomes: Outcome[] = [];
     for (const envelope of envelopes) outcomes.push(await internals.process(envelope));
     return outcomes;
   }
   const started = performance.now();
   const outcomes: (Outcome | undefined)[] = envelopes.map(() => undefined);
-  const claimable: { index: number; envelope: Envelope; parsed: ParsedDelivery<T> & { ok: true } }[] = [];
+  const claimable: Claimable<T>[] = [];
   envelopes.forEach((envelope, index) => {
     const parsed = internals.parse(envelope);
     if (parsed.ok) claimable.push({ index, envelope, parsed });
@@ -83,6 +107,11 @@ export async function processBatch<Tx, T>(
       }
       return outcomes as Outcome[];
     }
+    if (leased) {
+      await processLeased(internals, claimable, outcomes, started);
+      return outcomes as Outcome[];
+    }
+    if (many === undefined) throw new Error('unreachable: a transactional batch without transactionMany()');
     const values = new Map<number, unknown>();
     let claimed: readonly ClaimResult[] | undefined;
     try {
@@ -121,4 +150,80 @@ export async function processBatch<Tx, T>(
     }
   }
   return outcomes as Outcome[];
+}
+
+/** The leased batch: every claim at once, every won lease held from then on, the handlers in order. */
+async function processLeased<Tx, T>(
+  internals: BatchInternals<Tx, T>,
+  claimable: readonly Claimable<T>[],
+  outcomes: (Outcome | undefined)[],
+  started: number,
+): Promise<void> {
+  type Answer =
+    | { readonly won: true; readonly claimed: Won; readonly lease: HeldLease }
+    | { readonly won: false; readonly claimed: Exclude<ClaimResult, Won> }
+    | { readonly error: unknown }
+    | { readonly later: true };
+  // A key that comes again later in the batch is claimed at its turn, after the first copy finished,
+  // so that it answers "duplicate" as it would one by one, not "busy".
+  const seen = new Set<string>();
+  const answers = await Promise.all(
+    claimable.map(({ parsed }): Promise<Answer> => {
+      if (seen.has(parsed.key)) return Promise.resolve({ later: true });
+      seen.add(parsed.key);
+      return internals.ledger.claim(parsed.request).then(
+        (claimed): Answer =>
+          isWon(claimed)
+            ? { won: true, claimed, lease: internals.holdLease(claimed.claim) }
+            : { won: false, claimed },
+        (error: unknown): Answer => ({ error }),
+      );
+    }),
+  );
+  // Completions (and failure records) are settled at the end, so they can share round trips; each is
+  // caught at once, so a failing one never goes unhandled while later handlers run.
+  const settling: Promise<void>[] = [];
+  let settledAll: PromiseSettledResult<void>[] = [];
+  let next = 0;
+  try {
+    for (const [i, { index, envelope, parsed }] of claimable.entries()) {
+      next = i + 1;
+      const answer = answers[i];
+      if (answer === undefined) throw new Error(`no claim answer for delivery ${index}`);
+      if ('later' in answer) {
+        await Promise.all(settling); // its first copy must be recorded before it claims
+        outcomes[index] = await internals.process(envelope);
+      } else if ('error' in answer) {
+        outcomes[index] = internals.finish(
+          internals.unavailable(envelope, parsed.key, answer.error, started),
+        );
+      } else if (answer.won) {
+        const { settled } = await internals.runHeld(envelope, parsed, answer.claimed, answer.lease, started);
+        settling.push(
+          settled.then((outcome) => {
+            outcomes[index] = internals.finish(outcome);
+          }),
+        );
+      } else {
+        outcomes[index] = internals.finish(
+          internals.notWon(envelope, parsed.key, answer.claimed, started, parsed.request.fingerprint),
+        );
+      }
+    }
+  } finally {
+    // Cut short (the pipeline closed under the batch): stop renewing the leases whose handlers never
+    // ran, so their keys become reclaimable once the leases run out, instead of staying held.
+    for (const answer of answers.slice(next)) {
+      if ('won' in answer && answer.won) internals.releaseLease(answer.lease);
+    }
+    settledAll = await Promise.allSettled(settling);
+  }
+  const failure = settledAll.find((r) => r.status === 'rejected');
+  if (failure !== undefined) throw failure.reason;
+}
+
+type Won = Extract<ClaimResult, { status: 'acquired' | 'reclaimed' }>;
+
+function isWon(claimed: ClaimResult): claimed is Won {
+  return claimed.status === 'acquired' || claimed.status === 'reclaimed';
 }

@@ -23,7 +23,7 @@ import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
 import type { Claim, ClaimResult, Ledger } from '../ledger/ledger.js';
 import { processBatch, type BatchInternals, type ParsedDelivery } from './batch.js';
 import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
-import { LeaseKeeper, NEVER_ABORTED, type SignalSource } from './lease-keeper.js';
+import { LeaseKeeper, NEVER_ABORTED, type HeldLease, type SignalSource } from './lease-keeper.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
 import { OutcomeBuilder } from './outcome-builder.js';
 import {
@@ -86,7 +86,10 @@ export interface Pipeline {
   /**
    * Runs a batch of deliveries to their outcomes, in order, with process()'s semantics. In
    * transactional mode on a ledger with batch claims the batch shares one claim statement and one
-   * commit; a failing handler makes the batch fall back to one transaction per delivery.
+   * commit; a failing handler makes the batch fall back to one transaction per delivery. In leased
+   * mode every claim of the batch is made at once and its lease held from then on, the handlers run
+   * one after another in delivery order, and the completions are settled as they go (a Redis ledger
+   * shares their round trips); a later copy of a key in the same batch is claimed at its turn.
    */
   processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
   metrics(): PipelineMetrics;
@@ -113,6 +116,11 @@ function compileDecoder<T>(decode: Decoder<T>): (envelope: Envelope) => T {
       }
       return decode;
   }
+}
+
+/** The error of a lease that is already lost, before its handler ran. */
+function lostError(lease: HeldLease): LeaseLostError | undefined {
+  return lease.lost ? new LeaseLostError(lease.claim.group, lease.claim.key, lease.claim.attempt) : undefined;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -316,7 +324,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     parsed: ParsedDelivery<T> & { ok: true },
     started: number,
   ): Promise<Outcome> => {
-    const { key, message, request } = parsed;
+    const { key, request } = parsed;
     let claimed: ClaimResult;
     try {
       claimed = await ledger.claim(request);
@@ -326,7 +334,28 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
       return outcomes.notWon(envelope, key, claimed, started, request.fingerprint);
     }
-    const lease = leases.hold(claimed.claim);
+    return (await runHeld(envelope, parsed, claimed, leases.hold(claimed.claim), started)).settled;
+  };
+
+  /**
+   * Runs the handler of a won leased claim whose lease is held, then starts completing (or failing)
+   * the claim: `settled` gives the outcome once the ledger has recorded it. A batch runs its next
+   * handler while this completion is on its way, so concurrent completions can share a round trip.
+   */
+  const runHeld = async (
+    envelope: Envelope,
+    parsed: ParsedDelivery<T> & { ok: true },
+    claimed: Extract<ClaimResult, { status: 'acquired' | 'reclaimed' }>,
+    lease: HeldLease,
+    started: number,
+  ): Promise<{ readonly settled: Promise<Outcome> }> => {
+    const { key, message } = parsed;
+    const lostWhileWaiting = lostError(lease);
+    if (lostWhileWaiting !== undefined) {
+      // Lost while the delivery waited its turn in a batch: someone else may hold the key now.
+      leases.release(lease);
+      return { settled: Promise.resolve(outcomes.unavailable(envelope, key, lostWhileWaiting, started)) };
+    }
     let value: unknown;
     let failure: unknown;
     let ok = false;
@@ -347,32 +376,35 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
       leases.release(lease);
     }
     const claim = lease.claim;
-    if (ok) {
-      let leaseLost = false;
-      try {
-        await ledger.complete(claim, store(value));
-      } catch (error) {
-        if (!(error instanceof LeaseLostError)) return outcomes.unavailable(envelope, key, error, started);
-        leaseLost = true;
-        logger.warn('oncemq: lease lost before completion; another owner may apply the effect again', {
-          group,
-          key,
-          attempt: claim.attempt,
+    const settle = async (): Promise<Outcome> => {
+      if (ok) {
+        let leaseLost = false;
+        try {
+          await ledger.complete(claim, store(value));
+        } catch (error) {
+          if (!(error instanceof LeaseLostError)) return outcomes.unavailable(envelope, key, error, started);
+          leaseLost = true;
+          logger.warn('oncemq: lease lost before completion; another owner may apply the effect again', {
+            group,
+            key,
+            attempt: claim.attempt,
+          });
+        }
+        return outcomes.executed(envelope, key, started, claim, {
+          reclaimed: claimed.status === 'reclaimed',
+          leaseLost,
+          result: value,
         });
       }
-      return outcomes.executed(envelope, key, started, claim, {
-        reclaimed: claimed.status === 'reclaimed',
-        leaseLost,
-        result: value,
-      });
-    }
-    try {
-      if (onFailure === 'release') await ledger.release(claim);
-      else await ledger.fail(claim, errorText(failure));
-    } catch (error) {
-      logger.warn('oncemq: could not record a failed attempt', { group, key, error: errorText(error) });
-    }
-    return outcomes.failed(envelope, key, failure, started);
+      try {
+        if (onFailure === 'release') await ledger.release(claim);
+        else await ledger.fail(claim, errorText(failure));
+      } catch (error) {
+        logger.warn('oncemq: could not record a failed attempt', { group, key, error: errorText(error) });
+      }
+      return outcomes.failed(envelope, key, failure, started);
+    };
+    return { settled: settle() };
   };
 
   const finish = (outcome: Outcome): Outcome => {
@@ -444,6 +476,11 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     mode,
     parse,
     ensureInit,
+    holdLease: (claim) => leases.hold(claim),
+    releaseLease: (lease) => {
+      leases.release(lease);
+    },
+    runHeld,
     runHandler: (envelope, parsed, claim, tx) =>
       handler(parsed.message, context(envelope, parsed.key, claim, tx, NEVER_ABORTED)),
     store,

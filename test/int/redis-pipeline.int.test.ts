@@ -76,6 +76,50 @@ describe.skipIf(!service.available)('payment-to-points on a Redis ledger (leased
       expect(points.credits).toBe(1);
     });
 
+    it('claims a leased batch in one script call, runs the handlers in order and answers in-batch copies as duplicates', async () => {
+      const calls = { evalSha: 0, setNxGet: 0 };
+      const inner = new RedisLedger({ client: redis.client, prefix: redis.prefix }).redis;
+      const counted = {
+        ...inner,
+        setNxGet: (key: string, value: string, ttl: number) => {
+          calls.setNxGet++;
+          return inner.setNxGet(key, value, ttl);
+        },
+        evalSha: (sha: string, keys: readonly string[], args: readonly string[]) => {
+          calls.evalSha++;
+          return inner.evalSha(sha, keys, args);
+        },
+      };
+      const ledger = new RedisLedger({ client: counted, prefix: redis.prefix });
+      await ledger.init(); // its self-check sends two SET NX GET of its own
+      Object.assign(calls, { evalSha: 0, setNxGet: 0 });
+      const order: string[] = [];
+      const pipeline = createPipeline<never, PaymentSucceeded>({
+        ledger,
+        group: 'points',
+        key: { jsonPath: 'eventId' },
+        handler: (message) => {
+          order.push(message.eventId);
+          if (message.eventId === 'evt-50') throw new Error('points service timed out');
+          points.credit(message.userId, 100);
+        },
+        retry: RetryPolicy.none(),
+      });
+      const batch = Array.from({ length: 100 }, (_, i) => paymentEnvelope({ ...event, eventId: `evt-${i}` }));
+      batch.push(paymentEnvelope({ ...event, eventId: 'evt-7' }, 'copy-of-7'));
+      const outcomes = await pipeline.processBatch(batch);
+      expect(outcomes.slice(0, 100).map((o) => o.kind)).toEqual(
+        Array.from({ length: 100 }, (_, i) => (i === 50 ? 'dead' : 'executed')),
+      );
+      expect(outcomes[100]).toMatchObject({ kind: 'duplicate', key: 'evt-7' });
+      expect(order).toEqual(Array.from({ length: 100 }, (_, i) => `evt-${i}`));
+      expect(points.credits).toBe(99);
+      // The 100 claims in one script call and the copy's claim on its own; the 99 completions, settled
+      // while later handlers ran, share a few script calls; the failure record is one more.
+      expect(calls.setNxGet).toBe(1);
+      expect(calls.evalSha).toBeLessThanOrEqual(5);
+    });
+
     it('refuses at start-up a Redis TTL shorter than the redelivery horizon, naming both', () => {
       const ledger = new RedisLedger({ client: redis.client, prefix: redis.prefix, retention: '1h' });
       expect(() => pipelineOn(ledger)).toThrow(ConfigError);

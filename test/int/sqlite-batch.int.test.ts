@@ -81,6 +81,40 @@ describe('processBatch on a SQLite ledger', () => {
     expect(many).not.toHaveBeenCalled();
   });
 
+  it('holds the lease of every claim of a leased batch while earlier handlers run, so none expires waiting', async () => {
+    const order: string[] = [];
+    const pipeline = createPipeline<unknown, PaymentSucceeded>({
+      ledger,
+      group: 'mail',
+      mode: 'leased',
+      lease: '300ms',
+      key: { jsonPath: 'eventId' },
+      handler: async (event) => {
+        order.push(event.eventId);
+        await new Promise((resolve) => setTimeout(resolve, 150));
+      },
+    });
+    const rival = createPipeline<unknown, PaymentSucceeded>({
+      ledger,
+      group: 'mail',
+      mode: 'leased',
+      key: { jsonPath: 'eventId' },
+      handler: () => {
+        order.push('rival');
+      },
+    });
+    const batch = pipeline.processBatch(events(5).map((e) => paymentEnvelope(e)));
+    // 600 ms in, evt-4 has waited twice its lease for its turn: a rival copy must still find it taken.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    const [last] = events(5).slice(4);
+    if (last === undefined) throw new Error('unreachable');
+    expect((await rival.process(paymentEnvelope(last, 'rival-copy'))).kind).toBe('busy');
+    const outcomes = await batch;
+    expect(outcomes.map((o) => o.kind)).toEqual(['executed', 'executed', 'executed', 'executed', 'executed']);
+    expect(outcomes.filter((o) => o.kind === 'executed' && o.leaseLost)).toEqual([]);
+    expect(order).toEqual(['evt-0', 'evt-1', 'evt-2', 'evt-3', 'evt-4']);
+  });
+
   it('refuses a batch after close', async () => {
     const pipeline = createPipeline({ ledger, group: 'points', handler: () => undefined });
     pipeline.close();
