@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type pg from 'pg';
 import { createPipeline, type Outcome } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
+import { findPostgres, newPool, pointsSchema } from '../support/postgres.js';
 import { paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
 import { describePaymentToPoints, type PointsWorld } from '../support/points-scenario.js';
 
@@ -14,39 +14,22 @@ const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 
 async function openWorld(): Promise<
   PointsWorld<PgClientLike> & { pool: pg.Pool; schema: string; ledger: PostgresLedger }
 > {
-  const pool = newPool(service.url, 4);
-  const schema = scratchSchema();
-  await pool.query(`CREATE SCHEMA "${schema}"`);
-  await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance int NOT NULL)`);
+  const { pool, schema, addPoints, balance, close } = await pointsSchema(service.url, 4);
   const ledger = new PostgresLedger({ pool, schema });
   await ledger.init();
   return {
     pool,
     schema,
     ledger,
-    addPoints: (tx: PgClientLike, userId: string, amount: number) =>
-      tx.query(
-        `INSERT INTO "${schema}".points (user_id, balance) VALUES ($1, $2)
-         ON CONFLICT (user_id) DO UPDATE SET balance = points.balance + excluded.balance`,
-        [userId, amount],
-      ),
-    balance: async (userId) => {
-      const { rows } = await pool.query<{ balance: number }>(
-        `SELECT balance FROM "${schema}".points WHERE user_id = $1`,
-        [userId],
-      );
-      return rows[0]?.balance ?? 0;
-    },
+    addPoints,
+    balance,
     ledgerRows: async () => {
       const { rows } = await pool.query<{ n: number }>(
         `SELECT COUNT(*)::int AS n FROM "${schema}".oncemq_ledger`,
       );
       return rows[0]?.n ?? 0;
     },
-    close: async () => {
-      await dropSchema(pool, schema);
-      await pool.end();
-    },
+    close,
   };
 }
 
