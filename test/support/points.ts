@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { afterEach, beforeEach } from 'vitest';
 import { createEnvelope, type Envelope } from 'oncemq';
 
 /** The payment-to-points example: a `payment-succeeded` event adds 100 points to the order's user. */
@@ -24,6 +25,27 @@ export function paymentEnvelope(
 export function scratchDir(): { dir: string; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'oncemq-test-'));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * A path named `file` in a scratch directory made before each test of the calling describe block
+ * and removed after it (after the block's own after-hooks); read `path` inside a test.
+ */
+export function scratchFileEachTest(file: string): { readonly path: string } {
+  let scratch: ReturnType<typeof scratchDir> | undefined;
+  let path = '';
+  beforeEach(() => {
+    scratch = scratchDir();
+    path = join(scratch.dir, file);
+  });
+  afterEach(() => {
+    scratch?.remove();
+  });
+  return {
+    get path() {
+      return path;
+    },
+  };
 }
 
 /** Opens a points database at `path` the way an application would (WAL, busy timeout). */
