@@ -1,19 +1,18 @@
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { createPipeline, LeaseLostError } from 'oncemq';
+import { LeaseLostError } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
 import {
   addPoints,
   balance,
   openPointsDb,
-  paymentEnvelope,
   scratchDir,
   scratchFileEachTest,
   sleep,
   type PaymentSucceeded,
 } from '../support/points.js';
-import { describePaymentToPoints } from '../support/points-scenario.js';
+import { describePaymentToPoints, expectLeasedCopiesRunOnce } from '../support/points-scenario.js';
 
 const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
 
@@ -43,25 +42,7 @@ describe('leased mode on a SQLite ledger file shared by separate connections', (
 
   it('runs the effect once for 20 concurrent deliveries of one key; the rest are busy or duplicate', async () => {
     const ledgers = Array.from({ length: 20 }, () => new SqliteLedger({ database: scratch.path }));
-    let executions = 0;
-    const outcomes = await Promise.all(
-      ledgers.map((ledger, i) =>
-        createPipeline({
-          ledger,
-          group: 'points',
-          mode: 'leased',
-          key: { jsonPath: 'eventId' },
-          handler: async () => {
-            executions++;
-            await sleep(50);
-          },
-        }).process(paymentEnvelope(event, `copy-${i % 2}`)),
-      ),
-    );
-    const kinds = outcomes.map((o) => o.kind);
-    expect(executions).toBe(1);
-    expect(kinds.filter((k) => k === 'executed')).toHaveLength(1);
-    expect(kinds.every((k) => k === 'executed' || k === 'busy' || k === 'duplicate')).toBe(true);
+    await expectLeasedCopiesRunOnce(ledgers);
     await Promise.all(ledgers.map((ledger) => ledger.close()));
   });
 

@@ -21,6 +21,16 @@ export function paymentEnvelope(
   return createEnvelope({ brokerId, topic: 'payments', body: event, deliveryCount });
 }
 
+/** `n` payments `${prefix}-0`.. spread over seven users (`user-0`..`user-6`), 100 points each. */
+export function paymentEvents(n: number, prefix = 'evt'): PaymentSucceeded[] {
+  return Array.from({ length: n }, (_, i) => ({
+    eventId: `${prefix}-${i}`,
+    orderId: `order-${i}`,
+    userId: `user-${i % 7}`,
+    amount: 100,
+  }));
+}
+
 /** A scratch directory removed by the returned function. */
 export function scratchDir(): { dir: string; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'oncemq-test-'));
