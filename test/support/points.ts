@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach } from 'vitest';
-import { createEnvelope, type Envelope } from 'oncemq';
+import { createEnvelope, type ClaimRequest, type Envelope } from 'oncemq';
 
 /** The payment-to-points example: a `payment-succeeded` event adds 100 points to the order's user. */
 export interface PaymentSucceeded {
@@ -19,6 +19,11 @@ export function paymentEnvelope(
   deliveryCount = 1,
 ): Envelope {
   return createEnvelope({ brokerId, topic: 'payments', body: event, deliveryCount });
+}
+
+/** A claim request of group `points` for `key`, without a payload fingerprint; the broker id is the key. */
+export function pointsRequest(key: string, leaseMs = 30_000): ClaimRequest {
+  return { group: 'points', key, fingerprint: null, brokerId: key, topic: 'payments', leaseMs };
 }
 
 /** `n` payments `${prefix}-0`.. spread over seven users (`user-0`..`user-6`), 100 points each. */
