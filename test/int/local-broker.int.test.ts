@@ -1,15 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Envelope } from 'oncemq';
 import type { LocalBroker } from 'oncemq/local';
-import { scratchDir } from '../support/points.js';
-import {
-  ackOutcome,
-  payment,
-  PointsApp,
-  publishPayments,
-  testBroker,
-  waitUntil,
-} from '../support/local-points.js';
+import { payment, scratchDir } from '../support/points.js';
+import { ackOutcome, PointsApp, publishPayments, testBroker, waitUntil } from '../support/local-points.js';
 
 describe('local broker: publish, consume, ack, offsets', () => {
   let scratch: ReturnType<typeof scratchDir>;

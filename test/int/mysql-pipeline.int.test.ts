@@ -2,7 +2,7 @@ import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MysqlLedger } from 'oncemq/mysql';
 import { dropLedgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
-import { sleep, type PaymentSucceeded } from '../support/points.js';
+import { payment, sleep } from '../support/points.js';
 import {
   describePaymentToPoints,
   expectBatchClaimedTogether,
@@ -12,7 +12,7 @@ import {
 } from '../support/points-scenario.js';
 
 const service = await mysqlService();
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 // 50 concurrent deliveries, each on a pool connection of its own; one pool for the file
 let sharedPool: Pool | undefined;
@@ -72,27 +72,21 @@ describe.skipIf(!service.available)(
   'payment-to-points on a MariaDB ledger under concurrency and batches',
   () => {
     let world: Awaited<ReturnType<typeof openWorld>>;
-    let table: string;
-    let ledger: MysqlLedger<PoolConnection>;
 
     beforeEach(async () => {
       world = await openWorld();
-      table = world.table;
-      ledger = world.ledger;
     });
 
     afterEach(async () => {
       await world.close();
     });
 
-    const balance = (userId: string) => world.balance(userId);
-
     it('applies the effect once for 50 concurrent duplicate deliveries over separate pool connections', async () => {
-      await expectConcurrentCopiesAppliedOnce(world, ledger, 20);
+      await expectConcurrentCopiesAppliedOnce(world, world.ledger, 20);
     });
 
     it('runs a leased handler once for 20 concurrent deliveries; the rest are busy or duplicate', async () => {
-      await expectLeasedCopiesRunOnce(Array.from({ length: 20 }, () => ledger));
+      await expectLeasedCopiesRunOnce(Array.from({ length: 20 }, () => world.ledger));
     });
 
     it('claims a batch in one transaction: 60 new events executed once, 40 copies in the same batch and 10 later ones duplicates', async () => {
@@ -100,7 +94,7 @@ describe.skipIf(!service.available)(
     });
 
     it('a naive check-then-insert consumer double-applies under the same concurrent deliveries', async () => {
-      const processed = `${table}_processed`;
+      const processed = `${world.table}_processed`;
       await pool().query(`CREATE TABLE \`${processed}\` (event_id VARCHAR(64) PRIMARY KEY) ENGINE = InnoDB`);
       const naive = async (): Promise<void> => {
         const [seen] = await pool().execute<RowDataPacket[]>(
@@ -113,7 +107,7 @@ describe.skipIf(!service.available)(
         await world.write(pool(), event.userId, 100);
       };
       await Promise.all(Array.from({ length: 20 }, naive));
-      expect(await balance('user-1')).toBeGreaterThan(100);
+      expect(await world.balance('user-1')).toBeGreaterThan(100);
     });
   },
 );

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { createPipeline, type Outcome } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { findPostgres, newPool, pointsSchema } from '../support/postgres.js';
-import { paymentEnvelope, paymentEvents, type PaymentSucceeded } from '../support/points.js';
+import { payment, paymentEnvelope, paymentEvents, type PaymentSucceeded } from '../support/points.js';
 import {
   describePaymentToPoints,
   expectBatchClaimedTogether,
@@ -13,7 +13,7 @@ import {
 
 const service = await findPostgres();
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 /** A fresh schema with the points table and a ledger, as one payment-to-points world. */
 async function openWorld(): Promise<

@@ -6,13 +6,14 @@ import {
   addPoints,
   balance,
   openPointsDb,
+  payment,
   paymentEnvelope,
   scratchFileEachTest,
   sleep,
   type PaymentSucceeded,
 } from '../support/points.js';
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 const key = { jsonPath: 'eventId' } as const;
 
 describe('leases, failures and retries on a SQLite ledger', () => {

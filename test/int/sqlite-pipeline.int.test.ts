@@ -7,14 +7,14 @@ import {
   addPoints,
   balance,
   openPointsDb,
+  payment,
   scratchDir,
   scratchFileEachTest,
   sleep,
-  type PaymentSucceeded,
 } from '../support/points.js';
 import { describePaymentToPoints, expectLeasedCopiesRunOnce } from '../support/points-scenario.js';
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 describePaymentToPoints('a SQLite ledger', async () => {
   const scratch = scratchDir();

@@ -5,7 +5,7 @@ import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { fromNodeRedis, redisKey } from 'oncemq/redis';
 import { describeLedgerConformance } from 'oncemq/conformance';
 import { TieredLedger } from 'oncemq/tiered';
-import { paymentEnvelope, type PaymentSucceeded } from '../support/points.js';
+import { payment, paymentEnvelope, type PaymentSucceeded } from '../support/points.js';
 import { findPostgres, pointsSchema, postgresNamespace, type PointsSchema } from '../support/postgres.js';
 import { connectRedis, REDIS_SERVICE, type TestRedis } from '../support/redis.js';
 import { findService } from '../support/services.js';
@@ -42,7 +42,7 @@ describe.skipIf(!available)('TieredLedger over PostgreSQL', () => {
   });
 
   describe('payment-to-points (transactional)', () => {
-    const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+    const event = payment(1);
     let points: PointsSchema;
     let redis: TestRedis;
 

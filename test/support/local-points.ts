@@ -11,7 +11,7 @@ import {
 } from 'oncemq';
 import { LocalBroker, type LocalBrokerConfig } from 'oncemq/local';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { openPointsDb, sleep, type PaymentSucceeded } from './points.js';
+import { openPointsDb, payment, sleep, type PaymentSucceeded } from './points.js';
 
 /** Polls `condition` until it holds; fails naming `what` after `limitMs`. A wait, not a timed assertion. */
 export async function waitUntil(
@@ -134,10 +134,6 @@ export class PointsApp {
     await this.ledger.close();
     this.db.close();
   }
-}
-
-export function payment(index: number): PaymentSucceeded {
-  return { eventId: `evt-${index}`, orderId: `order-${index}`, userId: `user-${index % 3}`, amount: 100 };
 }
 
 /** Publishes events 0..count-1 keyed by event id; returns the receipts. */

@@ -7,7 +7,7 @@ import {
   type Pipeline,
   type PipelineConfig,
 } from 'oncemq';
-import { paymentEnvelope, paymentEvents, sleep, type PaymentSucceeded } from './points.js';
+import { payment, paymentEnvelope, paymentEvents, sleep, type PaymentSucceeded } from './points.js';
 
 /** One backend's payment-to-points world: its ledger, the business write through its transaction, the checks. */
 export interface PointsWorld<Tx> {
@@ -19,7 +19,7 @@ export interface PointsWorld<Tx> {
   close(): Promise<void>;
 }
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 /**
  * The payment-to-points scenario every transactional ledger must pass: the same cases on SQLite,

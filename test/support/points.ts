@@ -26,6 +26,11 @@ export function pointsRequest(key: string, leaseMs = 30_000): ClaimRequest {
   return { group: 'points', key, fingerprint: null, brokerId: key, topic: 'payments', leaseMs };
 }
 
+/** Payment `evt-<index>` of user `user-<index % 3>`, 100 points. */
+export function payment(index: number): PaymentSucceeded {
+  return { eventId: `evt-${index}`, orderId: `order-${index}`, userId: `user-${index % 3}`, amount: 100 };
+}
+
 /** `n` payments `${prefix}-0`.. spread over seven users (`user-0`..`user-6`), 100 points each. */
 export function paymentEvents(n: number, prefix = 'evt'): PaymentSucceeded[] {
   return Array.from({ length: n }, (_, i) => ({
