@@ -13,3 +13,12 @@ export interface Command {
 export class UsageError extends Error {
   override name = 'UsageError';
 }
+
+/** The whole number ≥ 1 given for `--name`, or `fallback` when the option is absent. */
+export function positiveOption(value: string | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new UsageError(`--${name} must be a positive whole number, got '${value}'`);
+  return n;
+}

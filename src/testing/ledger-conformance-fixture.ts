@@ -120,3 +120,78 @@ export function applyThen<Tx, T>(
   }
   return value;
 }
+
+/** A clock a lease case moves by hand, in epoch milliseconds. */
+export class ManualClock {
+  constructor(public now = 1_700_000_000_000) {}
+
+  /** The clock function a ledger instance is opened with. */
+  readonly read = (): number => this.now;
+
+  advance(ms: number): void {
+    this.now += ms;
+  }
+}
+
+/** What a case on one ledger instance works with. */
+export interface LedgerCase<Tx> {
+  readonly ns: LedgerNamespace<Tx>;
+  /** An instance opened on the case's fresh namespace. */
+  readonly ledger: Ledger<Tx>;
+  /** A request for a key no other case uses. */
+  readonly request: ClaimRequest;
+}
+
+/** What a case on two instances of one namespace works with, each on its own connection. */
+export interface TwoLedgersCase<Tx> {
+  readonly ns: LedgerNamespace<Tx>;
+  readonly a: Ledger<Tx>;
+  readonly b: Ledger<Tx>;
+  /** A request for a key no other case uses. */
+  readonly request: ClaimRequest;
+}
+
+/** What a case on several instances of one namespace works with, each on its own connection. */
+export interface LedgersCase<Tx> {
+  readonly ns: LedgerNamespace<Tx>;
+  readonly ledgers: readonly Ledger<Tx>[];
+  /** A request for a key no other case uses. */
+  readonly request: ClaimRequest;
+}
+
+/**
+ * The bodies of conformance cases, each run on a fresh namespace that is torn down afterwards, so
+ * that a case states only the behaviour it checks.
+ */
+export function ledgerCases<Tx>(factory: LedgerConformanceFactory<Tx>) {
+  return {
+    /** One instance on the ledger's own clock. */
+    oneLedger: (body: (c: LedgerCase<Tx>) => void | Promise<void>) => (): Promise<void> =>
+      withNamespace(factory, async (ns) =>
+        body({ ns, ledger: await ns.open(), request: conformanceRequest() }),
+      ),
+
+    /** One instance on a clock the case moves by hand. */
+    oneLedgerOnClock:
+      (body: (c: LedgerCase<Tx> & { readonly clock: ManualClock }) => Promise<void>) => (): Promise<void> =>
+        withNamespace(factory, async (ns) => {
+          const clock = new ManualClock();
+          const ledger = await ns.open({ clock: clock.read });
+          await body({ ns, ledger, clock, request: conformanceRequest() });
+        }),
+
+    /** Two instances, opened one after the other. */
+    twoLedgers: (body: (c: TwoLedgersCase<Tx>) => Promise<void>) => (): Promise<void> =>
+      withNamespace(factory, async (ns) => {
+        const [a, b] = [await ns.open(), await ns.open()];
+        await body({ ns, a, b, request: conformanceRequest() });
+      }),
+
+    /** `count` instances, opened together. */
+    ledgers: (count: number, body: (c: LedgersCase<Tx>) => Promise<void>) => (): Promise<void> =>
+      withNamespace(factory, async (ns) => {
+        const ledgers = await Promise.all(Array.from({ length: count }, () => ns.open()));
+        await body({ ns, ledgers, request: conformanceRequest() });
+      }),
+  };
+}

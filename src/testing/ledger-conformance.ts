@@ -1,17 +1,41 @@
 import { describe, expect, it } from 'vitest';
 import { LeaseLostError } from '../core/errors.js';
-import type { ClaimRequest, ClaimResult } from '../ledger/ledger.js';
+import type { ClaimRequest, ClaimResult, Ledger } from '../ledger/ledger.js';
 import {
   applyThen,
-  conformanceRequest,
   gate,
-  withNamespace,
+  ledgerCases,
   wonClaim,
   type LedgerConformanceFactory,
-  type LedgerNamespace,
 } from './ledger-conformance-fixture.js';
 import { describeLedgerHostileInput } from './ledger-conformance-hostile.js';
 import { describeLedgerMaintenance } from './ledger-conformance-maintenance.js';
+
+/** A transaction held open inside its work until `finish`; `result` settles after that. */
+interface HeldTransaction {
+  readonly result: Promise<ClaimResult>;
+  finish(): void;
+}
+
+/**
+ * Starts a transactional claim of `request` whose work waits for `finish()` and then runs `then`;
+ * resolves once the work is running, that is, while the transaction holds the key.
+ */
+async function holdTransaction<Tx>(
+  ledger: Ledger<Tx>,
+  request: ClaimRequest,
+  then: () => string | null,
+): Promise<HeldTransaction> {
+  const hold = gate();
+  const entered = gate();
+  const result = ledger.transaction(request, async () => {
+    entered.open();
+    await hold.promise;
+    return then();
+  });
+  await entered.promise;
+  return { result, finish: hold.open };
+}
 
 /**
  * The ledger conformance suite: every ledger calls it with a short spec, so that all backends answer
@@ -19,24 +43,23 @@ import { describeLedgerMaintenance } from './ledger-conformance-maintenance.js';
  */
 export function describeLedgerConformance<Tx>(name: string, factory: LedgerConformanceFactory<Tx>): void {
   const caps = factory.capabilities;
-  const run = (body: (namespace: LedgerNamespace<Tx>) => Promise<void>) => () => withNamespace(factory, body);
+  const { oneLedger, oneLedgerOnClock, twoLedgers, ledgers } = ledgerCases(factory);
   const connections = factory.raceConnections ?? 8;
+  const transactional = it.skipIf(!caps.transactional);
+  const leased = it.skipIf(!caps.leased);
 
   describe(`ledger conformance: ${name}`, () => {
     describe('claims', () => {
       it(
         'every instance declares the capabilities the suite was declared with',
-        run(async (ns) => {
-          const ledger = await ns.open();
+        oneLedger(({ ledger }) => {
           expect(ledger.capabilities).toEqual(caps);
         }),
       );
 
-      it.skipIf(!caps.transactional)(
+      transactional(
         'the first transactional claim of a key acquires attempt 1 and commits a SUCCESS row',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           const result = await ledger.transaction(request, () => null);
           expect(result).toMatchObject({ status: 'acquired', claim: { key: request.key, attempt: 1 } });
           expect(await ledger.get(request.group, request.key)).toMatchObject({
@@ -49,15 +72,12 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.leased)(
+      leased(
         'the first leased claim of a key acquires a PROCESSING row with an owner and a running lease',
-        run(async (ns) => {
-          const now = 1_700_000_000_000;
-          const ledger = await ns.open({ clock: () => now });
-          const request = conformanceRequest();
+        oneLedgerOnClock(async ({ ledger, request, clock }) => {
           const claim = wonClaim(await ledger.claim(request));
           expect(claim).toMatchObject({ key: request.key, attempt: 1 });
-          expect(claim.leaseUntil.getTime()).toBe(now + request.leaseMs);
+          expect(claim.leaseUntil.getTime()).toBe(clock.now + request.leaseMs);
           expect(await ledger.get(request.group, request.key)).toMatchObject({
             status: 'PROCESSING',
             owner: claim.owner,
@@ -66,11 +86,9 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.transactional)(
+      transactional(
         'a second claim of a committed key is a duplicate that names the broker id of the first copy',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           await ledger.transaction(request, () => null);
           const again = await ledger.transaction({ ...request, brokerId: 'other-copy' }, () => {
             throw new Error('work must not run for a duplicate');
@@ -79,11 +97,9 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.transactional)(
+      transactional(
         'work that throws rolls back the claim and its effect, and the key is free again',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ns, ledger, request }) => {
           await expect(
             ledger.transaction(request, async (tx) => {
               await ns.effect?.apply(tx, request.key);
@@ -101,22 +117,18 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.transactional)(
+      transactional(
         'stores the result of the work and replays it to a duplicate',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           await ledger.transaction(request, () => '{"credited":100}');
           const again = await ledger.transaction(request, () => null);
           expect(again).toMatchObject({ status: 'duplicate', record: { result: '{"credited":100}' } });
         }),
       );
 
-      it.skipIf(!caps.transactional)(
+      transactional(
         'recordFailure after a rollback leaves a FAIL row with the remark, and the next claim reclaims it with attempt 2',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           await ledger.recordFailure(request, 'downstream timed out');
           expect(await ledger.get(request.group, request.key)).toMatchObject({
             status: 'FAIL',
@@ -138,11 +150,9 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.transactional)(
+      transactional(
         'recordFailure never overwrites a key that succeeded meanwhile',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           await ledger.transaction(request, () => null);
           await ledger.recordFailure(request, 'late failure report');
           expect(await ledger.get(request.group, request.key)).toMatchObject({
@@ -154,9 +164,7 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
 
       it(
         'a copy with a different payload fingerprint is a conflict; a null fingerprint never conflicts',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           if (caps.transactional) await ledger.transaction(request, () => null);
           else wonClaim(await ledger.claim(request));
           const reused = { ...request, fingerprint: 'fp-other' };
@@ -174,9 +182,7 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
     describe('races', () => {
       it.skipIf(!caps.transactional || !caps.concurrentConnections)(
         `${connections} parallel transactional claims of one key on ${connections} connections give exactly one winner and one effect`,
-        run(async (ns) => {
-          const ledgers = await Promise.all(Array.from({ length: connections }, () => ns.open()));
-          const request = conformanceRequest();
+        ledgers(connections, async ({ ns, ledgers, request }) => {
           let runs = 0;
           const results = await Promise.all(
             ledgers.map((ledger, i) =>
@@ -195,31 +201,21 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
 
       it.skipIf(!caps.leased || !caps.concurrentConnections)(
         `${connections} parallel leased claims of one key on ${connections} connections give exactly one owner; the rest are busy`,
-        run(async (ns) => {
-          const ledgers = await Promise.all(Array.from({ length: connections }, () => ns.open()));
-          const request = conformanceRequest();
+        ledgers(connections, async ({ ledgers, request }) => {
           const results = await Promise.all(ledgers.map((ledger) => ledger.claim(request)));
           expect(results.filter((r) => r.status === 'acquired')).toHaveLength(1);
           expect(results.filter((r) => r.status === 'busy')).toHaveLength(connections - 1);
         }),
       );
 
-      const inflight =
-        caps.transactional && caps.concurrentConnections && factory.waitsForInflightTransactions !== false;
+      const inflight = it.skipIf(
+        !caps.transactional || !caps.concurrentConnections || factory.waitsForInflightTransactions === false,
+      );
 
-      it.skipIf(!inflight)(
+      inflight(
         'a concurrent claim waits for an in-flight transaction on the same key, then sees a duplicate',
-        run(async (ns) => {
-          const [a, b] = [await ns.open(), await ns.open()];
-          const request = conformanceRequest();
-          const hold = gate();
-          const entered = gate();
-          const first = a.transaction(request, async () => {
-            entered.open();
-            await hold.promise;
-            return null;
-          });
-          await entered.promise;
+        twoLedgers(async ({ a, b, request }) => {
+          const first = await holdTransaction(a, request, () => null);
           let settled = false;
           const second = b
             .transaction({ ...request, brokerId: 'second' }, () => null)
@@ -228,28 +224,21 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
             });
           await new Promise((resolve) => setTimeout(resolve, 100));
           expect(settled).toBe(false);
-          hold.open();
-          expect((await first).status).toBe('acquired');
+          first.finish();
+          expect((await first.result).status).toBe('acquired');
           expect(await second).toMatchObject({ status: 'duplicate', record: { brokerId: request.brokerId } });
         }),
       );
 
-      it.skipIf(!inflight)(
+      inflight(
         'a concurrent claim waits for an in-flight transaction that then rolls back, and acquires',
-        run(async (ns) => {
-          const [a, b] = [await ns.open(), await ns.open()];
-          const request = conformanceRequest();
-          const hold = gate();
-          const entered = gate();
-          const first = a.transaction(request, async () => {
-            entered.open();
-            await hold.promise;
+        twoLedgers(async ({ a, b, request }) => {
+          const first = await holdTransaction(a, request, () => {
             throw new Error('first delivery crashed');
           });
-          await entered.promise;
           const second = b.transaction({ ...request, brokerId: 'second' }, () => null);
-          hold.open();
-          await expect(first).rejects.toThrow('first delivery crashed');
+          first.finish();
+          await expect(first.result).rejects.toThrow('first delivery crashed');
           expect((await second).status).toBe('acquired');
           expect(await b.get(request.group, request.key)).toMatchObject({
             status: 'SUCCESS',
@@ -260,16 +249,13 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
     });
 
     describe('leases', () => {
-      it.skipIf(!caps.leased)(
+      leased(
         'a running lease makes another claim busy; once expired the key is reclaimed with attempt 2',
-        run(async (ns) => {
-          let now = 1_700_000_000_000;
-          const ledger = await ns.open({ clock: () => now });
-          const request = conformanceRequest();
+        oneLedgerOnClock(async ({ ledger, request, clock }) => {
           const first = wonClaim(await ledger.claim(request));
-          now += request.leaseMs - 1;
+          clock.advance(request.leaseMs - 1);
           expect(await ledger.claim({ ...request, brokerId: 'b2' })).toMatchObject({ status: 'busy' });
-          now += 2;
+          clock.advance(2);
           const second = await ledger.claim({ ...request, brokerId: 'b2' });
           expect(second).toMatchObject({
             status: 'reclaimed',
@@ -280,29 +266,23 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.leased)(
+      leased(
         'renew extends the lease of the owner, so the key stays busy past the first deadline',
-        run(async (ns) => {
-          let now = 1_700_000_000_000;
-          const ledger = await ns.open({ clock: () => now });
-          const request = conformanceRequest();
+        oneLedgerOnClock(async ({ ledger, request, clock }) => {
           const claim = wonClaim(await ledger.claim(request));
-          now += request.leaseMs - 1000;
+          clock.advance(request.leaseMs - 1000);
           const renewed = await ledger.renew(claim, request.leaseMs);
-          expect(renewed.leaseUntil.getTime()).toBe(now + request.leaseMs);
-          now += 2000;
+          expect(renewed.leaseUntil.getTime()).toBe(clock.now + request.leaseMs);
+          clock.advance(2000);
           expect((await ledger.claim(request)).status).toBe('busy');
         }),
       );
 
-      it.skipIf(!caps.leased)(
+      leased(
         'a stale owner gets LeaseLostError on renew, complete, fail and release, and never touches the new owner’s row',
-        run(async (ns) => {
-          let now = 1_700_000_000_000;
-          const ledger = await ns.open({ clock: () => now });
-          const request = conformanceRequest();
+        oneLedgerOnClock(async ({ ledger, request, clock }) => {
           const stale = wonClaim(await ledger.claim(request));
-          now += request.leaseMs + 1;
+          clock.advance(request.leaseMs + 1);
           const fresh = wonClaim(await ledger.claim(request));
           await expect(ledger.renew(stale, 1000)).rejects.toBeInstanceOf(LeaseLostError);
           await expect(ledger.complete(stale, '"stale"')).rejects.toBeInstanceOf(LeaseLostError);
@@ -323,11 +303,9 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.leased)(
+      leased(
         'a wrong owner token with the right attempt is refused (a rejected duplicate cannot unlock a running original)',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           const claim = wonClaim(await ledger.claim(request));
           const impostor = { ...claim, owner: 'someone-else' };
           await expect(ledger.release(impostor)).rejects.toBeInstanceOf(LeaseLostError);
@@ -339,11 +317,9 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.leased)(
+      leased(
         'complete stores the result and later claims are duplicates replaying it',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           await ledger.complete(wonClaim(await ledger.claim(request)), '{"sent":true}');
           expect(await ledger.claim({ ...request, brokerId: 'again' })).toMatchObject({
             status: 'duplicate',
@@ -352,11 +328,9 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.leased)(
+      leased(
         'fail keeps a FAIL row with the remark, and the next claim reclaims it with attempt 2',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           await ledger.fail(wonClaim(await ledger.claim(request)), 'smtp refused');
           expect(await ledger.get(request.group, request.key)).toMatchObject({
             status: 'FAIL',
@@ -366,11 +340,9 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
         }),
       );
 
-      it.skipIf(!caps.leased)(
+      leased(
         'release deletes the row so the next claim acquires afresh',
-        run(async (ns) => {
-          const ledger = await ns.open();
-          const request = conformanceRequest();
+        oneLedger(async ({ ledger, request }) => {
           await ledger.release(wonClaim(await ledger.claim(request)));
           expect(await ledger.get(request.group, request.key)).toBeUndefined();
           expect(await ledger.claim(request)).toMatchObject({ status: 'acquired', claim: { attempt: 1 } });

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Envelope, Outcome } from 'oncemq';
 import { buildPackage, runNode } from '../support/built-package.js';
-import { testBroker, waitUntil } from '../support/local-points.js';
+import { outcomeBase, testBroker, waitUntil } from '../support/local-points.js';
 import { scratchDir } from '../support/points.js';
 
 let build: ReturnType<typeof buildPackage>;
@@ -93,12 +93,7 @@ describe('oncemq demo', () => {
 describe('oncemq dlq', () => {
   const dead = (envelope: Envelope): Promise<Outcome> =>
     Promise.resolve({
-      group: 'points',
-      key: envelope.headers['oncemq-key'] ?? null,
-      topic: envelope.topic,
-      brokerId: envelope.brokerId,
-      deliveryCount: envelope.deliveryCount,
-      elapsedMs: 0,
+      ...outcomeBase(envelope, 'points'),
       kind: 'dead',
       action: 'dead-letter',
       reason: 'malformed',

@@ -5,7 +5,15 @@ import type { LocalBroker, LocalSubscription } from 'oncemq/local';
 import { FaultInjector, type FaultName } from 'oncemq/testing';
 import type { PaymentSucceeded } from '../support/points.js';
 import { scratchDir } from '../support/points.js';
-import { PointsApp, publishPayments, QUICK_RETRY, testBroker, waitUntil } from '../support/local-points.js';
+import {
+  ackOutcome,
+  outcomeBase,
+  PointsApp,
+  publishPayments,
+  QUICK_RETRY,
+  testBroker,
+  waitUntil,
+} from '../support/local-points.js';
 
 const EVENTS = 24;
 
@@ -13,14 +21,7 @@ const EVENTS = 24;
 function naive(db: Database.Database, injector: FaultInjector, seen: Envelope[]) {
   return (envelope: Envelope): Promise<Outcome> => {
     seen.push(envelope);
-    const base = {
-      group: 'points',
-      key: envelope.headers['oncemq-key'] ?? null,
-      topic: envelope.topic,
-      brokerId: envelope.brokerId,
-      deliveryCount: envelope.deliveryCount,
-      elapsedMs: 0,
-    };
+    const base = outcomeBase(envelope, 'points');
     const event = JSON.parse(new TextDecoder().decode(envelope.body)) as PaymentSucceeded;
     try {
       PointsApp.write(db, event);
@@ -36,15 +37,7 @@ function naive(db: Database.Database, injector: FaultInjector, seen: Envelope[])
         error,
       });
     }
-    return Promise.resolve({
-      ...base,
-      kind: 'executed',
-      action: 'ack',
-      mode: 'leased',
-      attempt: 1,
-      reclaimed: false,
-      leaseLost: false,
-    });
+    return Promise.resolve(ackOutcome(envelope, base, 'leased'));
   };
 }
 

@@ -1,23 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Envelope, Outcome } from 'oncemq';
+import type { Envelope } from 'oncemq';
 import type { LocalBroker } from 'oncemq/local';
-import { scratchDir } from '../support/points.js';
-import { payment, PointsApp, publishPayments, testBroker, waitUntil } from '../support/local-points.js';
-
-const ack = (envelope: Envelope): Outcome => ({
-  group: 'g',
-  key: null,
-  topic: envelope.topic,
-  brokerId: envelope.brokerId,
-  deliveryCount: envelope.deliveryCount,
-  elapsedMs: 0,
-  kind: 'executed',
-  action: 'ack',
-  mode: 'transactional',
-  attempt: 1,
-  reclaimed: false,
-  leaseLost: false,
-});
+import { payment, scratchDir } from '../support/points.js';
+import { ackOutcome, PointsApp, publishPayments, testBroker, waitUntil } from '../support/local-points.js';
 
 describe('local broker: publish, consume, ack, offsets', () => {
   let scratch: ReturnType<typeof scratchDir>;
@@ -40,7 +25,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
     const seen: Envelope[] = [];
     await broker.subscribe('g', ['payments'], (envelope) => {
       seen.push(envelope);
-      return Promise.resolve(ack(envelope));
+      return Promise.resolve(ackOutcome(envelope));
     });
     await waitUntil(() => seen.length === 1, 'the delivery');
     const envelope = seen[0] as Envelope;
@@ -68,7 +53,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
     const first: string[] = [];
     const one = await broker.subscribe('g', ['payments'], (envelope) => {
       first.push(envelope.brokerId);
-      return Promise.resolve(ack(envelope));
+      return Promise.resolve(ackOutcome(envelope));
     });
     await waitUntil(() => first.length === 10, 'ten deliveries');
     await one.close();
@@ -76,7 +61,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
     const second: string[] = [];
     const two = await broker.subscribe('g', ['payments'], (envelope) => {
       second.push(envelope.brokerId);
-      return Promise.resolve(ack(envelope));
+      return Promise.resolve(ackOutcome(envelope));
     });
     await waitUntil(() => second.length === 5, 'five deliveries');
     expect(new Set(second)).toEqual(new Set(fresh.map((receipt) => receipt.brokerId)));
@@ -91,7 +76,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
     await broker.subscribe('g', ['payments'], (envelope) => {
       seen.push(envelope.brokerId);
       if (seen.length === 1) return Promise.reject(new Error('processor down'));
-      return Promise.resolve(ack(envelope));
+      return Promise.resolve(ackOutcome(envelope));
     });
     await waitUntil(() => seen.length === 2, 'the second delivery');
     expect(seen).toEqual([receipt?.brokerId, receipt?.brokerId]);
@@ -102,7 +87,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
     const subscription = await broker.subscribe(
       'g',
       ['payments'],
-      (envelope) => Promise.resolve(ack(envelope)),
+      (envelope) => Promise.resolve(ackOutcome(envelope)),
       {
         instanceName: 'a',
       },
@@ -121,7 +106,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
       process: () => Promise.reject(new Error('process must not be called')),
       processBatch: (envelopes) => {
         batches.push(envelopes.length);
-        return Promise.resolve(envelopes.map(ack));
+        return Promise.resolve(envelopes.map((envelope) => ackOutcome(envelope)));
       },
     });
     await waitUntil(() => batches.reduce((sum, n) => sum + n, 0) === 20, 'every message in batches');

@@ -1,23 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Envelope, Logger, Outcome } from 'oncemq';
+import type { Envelope, Logger } from 'oncemq';
 import { CHECK_MAX_TOPIC, type LocalBroker, type TransactionState } from 'oncemq/local';
 import { scratchDir, sleep } from '../support/points.js';
-import { testBroker, waitUntil } from '../support/local-points.js';
-
-const ack = (envelope: Envelope): Outcome => ({
-  group: 'g',
-  key: null,
-  topic: envelope.topic,
-  brokerId: envelope.brokerId,
-  deliveryCount: envelope.deliveryCount,
-  elapsedMs: 0,
-  kind: 'executed',
-  action: 'ack',
-  mode: 'transactional',
-  attempt: 1,
-  reclaimed: false,
-  leaseLost: false,
-});
+import { ackOutcome, testBroker, waitUntil } from '../support/local-points.js';
 
 describe('transactional (half) messages on the local broker', () => {
   let scratch: ReturnType<typeof scratchDir>;
@@ -38,7 +23,7 @@ describe('transactional (half) messages on the local broker', () => {
     warnings.length = 0;
     await broker.subscribe('g', ['orders'], (envelope) => {
       delivered.push(envelope);
-      return Promise.resolve(ack(envelope));
+      return Promise.resolve(ackOutcome(envelope));
     });
   });
 

@@ -2,7 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { ConfigError, LedgerUnavailableError, type ClaimRequest } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
+import {
+  dropSchema,
+  findPostgres,
+  pointsSchema,
+  scratchSchema,
+  type PointsSchema,
+} from '../support/postgres.js';
 
 const service = await findPostgres();
 
@@ -16,34 +22,22 @@ const request = (key: string): ClaimRequest => ({
 });
 
 describe.skipIf(!service.available)('PostgresLedger specifics', () => {
+  let points: PointsSchema;
   let pool: pg.Pool;
   let schema: string;
 
   beforeAll(async () => {
-    pool = newPool(service.url, 8);
-    schema = scratchSchema();
-    await pool.query(`CREATE SCHEMA "${schema}"`);
-    await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance int NOT NULL)`);
+    points = await pointsSchema(service.url, 8);
+    ({ pool, schema } = points);
   });
 
   afterAll(async () => {
-    await dropSchema(pool, schema);
-    await pool.end();
+    await points.close();
   });
 
-  const balance = async (userId: string): Promise<number> => {
-    const { rows } = await pool.query<{ balance: number }>(
-      `SELECT balance FROM "${schema}".points WHERE user_id = $1`,
-      [userId],
-    );
-    return rows[0]?.balance ?? 0;
-  };
+  const balance = (userId: string): Promise<number> => points.balance(userId);
   const addPoints = (client: PgClientLike, userId: string, amount: number) =>
-    client.query(
-      `INSERT INTO "${schema}".points (user_id, balance) VALUES ($1, $2)
-       ON CONFLICT (user_id) DO UPDATE SET balance = points.balance + excluded.balance`,
-      [userId, amount],
-    );
+    points.addPoints(client, userId, amount);
 
   it('migrates idempotently: concurrent starters on a fresh schema serialize and record version 1 once', async () => {
     const fresh = scratchSchema('oncemq_m');

@@ -2,51 +2,39 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type pg from 'pg';
 import { createPipeline, type Outcome } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
-import { paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
-import { describePaymentToPoints, type PointsWorld } from '../support/points-scenario.js';
+import { findPostgres, newPool, pointsSchema } from '../support/postgres.js';
+import { payment, paymentEnvelope, paymentEvents, type PaymentSucceeded } from '../support/points.js';
+import {
+  describePaymentToPoints,
+  expectBatchClaimedTogether,
+  expectConcurrentCopiesAppliedOnce,
+  type PointsWorld,
+} from '../support/points-scenario.js';
 
 const service = await findPostgres();
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 /** A fresh schema with the points table and a ledger, as one payment-to-points world. */
 async function openWorld(): Promise<
   PointsWorld<PgClientLike> & { pool: pg.Pool; schema: string; ledger: PostgresLedger }
 > {
-  const pool = newPool(service.url, 4);
-  const schema = scratchSchema();
-  await pool.query(`CREATE SCHEMA "${schema}"`);
-  await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance int NOT NULL)`);
+  const { pool, schema, addPoints, balance, close } = await pointsSchema(service.url, 4);
   const ledger = new PostgresLedger({ pool, schema });
   await ledger.init();
   return {
     pool,
     schema,
     ledger,
-    addPoints: (tx: PgClientLike, userId: string, amount: number) =>
-      tx.query(
-        `INSERT INTO "${schema}".points (user_id, balance) VALUES ($1, $2)
-         ON CONFLICT (user_id) DO UPDATE SET balance = points.balance + excluded.balance`,
-        [userId, amount],
-      ),
-    balance: async (userId) => {
-      const { rows } = await pool.query<{ balance: number }>(
-        `SELECT balance FROM "${schema}".points WHERE user_id = $1`,
-        [userId],
-      );
-      return rows[0]?.balance ?? 0;
-    },
+    addPoints,
+    balance,
     ledgerRows: async () => {
       const { rows } = await pool.query<{ n: number }>(
         `SELECT COUNT(*)::int AS n FROM "${schema}".oncemq_ledger`,
       );
       return rows[0]?.n ?? 0;
     },
-    close: async () => {
-      await dropSchema(pool, schema);
-      await pool.end();
-    },
+    close,
   };
 }
 
@@ -69,7 +57,6 @@ describe.skipIf(!service.available)('payment-to-points on a PostgreSQL ledger', 
 
   const addPoints = (tx: PgClientLike, userId: string, amount: number) => world.addPoints(tx, userId, amount);
   const balance = (userId: string) => world.balance(userId);
-  const ledgerRows = () => world.ledgerRows();
   const points = (
     overrides: Partial<Parameters<typeof createPipeline<PgClientLike, PaymentSucceeded>>[0]> = {},
   ) =>
@@ -86,65 +73,19 @@ describe.skipIf(!service.available)('payment-to-points on a PostgreSQL ledger', 
   it('applies the effect once for 50 concurrent duplicate deliveries over 50 pool connections; the rest are duplicates', async () => {
     const wide = newPool(service.url, 50);
     try {
-      const shared = new PostgresLedger({ pool: wide, schema, migrate: false });
-      let executions = 0;
-      const pipeline = createPipeline<PgClientLike, PaymentSucceeded>({
-        ledger: shared,
-        group: 'points',
-        key: { jsonPath: 'eventId' },
-        handler: async (message, ctx) => {
-          executions++;
-          await addPoints(ctx.tx, message.userId, 100);
-          await sleep(50); // hold the transaction while the copies arrive
-        },
-      });
-      const outcomes = await Promise.all(
-        Array.from({ length: 50 }, (_, i) => pipeline.process(paymentEnvelope(event, `copy-${i % 3}`))),
+      await expectConcurrentCopiesAppliedOnce(
+        world,
+        new PostgresLedger({ pool: wide, schema, migrate: false }),
+        50,
       );
-      const kinds = outcomes.map((o) => o.kind);
-      expect(kinds.filter((k) => k === 'executed')).toHaveLength(1);
-      expect(kinds.filter((k) => k === 'duplicate')).toHaveLength(49);
-      expect(executions).toBe(1);
-      expect(await balance('user-1')).toBe(100);
-      expect(await ledgerRows()).toBe(1);
     } finally {
       await wide.end();
     }
   });
 
   describe('batches', () => {
-    const events = (n: number, prefix = 'evt'): PaymentSucceeded[] =>
-      Array.from({ length: n }, (_, i) => ({
-        eventId: `${prefix}-${i}`,
-        orderId: `order-${i}`,
-        userId: `user-${i % 7}`,
-        amount: 100,
-      }));
-
     it('processes a batch of 100 deliveries with 40 copies in one transaction: 60 effects, 40 duplicates', async () => {
-      let calls = 0;
-      const pipeline = points({
-        handler: async (message, ctx) => {
-          calls++;
-          await addPoints(ctx.tx, message.userId, 100);
-        },
-      });
-      const many = vi.spyOn(ledger, 'transactionMany');
-      const single = vi.spyOn(ledger, 'transaction');
-      const distinct = events(60);
-      const batch = [...distinct, ...distinct.slice(0, 40)].map((e, i) => paymentEnvelope(e, `b-${i}`));
-      const outcomes = await pipeline.processBatch(batch);
-      expect(outcomes.filter((o) => o.kind === 'executed')).toHaveLength(60);
-      expect(outcomes.slice(60).every((o) => o.kind === 'duplicate' && o.source === 'republish')).toBe(true);
-      expect(calls).toBe(60);
-      expect(many).toHaveBeenCalledTimes(1);
-      expect(single).not.toHaveBeenCalled();
-      expect(await ledgerRows()).toBe(60);
-      let total = 0;
-      for (let u = 0; u < 7; u++) total += await balance(`user-${u}`);
-      expect(total).toBe(6000);
-      const again = await pipeline.processBatch(batch.slice(0, 10));
-      expect(again.every((o) => o.kind === 'duplicate')).toBe(true);
+      const pipeline = await expectBatchClaimedTogether(world);
       expect(pipeline.metrics().outcomes).toMatchObject({ executed: 60, duplicate: 50 });
     });
 
@@ -156,7 +97,7 @@ describe.skipIf(!service.available)('payment-to-points on a PostgreSQL ledger', 
         },
       });
       const single = vi.spyOn(ledger, 'transaction');
-      const batch = events(10, 'poison').map((e) => paymentEnvelope(e));
+      const batch = paymentEvents(10, 'poison').map((e) => paymentEnvelope(e));
       const outcomes: Outcome[] = await pipeline.processBatch(batch);
       expect(outcomes.map((o) => o.kind)).toEqual([
         'executed',

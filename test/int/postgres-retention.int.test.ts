@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { RetryPolicy, startRetention, type RetentionProgress } from 'oncemq';
 import { PostgresLedger } from 'oncemq/postgres';
+import { pointsRequest } from '../support/points.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
 
 const service = await findPostgres();
@@ -120,22 +121,14 @@ describe.skipIf(!service.available)('retention on a PostgreSQL ledger', () => {
       clock: () => now,
     });
     await partitioned.init();
-    const request = (key: string, leaseMs = 30_000) => ({
-      group: 'points',
-      key,
-      fingerprint: null,
-      brokerId: key,
-      topic: 'payments',
-      leaseMs,
-    });
-    const old = Array.from({ length: 1000 }, (_, i) => request(`old-${i}`));
+    const old = Array.from({ length: 1000 }, (_, i) => pointsRequest(`old-${i}`));
     await partitioned.transactionMany(old, (_tx, won) => won.map(() => null));
-    await partitioned.claim(request('stuck', 1000));
-    await partitioned.recordFailure(request('failing'), 'first failure');
+    await partitioned.claim(pointsRequest('stuck', 1000));
+    await partitioned.recordFailure(pointsRequest('failing'), 'first failure');
     now = today - day;
-    await partitioned.recordFailure(request('failing'), 'failed again yesterday');
+    await partitioned.recordFailure(pointsRequest('failing'), 'failed again yesterday');
     now = today;
-    await partitioned.transaction(request('fresh'), () => null);
+    await partitioned.transaction(pointsRequest('fresh'), () => null);
 
     const partitionsBefore = await pool.query<{ name: string }>(
       `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -155,6 +148,6 @@ describe.skipIf(!service.available)('retention on a PostgreSQL ledger', () => {
     expect(await partitioned.get('points', 'failing')).toMatchObject({ status: 'FAIL', attempt: 2 });
     expect(await partitioned.get('points', 'fresh')).toMatchObject({ status: 'SUCCESS' });
     expect(await partitioned.get('points', 'old-1')).toBeUndefined();
-    expect((await partitioned.transaction(request('failing'), () => null)).status).toBe('reclaimed');
+    expect((await partitioned.transaction(pointsRequest('failing'), () => null)).status).toBe('reclaimed');
   });
 });

@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, createPipeline, RetryPolicy } from 'oncemq';
 import { RedisLedger } from 'oncemq/redis';
-import { paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
+import { payment, paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
 import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from '../support/redis.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(REDIS_SERVICE);
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 /** A points service outside any database oncemq shares: counts every credit it applies. */
 class PointsService {

@@ -1,25 +1,17 @@
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { scratchDir } from '../support/points.js';
+import { scratchFileEachTest } from '../support/points.js';
 
 describe('SQLite maintenance lock shared by processes on one file', () => {
-  let scratch: ReturnType<typeof scratchDir>;
-  let path: string;
+  const scratch = scratchFileEachTest('ledger.db');
   const open: SqliteLedger[] = [];
-
-  beforeEach(() => {
-    scratch = scratchDir();
-    path = join(scratch.dir, 'ledger.db');
-  });
 
   afterEach(async () => {
     await Promise.all(open.splice(0).map((ledger) => ledger.close()));
-    scratch.remove();
   });
 
   async function ledger(clock: () => number): Promise<SqliteLedger> {
-    const instance = new SqliteLedger({ database: path, clock });
+    const instance = new SqliteLedger({ database: scratch.path, clock });
     open.push(instance);
     await instance.init();
     return instance;

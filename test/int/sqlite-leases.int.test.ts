@@ -1,37 +1,27 @@
-import { join } from 'node:path';
 import type Database from 'better-sqlite3';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createPipeline, PermanentError, RetryPolicy } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
 import {
   addPoints,
   balance,
   openPointsDb,
+  payment,
   paymentEnvelope,
-  scratchDir,
+  scratchFileEachTest,
   sleep,
   type PaymentSucceeded,
 } from '../support/points.js';
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 const key = { jsonPath: 'eventId' } as const;
 
 describe('leases, failures and retries on a SQLite ledger', () => {
-  let scratch: ReturnType<typeof scratchDir>;
-  let path: string;
-
-  beforeEach(() => {
-    scratch = scratchDir();
-    path = join(scratch.dir, 'app.db');
-  });
-
-  afterEach(() => {
-    scratch.remove();
-  });
+  const scratch = scratchFileEachTest('app.db');
 
   it('renews the lease of a handler that outlives it, so a concurrent copy stays busy', async () => {
-    const owner = new SqliteLedger({ database: path });
-    const other = new SqliteLedger({ database: path });
+    const owner = new SqliteLedger({ database: scratch.path });
+    const other = new SqliteLedger({ database: scratch.path });
     let executions = 0;
     const pipeline = (ledger: SqliteLedger) =>
       createPipeline({
@@ -57,8 +47,8 @@ describe('leases, failures and retries on a SQLite ledger', () => {
   });
 
   it('tells a handler that lost its lease through its signal and reports the completion as lease-lost', async () => {
-    const slow = new SqliteLedger({ database: path });
-    const later = new SqliteLedger({ database: path, clock: () => Date.now() + 3_600_000 });
+    const slow = new SqliteLedger({ database: scratch.path });
+    const later = new SqliteLedger({ database: scratch.path, clock: () => Date.now() + 3_600_000 });
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let started!: () => void;
@@ -100,7 +90,7 @@ describe('leases, failures and retries on a SQLite ledger', () => {
   });
 
   it('re-runs a failing handler in place for the immediate retries, rolling back each failed run', async () => {
-    const db: Database.Database = openPointsDb(path);
+    const db: Database.Database = openPointsDb(scratch.path);
     const ledger = new SqliteLedger({ database: db });
     let runs = 0;
     const outcome = await createPipeline<Database.Database, PaymentSucceeded>({
@@ -120,7 +110,7 @@ describe('leases, failures and retries on a SQLite ledger', () => {
   });
 
   it('dead-letters a PermanentError at once, recording the reason in the ledger', async () => {
-    const ledger = new SqliteLedger({ database: path });
+    const ledger = new SqliteLedger({ database: scratch.path });
     let runs = 0;
     const outcome = await createPipeline({
       ledger,
@@ -139,7 +129,7 @@ describe('leases, failures and retries on a SQLite ledger', () => {
   });
 
   it('never acks when the ledger database goes away: the delivery is retried', async () => {
-    const db: Database.Database = openPointsDb(path);
+    const db: Database.Database = openPointsDb(scratch.path);
     const ledger = new SqliteLedger({ database: db });
     let runs = 0;
     const pipeline = createPipeline<Database.Database, PaymentSucceeded>({

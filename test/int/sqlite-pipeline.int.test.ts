@@ -1,20 +1,20 @@
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createPipeline, LeaseLostError } from 'oncemq';
+import { describe, expect, it } from 'vitest';
+import { LeaseLostError } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
 import {
   addPoints,
   balance,
   openPointsDb,
-  paymentEnvelope,
+  payment,
   scratchDir,
+  scratchFileEachTest,
   sleep,
-  type PaymentSucceeded,
 } from '../support/points.js';
-import { describePaymentToPoints } from '../support/points-scenario.js';
+import { describePaymentToPoints, expectLeasedCopiesRunOnce } from '../support/points-scenario.js';
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 describePaymentToPoints('a SQLite ledger', async () => {
   const scratch = scratchDir();
@@ -38,44 +38,16 @@ describePaymentToPoints('a SQLite ledger', async () => {
 });
 
 describe('leased mode on a SQLite ledger file shared by separate connections', () => {
-  let scratch: ReturnType<typeof scratchDir>;
-  let path: string;
-
-  beforeEach(() => {
-    scratch = scratchDir();
-    path = join(scratch.dir, 'ledger.db');
-  });
-
-  afterEach(() => {
-    scratch.remove();
-  });
+  const scratch = scratchFileEachTest('ledger.db');
 
   it('runs the effect once for 20 concurrent deliveries of one key; the rest are busy or duplicate', async () => {
-    const ledgers = Array.from({ length: 20 }, () => new SqliteLedger({ database: path }));
-    let executions = 0;
-    const outcomes = await Promise.all(
-      ledgers.map((ledger, i) =>
-        createPipeline({
-          ledger,
-          group: 'points',
-          mode: 'leased',
-          key: { jsonPath: 'eventId' },
-          handler: async () => {
-            executions++;
-            await sleep(50);
-          },
-        }).process(paymentEnvelope(event, `copy-${i % 2}`)),
-      ),
-    );
-    const kinds = outcomes.map((o) => o.kind);
-    expect(executions).toBe(1);
-    expect(kinds.filter((k) => k === 'executed')).toHaveLength(1);
-    expect(kinds.every((k) => k === 'executed' || k === 'busy' || k === 'duplicate')).toBe(true);
+    const ledgers = Array.from({ length: 20 }, () => new SqliteLedger({ database: scratch.path }));
+    await expectLeasedCopiesRunOnce(ledgers);
     await Promise.all(ledgers.map((ledger) => ledger.close()));
   });
 
   it('a naive check-then-insert consumer double-applies under the same concurrent deliveries', async () => {
-    const dbs = Array.from({ length: 20 }, () => openPointsDb(path));
+    const dbs = Array.from({ length: 20 }, () => openPointsDb(scratch.path));
     dbs[0]?.exec('CREATE TABLE IF NOT EXISTS processed (event_id TEXT PRIMARY KEY)');
     const naive = async (db: Database.Database): Promise<void> => {
       const seen = db.prepare('SELECT 1 FROM processed WHERE event_id = ?').get(event.eventId);
@@ -92,7 +64,7 @@ describe('leased mode on a SQLite ledger file shared by separate connections', (
   it('reclaims a stale lease, and the old owner can no longer complete', async () => {
     let now = 1_000_000;
     const clock = (): number => now;
-    const ledger = new SqliteLedger({ database: path, clock });
+    const ledger = new SqliteLedger({ database: scratch.path, clock });
     await ledger.init();
     const request = {
       group: 'points',

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, RetryPolicy, startRetention, type RetentionProgress } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { scratchDir } from '../support/points.js';
+import { pointsRequest, scratchDir } from '../support/points.js';
 
 describe('startRetention on a SQLite ledger (no maintenance lock)', () => {
   let scratch: ReturnType<typeof scratchDir>;
@@ -21,20 +21,11 @@ describe('startRetention on a SQLite ledger (no maintenance lock)', () => {
     scratch.remove();
   });
 
-  const request = (key: string, leaseMs = 30_000) => ({
-    group: 'points',
-    key,
-    fingerprint: null,
-    brokerId: key,
-    topic: 'payments',
-    leaseMs,
-  });
-
   it('deletes finished rows older than olderThan batch by batch, reporting progress, and keeps live claims', async () => {
-    for (let i = 0; i < 25; i++) await ledger.transaction(request(`old-${i}`), () => null);
-    await ledger.claim(request('stuck', 1));
+    for (let i = 0; i < 25; i++) await ledger.transaction(pointsRequest(`old-${i}`), () => null);
+    await ledger.claim(pointsRequest('stuck', 1));
     now += 3 * 86_400_000;
-    await ledger.transaction(request('recent'), () => null);
+    await ledger.transaction(pointsRequest('recent'), () => null);
     const reports: RetentionProgress[] = [];
     const retention = startRetention(ledger, {
       every: '1h',

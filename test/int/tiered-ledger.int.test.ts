@@ -9,6 +9,7 @@ import {
   addPoints,
   balance,
   openPointsDb,
+  payment,
   paymentEnvelope,
   scratchDir,
   sleep,
@@ -18,7 +19,7 @@ import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from 
 import { findService } from '../support/services.js';
 
 const service = await findService(REDIS_SERVICE);
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 /** Counts the calls that reach the wrapped ledger. */
 function counting<L extends object>(ledger: L): { ledger: L; calls: Map<string, number> } {

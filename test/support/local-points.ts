@@ -1,9 +1,17 @@
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
-import { createPipeline, type Envelope, type Outcome, type Pipeline, RetryPolicy } from 'oncemq';
+import {
+  createPipeline,
+  type Envelope,
+  KEY_HEADER,
+  type Mode,
+  type Outcome,
+  type Pipeline,
+  RetryPolicy,
+} from 'oncemq';
 import { LocalBroker, type LocalBrokerConfig } from 'oncemq/local';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { openPointsDb, sleep, type PaymentSucceeded } from './points.js';
+import { openPointsDb, payment, sleep, type PaymentSucceeded } from './points.js';
 
 /** Polls `condition` until it holds; fails naming `what` after `limitMs`. A wait, not a timed assertion. */
 export async function waitUntil(
@@ -28,6 +36,38 @@ export function testBroker(dir: string, config: LocalBrokerConfig = {}): LocalBr
     commitInterval: '1h',
     ...config,
   });
+}
+
+/** The fields of every outcome for `envelope`, for consumers that answer without a pipeline. */
+export function outcomeBase(envelope: Envelope, group: string, key = envelope.headers[KEY_HEADER] ?? null) {
+  return {
+    group,
+    key,
+    topic: envelope.topic,
+    brokerId: envelope.brokerId,
+    deliveryCount: envelope.deliveryCount,
+    elapsedMs: 0,
+  };
+}
+
+/**
+ * An executed delivery to ack, from a consumer that needs no pipeline; `base` defaults to a
+ * subscriber of group `g` that reads no key.
+ */
+export function ackOutcome(
+  envelope: Envelope,
+  base: ReturnType<typeof outcomeBase> = outcomeBase(envelope, 'g', null),
+  mode: Mode = 'transactional',
+): Outcome {
+  return {
+    ...base,
+    kind: 'executed',
+    action: 'ack',
+    mode,
+    attempt: 1,
+    reclaimed: false,
+    leaseLost: false,
+  };
 }
 
 export const QUICK_RETRY = new RetryPolicy({ name: 'test', delays: ['10ms', '10ms', '10ms'] });
@@ -94,10 +134,6 @@ export class PointsApp {
     await this.ledger.close();
     this.db.close();
   }
-}
-
-export function payment(index: number): PaymentSucceeded {
-  return { eventId: `evt-${index}`, orderId: `order-${index}`, userId: `user-${index % 3}`, amount: 100 };
 }
 
 /** Publishes events 0..count-1 keyed by event id; returns the receipts. */

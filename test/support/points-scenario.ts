@@ -1,6 +1,13 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createPipeline, RetryPolicy, type Ledger, type Outcome, type PipelineConfig } from 'oncemq';
-import { paymentEnvelope, type PaymentSucceeded } from './points.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  createPipeline,
+  RetryPolicy,
+  type Ledger,
+  type Outcome,
+  type Pipeline,
+  type PipelineConfig,
+} from 'oncemq';
+import { payment, paymentEnvelope, paymentEvents, sleep, type PaymentSucceeded } from './points.js';
 
 /** One backend's payment-to-points world: its ledger, the business write through its transaction, the checks. */
 export interface PointsWorld<Tx> {
@@ -12,7 +19,7 @@ export interface PointsWorld<Tx> {
   close(): Promise<void>;
 }
 
-const event: PaymentSucceeded = { eventId: 'evt-1', orderId: 'order-1', userId: 'user-1', amount: 100 };
+const event = payment(1);
 
 /**
  * The payment-to-points scenario every transactional ledger must pass: the same cases on SQLite,
@@ -174,4 +181,92 @@ export function describePaymentToPoints<Tx>(
       expect(await world.ledger.get('points', 'evt-1')).toMatchObject({ status: 'FAIL', attempt: 3 });
     });
   });
+}
+
+/** A points pipeline on `ledger` that counts its handler runs, holding each claim's transaction `holdMs`. */
+function countedPoints<Tx>(world: PointsWorld<Tx>, ledger: Ledger<Tx>, holdMs = 0) {
+  const runs = { count: 0 };
+  const pipeline = createPipeline<Tx, PaymentSucceeded>({
+    ledger,
+    group: 'points',
+    key: { jsonPath: 'eventId' },
+    handler: async (message, ctx) => {
+      runs.count++;
+      await world.addPoints(ctx.tx, message.userId, 100);
+      if (holdMs > 0) await sleep(holdMs); // hold the transaction open so the copies pile up on the claim
+    },
+  });
+  return { pipeline, runs };
+}
+
+/**
+ * Delivers 50 copies of one event at once through `ledger` (each claim's transaction held `holdMs`):
+ * the handler runs once, one copy is executed and 49 are duplicates, +100 points and one ledger row.
+ */
+export async function expectConcurrentCopiesAppliedOnce<Tx>(
+  world: PointsWorld<Tx>,
+  ledger: Ledger<Tx>,
+  holdMs: number,
+): Promise<void> {
+  const { pipeline, runs } = countedPoints(world, ledger, holdMs);
+  const outcomes = await Promise.all(
+    Array.from({ length: 50 }, (_, i) => pipeline.process(paymentEnvelope(event, `copy-${i % 3}`))),
+  );
+  const kinds = outcomes.map((o) => o.kind);
+  expect(runs.count).toBe(1);
+  expect(kinds.filter((k) => k === 'executed')).toHaveLength(1);
+  expect(kinds.filter((k) => k === 'duplicate')).toHaveLength(49);
+  expect(await world.balance('user-1')).toBe(100);
+  expect(await world.ledgerRows()).toBe(1);
+}
+
+/**
+ * Processes one batch of 60 new events and 40 copies of them: one batch claim and no single one,
+ * 60 handler runs and effects, the copies duplicates by republish; 10 of them again are duplicates.
+ * Answers the pipeline, for checks of its metrics.
+ */
+export async function expectBatchClaimedTogether<Tx>(world: PointsWorld<Tx>): Promise<Pipeline> {
+  const { pipeline, runs } = countedPoints(world, world.ledger);
+  const many = vi.spyOn(world.ledger, 'transactionMany');
+  const single = vi.spyOn(world.ledger, 'transaction');
+  const distinct = paymentEvents(60);
+  const batch = [...distinct, ...distinct.slice(0, 40)].map((e, i) => paymentEnvelope(e, `b-${i}`));
+  const outcomes = await pipeline.processBatch(batch);
+  expect(outcomes.filter((o) => o.kind === 'executed')).toHaveLength(60);
+  expect(outcomes.slice(60).every((o) => o.kind === 'duplicate' && o.source === 'republish')).toBe(true);
+  expect(runs.count).toBe(60);
+  expect(many).toHaveBeenCalledTimes(1);
+  expect(single).not.toHaveBeenCalled();
+  expect(await world.ledgerRows()).toBe(60);
+  let total = 0;
+  for (let u = 0; u < 7; u++) total += await world.balance(`user-${u}`);
+  expect(total).toBe(6000);
+  const again = await pipeline.processBatch(batch.slice(0, 10));
+  expect(again.every((o) => o.kind === 'duplicate')).toBe(true);
+  return pipeline;
+}
+
+/**
+ * Delivers one copy of one event per ledger at once (under two broker ids) through leased
+ * pipelines: the handler runs once, one copy is executed and the rest are busy or duplicates.
+ */
+export async function expectLeasedCopiesRunOnce(ledgers: readonly Ledger[]): Promise<void> {
+  let executions = 0;
+  const outcomes = await Promise.all(
+    ledgers.map((ledger, i) =>
+      createPipeline({
+        ledger,
+        group: 'points',
+        mode: 'leased',
+        key: { jsonPath: 'eventId' },
+        handler: async () => {
+          executions++;
+          await sleep(50);
+        },
+      }).process(paymentEnvelope(event, `copy-${i % 2}`)),
+    ),
+  );
+  expect(executions).toBe(1);
+  expect(outcomes.filter((o) => o.kind === 'executed')).toHaveLength(1);
+  expect(outcomes.every((o) => ['executed', 'busy', 'duplicate'].includes(o.kind))).toBe(true);
 }

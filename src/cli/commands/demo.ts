@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { FAULT_NAMES, parseFaults } from '../../testing/fault-injector.js';
-import { UsageError, type Command } from '../command.js';
+import { positiveOption, UsageError, type Command } from '../command.js';
 import { DEMO_RETRY, runDemo, type DemoResult } from '../demo-run.js';
 import { DEMO_STORES } from '../demo-store.js';
 
@@ -28,14 +28,6 @@ Exits 0 only when no effect is doubled and none is lost.
   --json           print one JSON object instead of the table
 
 Retries use a demo schedule (${DEMO_RETRY.delaysMs.map((ms) => `${ms}ms`).join(', ')}, then the dead-letter queue).`;
-
-function positive(value: string | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new UsageError(`--${name} must be a positive whole number, got '${value}'`);
-  return n;
-}
 
 const line = (label: string, value: string): string => `  ${label.padEnd(24)}${value}`;
 const pairs = (record: Record<string, number>): string =>
@@ -112,9 +104,9 @@ export const demoCommand: Command = {
       },
       strict: true,
     });
-    const events = positive(values.events, 'events', 10_000);
-    const users = positive(values.users, 'users', Math.max(1, Math.ceil(events / 10)));
-    const consumers = positive(values.consumers, 'consumers', 4);
+    const events = positiveOption(values.events, 'events', 10_000);
+    const users = positiveOption(values.users, 'users', Math.max(1, Math.ceil(events / 10)));
+    const consumers = positiveOption(values.consumers, 'consumers', 4);
     if (values.transport !== 'local') {
       throw new UsageError(`--transport '${values.transport}' is not available in this build; use local`);
     }

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DEFAULT_LOCAL_BROKER_CONFIG, LocalBroker } from '../../transport/local/local-broker.js';
-import { UsageError, type Command } from '../command.js';
+import { positiveOption, UsageError, type Command } from '../command.js';
 
 const usage = `Usage: oncemq dlq list [--broker PATH] [--group G] [--replayed] [--limit N] [--json]
        oncemq dlq replay [--broker PATH] ID...
@@ -45,9 +45,7 @@ export const dlqCommand: Command = {
     });
     const [action, ...rest] = positionals;
     if (action !== 'list' && action !== 'replay') throw new UsageError("expected 'list' or 'replay'");
-    const limit = Number(values.limit);
-    if (!Number.isInteger(limit) || limit < 1)
-      throw new UsageError(`--limit must be a positive whole number, got '${values.limit}'`);
+    const limit = positiveOption(values.limit, 'limit', 100);
     const broker = await openBroker(values.broker);
     try {
       if (action === 'list') {

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { createPipeline } from '../../consumer/pipeline.js';
 import { createEnvelope } from '../../core/envelope.js';
 import { SqliteLedger, type SqliteDatabaseLike } from '../../ledger/sqlite-ledger.js';
-import { UsageError, type Command } from '../command.js';
+import { positiveOption, type Command } from '../command.js';
 
 const usage = `Usage: oncemq example [--events N] [--copies N] [--json]
 
@@ -19,14 +19,6 @@ interface PaymentSucceeded {
   readonly userId: string;
 }
 
-function positive(value: string | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new UsageError(`--${name} must be a positive whole number, got '${value}'`);
-  return n;
-}
-
 export const exampleCommand: Command = {
   name: 'example',
   summary: 'the payment-to-points example on an in-memory SQLite ledger',
@@ -41,8 +33,8 @@ export const exampleCommand: Command = {
       },
       strict: true,
     });
-    const events = positive(values.events, 'events', 1000);
-    const copies = positive(values.copies, 'copies', 3);
+    const events = positiveOption(values.events, 'events', 1000);
+    const copies = positiveOption(values.copies, 'copies', 3);
     const ledger = new SqliteLedger({ database: ':memory:' });
     await ledger.init();
     const db = ledger.database;

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { validateGroup } from '../../core/group.js';
 import type { Ledger, LedgerRecord } from '../../ledger/ledger.js';
-import { UsageError, type Command } from '../command.js';
+import { positiveOption, UsageError, type Command } from '../command.js';
 import { openStore, STORE_NAMES } from '../stores.js';
 
 const usage = `Usage: oncemq ledger stuck|failed|show KEY|reset KEY [options]
@@ -40,14 +40,6 @@ function line(record: LedgerRecord): string {
       : `updated ${record.updatedAt.toISOString()}`;
   const remark = record.remark === null ? '' : `  ${record.remark.replace(/\s+/g, ' ').slice(0, 200)}`;
   return `${record.group}  ${record.key}  ${record.status}  attempt ${record.attempt}  ${when}${remark}`;
-}
-
-function positiveLimit(value: string | undefined): number {
-  if (value === undefined) return 100;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new UsageError(`--limit must be a positive whole number, got '${value}'`);
-  return n;
 }
 
 function inspectable(ledger: Ledger): Required<Pick<Ledger, 'list' | 'reset'>> {
@@ -91,7 +83,7 @@ export const ledgerCommand: Command = {
     }
     if (needsKey && values.group === undefined) throw new UsageError(`${action} needs --group`);
     const group = values.group === undefined ? undefined : validateGroup(values.group, '--group');
-    const limit = positiveLimit(values.limit);
+    const limit = positiveOption(values.limit, 'limit', 100);
     const store = await openStore(values.store, { url: values.url, table: values.table });
     try {
       const ledger = store.ledger;

@@ -14,6 +14,19 @@ export interface HalfMessage {
   readonly checks: number;
 }
 
+/** A row of `oncemq_half_messages` as SQLite returns it. */
+interface HalfMessageRow {
+  readonly id: number;
+  readonly producer_group: string;
+  readonly topic: string;
+  readonly queue_id: number;
+  readonly unique_id: string;
+  readonly headers: string;
+  readonly body: Uint8Array;
+  readonly born_at: number;
+  readonly checks: number;
+}
+
 /** Half messages: stored invisible to consumers until their transaction commits. */
 export class HalfMessageStore {
   readonly #store: BrokerStore;
@@ -52,15 +65,7 @@ export class HalfMessageStore {
   end(id: number, decision: 'commit' | 'rollback' | 'aside'): { commitOffset: number | null } | undefined {
     return this.#store.write('ending a half message', () => {
       const row = this.#store.statement('SELECT * FROM oncemq_half_messages WHERE id = ?').get(id) as
-        | {
-            topic: string;
-            queue_id: number;
-            unique_id: string;
-            headers: string;
-            body: Uint8Array;
-            born_at: number;
-          }
-        | undefined;
+        HalfMessageRow | undefined;
       if (row === undefined) return undefined;
       this.#store.statement('DELETE FROM oncemq_half_messages WHERE id = ?').run(id);
       if (decision === 'rollback') return { commitOffset: null };
@@ -85,17 +90,7 @@ export class HalfMessageStore {
           'SELECT * FROM oncemq_half_messages WHERE producer_group = ? AND next_check_at <= ? ORDER BY next_check_at, id LIMIT ?',
         )
         .all(producerGroup, this.#store.now(), limit),
-    ) as {
-      id: number;
-      producer_group: string;
-      topic: string;
-      queue_id: number;
-      unique_id: string;
-      headers: string;
-      body: Uint8Array;
-      born_at: number;
-      checks: number;
-    }[];
+    ) as HalfMessageRow[];
     return rows.map((row) => ({
       id: row.id,
       producerGroup: row.producer_group,
