@@ -4,13 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('the packed package', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'oncemq-pack-'));
+  let dir = '';
+  beforeAll(() => {
+    // Made when the tests run, not when the file is collected (`vitest list` runs no after-hooks).
+    dir = mkdtempSync(join(tmpdir(), 'oncemq-pack-'));
+  });
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
   });
