@@ -160,13 +160,16 @@ export function toRedisLike(input: RedisClientInput, field = 'client'): RedisLik
 }
 
 /**
- * Bounds Redis calls by a deadline without a timer per call: the pending calls sit in a set that one
- * interval sweeps every quarter of the timeout (so a call fails after 1 to 1.25 times `timeoutMs`).
- * A timer per call (create, race, clear) cost about a twentieth of a one-command claim.
- * The interval runs only while calls are pending and never keeps the process alive by itself.
+ * Bounds Redis calls by a deadline without a timer per call: the pending calls sit in a list, oldest
+ * first, that one interval sweeps every quarter of the timeout (so a call fails after 1 to 1.25 times
+ * `timeoutMs`). Every call has the same timeout, so the list is in deadline order and a sweep stops at
+ * the first call still in time; a call that answers unlinks itself. A timer per call (create, race,
+ * clear) cost about a twentieth of a one-command claim, and a `Set` of pending calls a sixth of the
+ * ledger's own work. The interval runs only while calls are pending and never keeps the process alive.
  */
 export class CallDeadlines {
-  readonly #pending = new Set<PendingCall>();
+  #oldest: PendingCall | undefined;
+  #newest: PendingCall | undefined;
   readonly #tickMs: number;
   #timer: NodeJS.Timeout | undefined;
 
@@ -177,19 +180,27 @@ export class CallDeadlines {
   /** Settles like `promise`, or rejects with LedgerUnavailableError once the deadline passed (the command may still run). */
   run<T>(promise: Promise<T>, what: string): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const call: PendingCall = { deadline: performance.now() + this.timeoutMs, what, reject };
-      this.#pending.add(call);
+      const call: PendingCall = {
+        deadline: performance.now() + this.timeoutMs,
+        what,
+        reject,
+        older: this.#newest,
+        newer: undefined,
+      };
+      if (this.#newest === undefined) this.#oldest = call;
+      else this.#newest.newer = call;
+      this.#newest = call;
       if (this.#timer === undefined) {
         this.#timer = setInterval(this.#sweep, this.#tickMs);
         this.#timer.unref();
       }
       promise.then(
         (value) => {
-          this.#pending.delete(call);
+          this.#unlink(call);
           resolve(value);
         },
         (error: unknown) => {
-          this.#pending.delete(call);
+          this.#unlink(call);
           reject(
             error instanceof Error
               ? error
@@ -200,14 +211,23 @@ export class CallDeadlines {
     });
   }
 
+  #unlink(call: PendingCall): void {
+    if (call.older === undefined) {
+      if (this.#oldest !== call) return; // swept already
+      this.#oldest = call.newer;
+    } else call.older.newer = call.newer;
+    if (call.newer === undefined) this.#newest = call.older;
+    else call.newer.older = call.older;
+    call.older = call.newer = undefined;
+  }
+
   readonly #sweep = (): void => {
     const now = performance.now();
-    for (const call of this.#pending) {
-      if (call.deadline > now) continue;
-      this.#pending.delete(call);
+    for (let call = this.#oldest; call !== undefined && call.deadline <= now; call = this.#oldest) {
+      this.#unlink(call);
       call.reject(new LedgerUnavailableError(`Redis did not answer ${call.what} within ${this.timeoutMs}ms`));
     }
-    if (this.#pending.size === 0) {
+    if (this.#oldest === undefined) {
       clearInterval(this.#timer);
       this.#timer = undefined;
     }
@@ -218,4 +238,6 @@ interface PendingCall {
   readonly deadline: number;
   readonly what: string;
   readonly reject: (error: Error) => void;
+  older: PendingCall | undefined;
+  newer: PendingCall | undefined;
 }

@@ -22,4 +22,21 @@ describe('CallDeadlines', () => {
     expect(String(error)).toMatch(/did not answer SET within 80ms/);
     expect(waited).toBeGreaterThanOrEqual(79);
   });
+
+  it('fails every hung call around one that answered, oldest first, and keeps working afterwards', async () => {
+    const deadlines = new CallDeadlines(40);
+    const failed: string[] = [];
+    const hung = (what: string): Promise<void> =>
+      deadlines.run(new Promise<never>(() => undefined), what).catch(() => {
+        failed.push(what);
+      });
+    const calls = [hung('first'), deadlines.run(Promise.resolve('second'), 'GET'), hung('third')];
+    expect(await calls[1]).toBe('second');
+    await Promise.all(calls);
+    expect(failed).toEqual(['first', 'third']);
+    expect(await deadlines.run(Promise.resolve(7), 'GET')).toBe(7);
+    await expect(deadlines.run(new Promise<never>(() => undefined), 'SET')).rejects.toBeInstanceOf(
+      LedgerUnavailableError,
+    );
+  });
 });
