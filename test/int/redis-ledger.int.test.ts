@@ -309,6 +309,36 @@ describe.skipIf(!service.available)('RedisLedger', () => {
       });
     });
 
+    it('claims with SET NX then GET on a server that refuses SET NX GET (Redis before 7.0)', async () => {
+      const calls = { setNx: 0, get: 0 };
+      const redis6: RedisLike = {
+        ...redis.redis,
+        client: 'redis-6.2',
+        setNxGet: () => Promise.reject(new Error('ERR syntax error')),
+        setNx: (k, value, ttl) => {
+          calls.setNx++;
+          return redis.redis.setNx(k, value, ttl);
+        },
+        get: (k) => {
+          calls.get++;
+          return redis.redis.get(k);
+        },
+      };
+      const old = new RedisLedger({ client: redis6, prefix: redis.prefix, clock: () => now });
+      await old.init();
+      Object.assign(calls, { setNx: 0, get: 0 });
+      const results = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => old.claim(request('evt-6', { brokerId: `b-${i}` }))),
+      );
+      expect(results.filter((r) => r.status === 'acquired')).toHaveLength(1);
+      expect(results.filter((r) => r.status === 'busy')).toHaveLength(9);
+      expect(calls).toEqual({ setNx: 10, get: 9 });
+      const won = results.find((r) => r.status === 'acquired');
+      if (won?.status !== 'acquired') throw new Error('expected one acquired');
+      await old.complete(won.claim, null);
+      expect(await old.claim(request('evt-6'))).toMatchObject({ status: 'duplicate' });
+    });
+
     it('refuses to start on a client that drops NX, instead of deduplicating nothing', async () => {
       const ignoresNx: RedisLike = {
         ...redis.redis,
