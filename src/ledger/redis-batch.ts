@@ -1,3 +1,5 @@
+import { LedgerUnavailableError } from '../core/errors.js';
+
 /**
  * Gathers the calls made in one turn of the event loop and sends them to Redis together.
  *
@@ -91,4 +93,25 @@ function isCrossSlot(error: unknown): boolean {
     if (e.message.includes('CROSSSLOT')) return true;
   }
   return false;
+}
+
+/**
+ * Splits a multi-key script's reply into one answer per key: `read(answer)` for a plain answer, a
+ * {@link LedgerUnavailableError} for a key whose step failed (`{ error }`) or a reply of the wrong shape.
+ */
+export function perKey<T>(
+  reply: unknown,
+  count: number,
+  what: string,
+  read: (answer: unknown) => T,
+): (T | Error)[] {
+  if (!Array.isArray(reply) || reply.length !== count) {
+    const error = new LedgerUnavailableError(`Redis ledger failed ${what}: expected ${count} answers`);
+    return Array.from({ length: count }, () => error);
+  }
+  return reply.map((answer: unknown) =>
+    Array.isArray(answer)
+      ? new LedgerUnavailableError(`Redis ledger failed ${what}: ${String(answer[0])}`)
+      : read(answer),
+  );
 }

@@ -12,7 +12,7 @@ import {
   type LedgerRecord,
   type PurgeResult,
 } from './ledger.js';
-import { RedisBatcher } from './redis-batch.js';
+import { perKey, RedisBatcher } from './redis-batch.js';
 import {
   CallDeadlines,
   replyText,
@@ -403,20 +403,4 @@ export class RedisLedger implements Ledger<never> {
   toString(): string {
     return `RedisLedger(${this.redis.client}, prefix '${this.prefix}', retention ${formatDuration(this.retentionMs)})`;
   }
-}
-
-/**
- * Splits a multi-key script's reply into one answer per key: `read(answer)` for a plain answer, a
- * {@link LedgerUnavailableError} for a key whose step failed (`{ error }`) or a reply of the wrong shape.
- */
-function perKey<T>(reply: unknown, count: number, what: string, read: (answer: unknown) => T): (T | Error)[] {
-  if (!Array.isArray(reply) || reply.length !== count) {
-    const error = new LedgerUnavailableError(`Redis ledger failed ${what}: expected ${count} answers`);
-    return Array.from({ length: count }, () => error);
-  }
-  return reply.map((answer: unknown) =>
-    Array.isArray(answer)
-      ? new LedgerUnavailableError(`Redis ledger failed ${what}: ${String(answer[0])}`)
-      : read(answer),
-  );
 }

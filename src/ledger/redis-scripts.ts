@@ -68,6 +68,24 @@ end
 return out
 `),
   /**
+   * Reads every key in KEYS like one `GET` each. Answers per key: the value, 0 when there is none, or
+   * `{ error }` for that key alone (another Redis type).
+   */
+  getMany: new RedisScript(`
+local out = {}
+for i = 1, #KEYS do
+  local r = redis.pcall('GET', KEYS[i])
+  if r == false then
+    out[i] = 0
+  elseif type(r) == 'table' then
+    out[i] = { r.err or 'read failed' }
+  else
+    out[i] = r
+  end
+end
+return out
+`),
+  /**
    * Completes every key in KEYS whose record the given owner and attempt still hold as PROCESSING.
    * ARGV: now, ttl, then per key: owner, attempt, has result ('1'/'0'), result, the value the claim
    * wrote and the finished value (both '' when unknown). When the key still holds exactly the value

@@ -94,6 +94,53 @@ describe.skipIf(!service.available)('TieredLedger over SQLite', () => {
       expect(balance(db, 'user-1')).toBe(100);
     });
 
+    it('reads the cache for concurrent copies in one script call, each answered on its own', async () => {
+      const calls = { get: 0, evalSha: 0 };
+      const inner = redis.redis;
+      const countingRedis: RedisLike = {
+        ...inner,
+        get: (key) => {
+          calls.get++;
+          return inner.get(key);
+        },
+        evalSha: (sha, keys, args) => {
+          calls.evalSha++;
+          return inner.evalSha(sha, keys, args);
+        },
+      };
+      const ledger = tiered({ redis: countingRedis });
+      const pipeline = pointsPipeline(ledger);
+      const events = Array.from({ length: 30 }, (_, i) => payment(i + 1));
+      for (const e of events) await pipeline.process(paymentEnvelope(e));
+      await redis.redis.setPx(cacheKey('evt-foreign'), 'not a record', 60_000);
+      Object.assign(calls, { get: 0, evalSha: 0 });
+      const copies = [...events.map((e) => paymentEnvelope(e)), paymentEnvelope(payment(999), 'b-new')];
+      copies.push(paymentEnvelope({ ...payment(1000), eventId: 'evt-foreign' }, 'b-foreign'));
+      const outcomes = await Promise.all(copies.map((envelope) => pipeline.process(envelope)));
+      expect(outcomes.slice(0, 30).every((o) => o.kind === 'duplicate')).toBe(true);
+      expect(outcomes.slice(30).map((o) => o.kind)).toEqual(['executed', 'executed']);
+      expect(calls).toEqual({ get: 0, evalSha: 1 });
+      expect(ledger.cacheMetrics()).toMatchObject({ hits: 30 });
+    });
+
+    it('reads one key at a time when configured off', async () => {
+      let gets = 0;
+      const inner = redis.redis;
+      const ledger = tiered({
+        batch: false,
+        redis: {
+          ...inner,
+          get: (key) => {
+            gets++;
+            return inner.get(key);
+          },
+        },
+      });
+      const pipeline = pointsPipeline(ledger);
+      await Promise.all([1, 2, 3].map((n) => pipeline.process(paymentEnvelope(payment(n)))));
+      expect(gets).toBe(3);
+    });
+
     it('writes the Redis key only after the SQL commit, never from inside the transaction', async () => {
       const seen: (string | null)[] = [];
       const pipeline = pointsPipeline(tiered(), async () => {
