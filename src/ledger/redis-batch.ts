@@ -1,5 +1,16 @@
 import { LedgerUnavailableError } from '../core/errors.js';
 
+/** Most keys in one batched script call: long enough to pay off, short enough not to stall Redis. */
+export const REDIS_MAX_BATCH = 128;
+
+/** Batching as configured (`batch`, default on), never on a Redis Cluster client; see {@link RedisBatcher}. */
+export function batchingOptions(
+  batch: boolean | undefined,
+  redis: { readonly cluster?: boolean },
+): { readonly enabled: boolean; readonly maxBatch: number } {
+  return { enabled: (batch ?? true) && redis.cluster !== true, maxBatch: REDIS_MAX_BATCH };
+}
+
 /**
  * Gathers the calls made in one turn of the event loop and sends them to Redis together.
  *

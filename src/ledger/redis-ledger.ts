@@ -12,7 +12,7 @@ import {
   type LedgerRecord,
   type PurgeResult,
 } from './ledger.js';
-import { perKey, RedisBatcher } from './redis-batch.js';
+import { batchingOptions, perKey, RedisBatcher } from './redis-batch.js';
 import {
   CallDeadlines,
   replyText,
@@ -49,9 +49,6 @@ export interface RedisLedgerConfig {
    */
   readonly batch?: boolean;
 }
-
-/** Most keys in one batched script call: long enough to pay off, short enough not to stall Redis. */
-export const REDIS_MAX_BATCH = 128;
 
 interface ClaimCall {
   readonly key: string;
@@ -137,10 +134,7 @@ export class RedisLedger implements Ledger<never> {
     this.timeoutMs = redisTtl(config.timeout ?? DEFAULT_REDIS_LEDGER_CONFIG.timeout, 'timeout');
     this.#clock = config.clock ?? Date.now;
     this.#deadlines = new CallDeadlines(this.timeoutMs);
-    const batching = {
-      enabled: (config.batch ?? true) && this.redis.cluster !== true,
-      maxBatch: REDIS_MAX_BATCH,
-    };
+    const batching = batchingOptions(config.batch, this.redis);
     this.#claims = new RedisBatcher(
       (call) => this.#call(this.redis.setNxGet(call.key, call.value, call.ttlMs), 'claiming'),
       (calls) => this.#claimMany(calls),

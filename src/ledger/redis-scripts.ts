@@ -23,6 +23,27 @@ export class RedisScript {
   }
 }
 
+/**
+ * A script that runs one `redis.pcall` per key of KEYS (`call`, with `i` the key's index) and answers
+ * per key: `none` when the reply is nil, the reply itself, or `{ error }` for that key alone.
+ */
+function eachKey(call: string, none: 0 | 1, step: string): RedisScript {
+  return new RedisScript(`
+local out = {}
+for i = 1, #KEYS do
+  local r = ${call}
+  if r == false then
+    out[i] = ${none}
+  elseif type(r) == 'table' then
+    out[i] = { r.err or '${step} failed' }
+  else
+    out[i] = r
+  end
+end
+return out
+`);
+}
+
 /** Loads the record at KEYS[1] when ARGV[1] (owner) and ARGV[2] (attempt) still hold it as PROCESSING. */
 const OWNED = `
 local cur = redis.call('GET', KEYS[1])
@@ -53,38 +74,16 @@ return 1
    * Claims every key in KEYS like one `SET key value PX ttl NX GET` each. ARGV: value and ttl per key.
    * Answers per key: 1 when set, the value already there, or `{ error }` for that key alone.
    */
-  claimMany: new RedisScript(`
-local out = {}
-for i = 1, #KEYS do
-  local r = redis.pcall('SET', KEYS[i], ARGV[2 * i - 1], 'PX', ARGV[2 * i], 'NX', 'GET')
-  if r == false then
-    out[i] = 1
-  elseif type(r) == 'table' then
-    out[i] = { r.err or 'claim failed' }
-  else
-    out[i] = r
-  end
-end
-return out
-`),
+  claimMany: eachKey(
+    "redis.pcall('SET', KEYS[i], ARGV[2 * i - 1], 'PX', ARGV[2 * i], 'NX', 'GET')",
+    1,
+    'claim',
+  ),
   /**
    * Reads every key in KEYS like one `GET` each. Answers per key: the value, 0 when there is none, or
    * `{ error }` for that key alone (another Redis type).
    */
-  getMany: new RedisScript(`
-local out = {}
-for i = 1, #KEYS do
-  local r = redis.pcall('GET', KEYS[i])
-  if r == false then
-    out[i] = 0
-  elseif type(r) == 'table' then
-    out[i] = { r.err or 'read failed' }
-  else
-    out[i] = r
-  end
-end
-return out
-`),
+  getMany: eachKey("redis.pcall('GET', KEYS[i])", 0, 'read'),
   /**
    * Completes every key in KEYS whose record the given owner and attempt still hold as PROCESSING.
    * ARGV: now, ttl, then per key: owner, attempt, has result ('1'/'0'), result, the value the claim

@@ -14,8 +14,8 @@ import type {
   PurgeResult,
   TransactionWork,
 } from './ledger.js';
-import { perKey, RedisBatcher } from './redis-batch.js';
-import { REDIS_MAX_BATCH, redisTtl } from './redis-ledger.js';
+import { batchingOptions, perKey, RedisBatcher } from './redis-batch.js';
+import { redisTtl } from './redis-ledger.js';
 import {
   CallDeadlines,
   replyText,
@@ -126,7 +126,7 @@ export class TieredLedger<Tx = unknown> implements Ledger<Tx> {
           'reading',
           (answer) => (answer === 0 ? null : replyText(answer)),
         ),
-      { enabled: (config.batch ?? true) && this.redis.cluster !== true, maxBatch: REDIS_MAX_BATCH },
+      batchingOptions(config.batch, this.redis),
     );
     const retryAfterMs = parseDuration(
       config.retryAfter ?? DEFAULT_TIERED_LEDGER_CONFIG.retryAfter,
