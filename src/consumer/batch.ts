@@ -82,9 +82,9 @@ export async function processBatch<Tx, T>(
   envelopes: readonly Envelope[],
 ): Promise<Outcome[]> {
   const { ledger } = internals;
-  const many = ledger.transactionMany?.bind(ledger);
   const leased = internals.mode === 'leased';
-  if (!leased && (!ledger.capabilities.batchClaim || many === undefined)) {
+  const many = leased || !ledger.capabilities.batchClaim ? undefined : ledger.transactionMany?.bind(ledger);
+  if (!leased && many === undefined) {
     const outcomes: Outcome[] = [];
     for (const envelope of envelopes) outcomes.push(await internals.process(envelope));
     return outcomes;
@@ -107,49 +107,57 @@ export async function processBatch<Tx, T>(
       }
       return outcomes as Outcome[];
     }
-    if (leased) {
-      await processLeased(internals, claimable, outcomes, started);
-      return outcomes as Outcome[];
-    }
-    if (many === undefined) throw new Error('unreachable: a transactional batch without transactionMany()');
-    const values = new Map<number, unknown>();
-    let claimed: readonly ClaimResult[] | undefined;
-    try {
-      claimed = await many(
-        claimable.map((c) => c.parsed.request),
-        async (tx, won) => {
-          const results: (string | null)[] = [];
-          for (const { index, claim } of won) {
-            const item = claimable[index];
-            if (item === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
-            const out = internals.runHandler(item.envelope, item.parsed, claim, tx);
-            const value = isThenable(out) ? await out : out;
-            values.set(index, value);
-            results.push(internals.store(value));
-          }
-          return results;
-        },
-      );
-    } catch {
-      // A handler (or the ledger) failed: the whole batch rolled back. Each delivery on its own.
-      claimed = undefined;
-    }
-    for (const [i, { index, envelope, parsed }] of claimable.entries()) {
-      const result = claimed?.[i];
-      if (result === undefined) {
-        outcomes[index] = await internals.process(envelope);
-      } else if (result.status === 'acquired' || result.status === 'reclaimed') {
-        outcomes[index] = internals.finish(
-          internals.executed(envelope, parsed.key, result, values.get(i), started),
-        );
-      } else {
-        outcomes[index] = internals.finish(
-          internals.notWon(envelope, parsed.key, result, started, parsed.request.fingerprint),
-        );
-      }
-    }
+    // Past the check above, a batch without transactionMany() is a leased one.
+    if (many === undefined) await processLeased(internals, claimable, outcomes, started);
+    else await processTransactional(internals, many, claimable, outcomes, started);
   }
   return outcomes as Outcome[];
+}
+
+/** The transactional batch: one claim statement and one commit, each delivery on its own if it fails. */
+async function processTransactional<Tx, T>(
+  internals: BatchInternals<Tx, T>,
+  many: NonNullable<Ledger<Tx>['transactionMany']>,
+  claimable: readonly Claimable<T>[],
+  outcomes: (Outcome | undefined)[],
+  started: number,
+): Promise<void> {
+  const values = new Map<number, unknown>();
+  let claimed: readonly ClaimResult[] | undefined;
+  try {
+    claimed = await many(
+      claimable.map((c) => c.parsed.request),
+      async (tx, won) => {
+        const results: (string | null)[] = [];
+        for (const { index, claim } of won) {
+          const item = claimable[index];
+          if (item === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
+          const out = internals.runHandler(item.envelope, item.parsed, claim, tx);
+          const value = isThenable(out) ? await out : out;
+          values.set(index, value);
+          results.push(internals.store(value));
+        }
+        return results;
+      },
+    );
+  } catch {
+    // A handler (or the ledger) failed: the whole batch rolled back. Each delivery on its own.
+    claimed = undefined;
+  }
+  for (const [i, { index, envelope, parsed }] of claimable.entries()) {
+    const result = claimed?.[i];
+    if (result === undefined) {
+      outcomes[index] = await internals.process(envelope);
+    } else if (isWon(result)) {
+      outcomes[index] = internals.finish(
+        internals.executed(envelope, parsed.key, result, values.get(i), started),
+      );
+    } else {
+      outcomes[index] = internals.finish(
+        internals.notWon(envelope, parsed.key, result, started, parsed.request.fingerprint),
+      );
+    }
+  }
 }
 
 /** The leased batch: every claim at once, every won lease held from then on, the handlers in order. */
