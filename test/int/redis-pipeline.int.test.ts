@@ -3,6 +3,7 @@ import { ConfigError, createPipeline, RetryPolicy } from 'oncemq';
 import { RedisLedger } from 'oncemq/redis';
 import { payment, paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
 import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from '../support/redis.js';
+import { counting } from '../support/counting.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(REDIS_SERVICE);
@@ -77,22 +78,11 @@ describe.skipIf(!service.available)('payment-to-points on a Redis ledger (leased
     });
 
     it('claims a leased batch in one script call, runs the handlers in order and answers in-batch copies as duplicates', async () => {
-      const calls = { evalSha: 0, setNxGet: 0 };
       const inner = new RedisLedger({ client: redis.client, prefix: redis.prefix }).redis;
-      const counted = {
-        ...inner,
-        setNxGet: (key: string, value: string, ttl: number) => {
-          calls.setNxGet++;
-          return inner.setNxGet(key, value, ttl);
-        },
-        evalSha: (sha: string, keys: readonly string[], args: readonly string[]) => {
-          calls.evalSha++;
-          return inner.evalSha(sha, keys, args);
-        },
-      };
+      const { ledger: counted, calls } = counting(inner);
       const ledger = new RedisLedger({ client: counted, prefix: redis.prefix });
       await ledger.init(); // its self-check sends two SET NX GET of its own
-      Object.assign(calls, { evalSha: 0, setNxGet: 0 });
+      calls.clear();
       const order: string[] = [];
       const pipeline = createPipeline<never, PaymentSucceeded>({
         ledger,
@@ -116,8 +106,8 @@ describe.skipIf(!service.available)('payment-to-points on a Redis ledger (leased
       expect(points.credits).toBe(99);
       // The 100 claims in one script call and the copy's claim on its own; the 99 completions, settled
       // while later handlers ran, share a few script calls; the failure record is one more.
-      expect(calls.setNxGet).toBe(1);
-      expect(calls.evalSha).toBeLessThanOrEqual(5);
+      expect(calls.get('setNxGet')).toBe(1);
+      expect(calls.get('evalSha')).toBeLessThanOrEqual(5);
     });
 
     it('refuses at start-up a Redis TTL shorter than the redelivery horizon, naming both', () => {

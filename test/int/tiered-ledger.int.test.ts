@@ -16,26 +16,11 @@ import {
   type PaymentSucceeded,
 } from '../support/points.js';
 import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from '../support/redis.js';
+import { counting } from '../support/counting.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(REDIS_SERVICE);
 const event = payment(1);
-
-/** Counts the calls that reach the wrapped ledger. */
-function counting<L extends object>(ledger: L): { ledger: L; calls: Map<string, number> } {
-  const calls = new Map<string, number>();
-  const proxy = new Proxy(ledger, {
-    get(target, prop) {
-      const value: unknown = Reflect.get(target, prop, target);
-      if (typeof value !== 'function' || typeof prop !== 'string') return value;
-      return (...args: unknown[]): unknown => {
-        calls.set(prop, (calls.get(prop) ?? 0) + 1);
-        return (value as (...a: unknown[]) => unknown).apply(target, args);
-      };
-    },
-  });
-  return { ledger: proxy, calls };
-}
 
 describe.skipIf(!service.available)('TieredLedger over SQLite', () => {
   describe.each(REDIS_CLIENT_KINDS)('with %s', (kind) => {
@@ -95,50 +80,32 @@ describe.skipIf(!service.available)('TieredLedger over SQLite', () => {
     });
 
     it('reads the cache for concurrent copies in one script call, each answered on its own', async () => {
-      const calls = { get: 0, evalSha: 0 };
-      const inner = redis.redis;
-      const countingRedis: RedisLike = {
-        ...inner,
-        get: (key) => {
-          calls.get++;
-          return inner.get(key);
-        },
-        evalSha: (sha, keys, args) => {
-          calls.evalSha++;
-          return inner.evalSha(sha, keys, args);
-        },
-      };
+      const { ledger: countingRedis, calls } = counting(redis.redis);
       const ledger = tiered({ redis: countingRedis });
       const pipeline = pointsPipeline(ledger);
       const events = Array.from({ length: 30 }, (_, i) => payment(i + 1));
       for (const e of events) await pipeline.process(paymentEnvelope(e));
       await redis.redis.setPx(cacheKey('evt-foreign'), 'not a record', 60_000);
-      Object.assign(calls, { get: 0, evalSha: 0 });
+      calls.clear();
       const copies = [...events.map((e) => paymentEnvelope(e)), paymentEnvelope(payment(999), 'b-new')];
       copies.push(paymentEnvelope({ ...payment(1000), eventId: 'evt-foreign' }, 'b-foreign'));
       const outcomes = await Promise.all(copies.map((envelope) => pipeline.process(envelope)));
       expect(outcomes.slice(0, 30).every((o) => o.kind === 'duplicate')).toBe(true);
       expect(outcomes.slice(30).map((o) => o.kind)).toEqual(['executed', 'executed']);
-      expect(calls).toEqual({ get: 0, evalSha: 1 });
+      // The reads: none one by one, one script call for all (the two misses then write with SET).
+      expect({ get: calls.get('get') ?? 0, evalSha: calls.get('evalSha') ?? 0 }).toEqual({
+        get: 0,
+        evalSha: 1,
+      });
       expect(ledger.cacheMetrics()).toMatchObject({ hits: 30 });
     });
 
     it('reads one key at a time when configured off', async () => {
-      let gets = 0;
-      const inner = redis.redis;
-      const ledger = tiered({
-        batch: false,
-        redis: {
-          ...inner,
-          get: (key) => {
-            gets++;
-            return inner.get(key);
-          },
-        },
-      });
+      const { ledger: countingRedis, calls } = counting(redis.redis);
+      const ledger = tiered({ batch: false, redis: countingRedis });
       const pipeline = pointsPipeline(ledger);
       await Promise.all([1, 2, 3].map((n) => pipeline.process(paymentEnvelope(payment(n)))));
-      expect(gets).toBe(3);
+      expect(calls.get('get')).toBe(3);
     });
 
     it('writes the Redis key only after the SQL commit, never from inside the transaction', async () => {
