@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { resolveServiceUrl } from '../src/cli/connection.js';
-import { MysqlLedger } from '../src/ledger/mysql-ledger.js';
+import { MysqlLedger } from '../src/ledger/mysql/mysql-ledger.js';
 import type { Suite } from './harness.js';
 import * as sql from './sql.js';
 

@@ -9,8 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { resolveServiceUrl } from '../src/cli/connection.js';
-import type { PgClientLike } from '../src/ledger/postgres-client.js';
-import { PostgresLedger } from '../src/ledger/postgres-ledger.js';
+import type { PgClientLike } from '../src/ledger/postgres/postgres-client.js';
+import { PostgresLedger } from '../src/ledger/postgres/postgres-ledger.js';
 import type { Suite } from './harness.js';
 import * as sql from './sql.js';
 

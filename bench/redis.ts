@@ -9,10 +9,10 @@ import { createClient } from 'redis';
 import { createPipeline, type Pipeline } from '../src/consumer/pipeline.js';
 import type { Envelope } from '../src/core/envelope.js';
 import type { ClaimRequest } from '../src/ledger/ledger.js';
-import { RedisLedger } from '../src/ledger/redis-ledger.js';
-import { fromNodeRedis } from '../src/ledger/redis-like.js';
-import { SqliteLedger } from '../src/ledger/sqlite-ledger.js';
-import { TieredLedger } from '../src/ledger/tiered-ledger.js';
+import { RedisLedger } from '../src/ledger/redis/redis-ledger.js';
+import { fromNodeRedis } from '../src/ledger/redis/redis-like.js';
+import { SqliteLedger } from '../src/ledger/sqlite/sqlite-ledger.js';
+import { TieredLedger } from '../src/ledger/tiered/tiered-ledger.js';
 import { sideBySide, type BenchResult, type Contender, type Suite } from './harness.js';
 
 interface Payment {

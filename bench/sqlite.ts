@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { createPipeline } from '../src/consumer/pipeline.js';
 import { RetryPolicy } from '../src/consumer/retry-policy.js';
 import type { Envelope } from '../src/core/envelope.js';
-import { SqliteLedger } from '../src/ledger/sqlite-ledger.js';
+import { SqliteLedger } from '../src/ledger/sqlite/sqlite-ledger.js';
 import { sideBySide, type Suite } from './harness.js';
 
 interface Payment {

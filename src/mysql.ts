@@ -1,10 +1,10 @@
-export { DEFAULT_MYSQL_LEDGER_CONFIG, MysqlLedger } from './ledger/mysql-ledger.js';
-export type { MysqlLedgerConfig } from './ledger/mysql-ledger.js';
-export { MAX_MYSQL_TABLE_LENGTH } from './ledger/mysql-client.js';
+export { DEFAULT_MYSQL_LEDGER_CONFIG, MysqlLedger } from './ledger/mysql/mysql-ledger.js';
+export type { MysqlLedgerConfig } from './ledger/mysql/mysql-ledger.js';
+export { MAX_MYSQL_TABLE_LENGTH } from './ledger/mysql/mysql-client.js';
 export type {
   MysqlConnectionLike,
   MysqlPoolConnectionLike,
   MysqlPoolLike,
   MysqlValue,
-} from './ledger/mysql-client.js';
-export { MYSQL_GROUP_BYTES, MYSQL_KEY_BYTES } from './ledger/mysql-schema.js';
+} from './ledger/mysql/mysql-client.js';
+export { MYSQL_GROUP_BYTES, MYSQL_KEY_BYTES } from './ledger/mysql/mysql-schema.js';

@@ -4,11 +4,11 @@ export {
   MAX_POSTGRES_REMARK_LENGTH,
   MAX_POSTGRES_TABLE_LENGTH,
   PostgresLedger,
-} from './ledger/postgres-ledger.js';
-export type { PostgresLedgerConfig } from './ledger/postgres-ledger.js';
+} from './ledger/postgres/postgres-ledger.js';
+export type { PostgresLedgerConfig } from './ledger/postgres/postgres-ledger.js';
 export type {
   PgClientLike,
   PgPoolClientLike,
   PgPoolLike,
   PgQueryResultLike,
-} from './ledger/postgres-client.js';
+} from './ledger/postgres/postgres-client.js';

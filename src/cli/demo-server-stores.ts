@@ -82,7 +82,7 @@ export async function openPostgresDemoStore(options: {
 }): Promise<DemoStore> {
   const { url } = resolveServiceUrl('postgres', options.url);
   const pg = (await loadDriver(() => import('pg'), 'pg')).default;
-  const { PostgresLedger } = await import('../ledger/postgres-ledger.js');
+  const { PostgresLedger } = await import('../ledger/postgres/postgres-ledger.js');
   const schema = namespace();
   const pool = new pg.Pool({
     connectionString: url,
@@ -119,7 +119,7 @@ interface MysqlExecutable {
 export async function openMysqlDemoStore(options: { url?: string; connections: number }): Promise<DemoStore> {
   const { url } = resolveServiceUrl('mysql', options.url);
   const mysql = await loadDriver(() => import('mysql2/promise'), 'mysql2');
-  const { MysqlLedger } = await import('../ledger/mysql-ledger.js');
+  const { MysqlLedger } = await import('../ledger/mysql/mysql-ledger.js');
   const database = namespace();
   const admin = await mysql.createConnection({ uri: url });
   await admin.query(`CREATE DATABASE \`${database}\``);

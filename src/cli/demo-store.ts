@@ -2,7 +2,11 @@ import { join } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { quoteIdentifier } from '../ledger/sql-identifier.js';
-import { SqliteLedger, type SqliteDatabaseLike, type SqliteStatementLike } from '../ledger/sqlite-ledger.js';
+import {
+  SqliteLedger,
+  type SqliteDatabaseLike,
+  type SqliteStatementLike,
+} from '../ledger/sqlite/sqlite-ledger.js';
 
 /**
  * The demo's business data: a balance per user and one grant row per applied effect (no unique key,

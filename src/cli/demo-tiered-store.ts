@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ConfigError } from '../core/errors.js';
-import { TieredLedger } from '../ledger/tiered-ledger.js';
+import { TieredLedger } from '../ledger/tiered/tiered-ledger.js';
 import { resolveServiceUrl } from './connection.js';
 import { openSqliteDemoStore, type DemoStore, type DemoStoreOptions } from './demo-store.js';
 import { loadDriver, redactedLocation } from './stores.js';

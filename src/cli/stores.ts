@@ -41,7 +41,7 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
       throw new UsageError('--store sqlite needs --url PATH, the ledger database file');
     }
     const path = target.url.replace(/^sqlite:(\/\/)?/, '');
-    const { SqliteLedger } = await import('../ledger/sqlite-ledger.js');
+    const { SqliteLedger } = await import('../ledger/sqlite/sqlite-ledger.js');
     const ledger = new SqliteLedger({
       database: path,
       ...(target.table === undefined ? {} : { table: target.table }),
@@ -51,7 +51,7 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
   async mysql(target) {
     const { url: uri } = url('mysql', target);
     const mysql = await loadDriver(() => import('mysql2/promise'), 'mysql2');
-    const { MysqlLedger } = await import('../ledger/mysql-ledger.js');
+    const { MysqlLedger } = await import('../ledger/mysql/mysql-ledger.js');
     const pool = mysql.createPool({ uri, connectionLimit: 2 });
     const ledger = new MysqlLedger({ pool, ...(target.table === undefined ? {} : { table: target.table }) });
     return {
@@ -65,7 +65,7 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
   },
   async postgres(target) {
     const { url: connectionString } = url('postgres', target);
-    const { PostgresLedger } = await import('../ledger/postgres-ledger.js');
+    const { PostgresLedger } = await import('../ledger/postgres/postgres-ledger.js');
     const ledger = new PostgresLedger({
       connectionString,
       poolSize: 2,

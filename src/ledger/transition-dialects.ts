@@ -1,5 +1,5 @@
-import { matchedRows, rows, type MysqlConnectionLike } from './mysql-client.js';
-import type { SqliteDatabaseLike } from './sqlite-ledger.js';
+import { matchedRows, rows, type MysqlConnectionLike } from './mysql/mysql-client.js';
+import type { SqliteDatabaseLike } from './sqlite/sqlite-ledger.js';
 
 /** The part of a pg `Client`, `PoolClient` or `Pool` a transition calls. */
 export interface PgQueryableLike {

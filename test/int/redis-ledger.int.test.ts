@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, LeaseLostError, LedgerUnavailableError, type ClaimRequest } from 'oncemq';
 import { RedisLedger, redisKey, type RedisLike } from 'oncemq/redis';
-import { RedisScript } from '../../src/ledger/redis-scripts.js';
+import { RedisScript } from '../../src/ledger/redis/redis-scripts.js';
 import { counting } from '../support/counting.js';
 import { findService } from '../support/services.js';
 import { connectRedis, REDIS_CLIENT_KINDS, REDIS_SERVICE, type TestRedis } from '../support/redis.js';

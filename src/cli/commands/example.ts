@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { createPipeline } from '../../consumer/pipeline.js';
 import { createEnvelope } from '../../core/envelope.js';
-import { SqliteLedger, type SqliteDatabaseLike } from '../../ledger/sqlite-ledger.js';
+import { SqliteLedger, type SqliteDatabaseLike } from '../../ledger/sqlite/sqlite-ledger.js';
 import { positiveOption, type Command } from '../command.js';
 
 const usage = `Usage: oncemq example [--events N] [--copies N] [--json]

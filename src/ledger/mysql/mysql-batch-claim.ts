@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { checkBatchResults, planBatch, rowIdentity, twinResult, wonClaims } from './batch-claim.js';
-import { decideExisting } from './claim-decision.js';
-import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from './ledger.js';
+import { checkBatchResults, planBatch, rowIdentity, twinResult, wonClaims } from '../batch-claim.js';
+import { decideExisting } from '../claim-decision.js';
+import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
 import {
   columnText,
   rows,

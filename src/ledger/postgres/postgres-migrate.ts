@@ -1,8 +1,8 @@
-import { ConfigError } from '../core/errors.js';
+import { ConfigError } from '../../core/errors.js';
 import { pgQuery, type PgClientLike } from './postgres-client.js';
 import { pgMigrations } from './postgres-ledger-sql.js';
 import { ensurePartitions } from './postgres-partitions.js';
-import { quoteIdentifier } from './sql-identifier.js';
+import { quoteIdentifier } from '../sql-identifier.js';
 
 /**
  * Brings the ledger table to the latest schema version inside the caller's transaction on `client`.

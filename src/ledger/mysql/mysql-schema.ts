@@ -1,5 +1,5 @@
-import { listFilter } from './list-filter.js';
-import type { ListQuery } from './ledger.js';
+import { listFilter } from '../list-filter.js';
+import type { ListQuery } from '../ledger.js';
 import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
 
 /**

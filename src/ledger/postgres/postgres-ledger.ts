@@ -1,5 +1,5 @@
-import { parseDuration, type Duration } from '../core/duration.js';
-import { ConfigError, LeaseLostError, LedgerUnavailableError, PermanentError } from '../core/errors.js';
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError, LeaseLostError, LedgerUnavailableError, PermanentError } from '../../core/errors.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   type BatchWork,
@@ -14,7 +14,7 @@ import {
   type PurgeOptions,
   type PurgeResult,
   type TransactionWork,
-} from './ledger.js';
+} from '../ledger.js';
 import { pgClaimMany } from './postgres-batch-claim.js';
 import { pgClaimOne } from './postgres-claim.js';
 import {
@@ -30,7 +30,7 @@ import { pgList, pgPurge, pgTryAdvisoryLock } from './postgres-maintenance.js';
 import { pgMigrate } from './postgres-migrate.js';
 import { dropExpiredPartitions, ensurePartitions, keyLockText } from './postgres-partitions.js';
 import { pgSavepoint, pgTransaction } from './postgres-transaction.js';
-import { sqlIdentifier } from './sql-identifier.js';
+import { sqlIdentifier } from '../sql-identifier.js';
 
 export interface PostgresLedgerConfig {
   /**

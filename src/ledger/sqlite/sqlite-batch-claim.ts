@@ -1,7 +1,7 @@
-import { LedgerUnavailableError } from '../core/errors.js';
-import { checkBatchResults, planBatch, rowIdentity, twinResult } from './batch-claim.js';
-import { ClaimRound } from './claim-round.js';
-import type { Claim, ClaimRequest, ClaimResult } from './ledger.js';
+import { LedgerUnavailableError } from '../../core/errors.js';
+import { checkBatchResults, planBatch, rowIdentity, twinResult } from '../batch-claim.js';
+import { ClaimRound } from '../claim-round.js';
+import type { Claim, ClaimRequest, ClaimResult } from '../ledger.js';
 import { toRecord, type SqliteLedgerRow as Row, type Statements } from './sqlite-ledger-sql.js';
 
 /** Rows per multi-row INSERT of a batch claim (8 bound values each, well under SQLite's limit). */

@@ -1,5 +1,5 @@
 import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
-import { quoteIdentifier } from './sql-identifier.js';
+import { quoteIdentifier } from '../sql-identifier.js';
 
 /**
  * The daily-partitioned ledger. A unique key on a partitioned table must include the partition key,

@@ -1,4 +1,4 @@
-import { LedgerUnavailableError } from '../core/errors.js';
+import { LedgerUnavailableError } from '../../core/errors.js';
 
 /** Most keys in one batched script call: long enough to pay off, short enough not to stall Redis. */
 export const REDIS_MAX_BATCH = 128;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { LedgerUnavailableError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
-import type { ClaimRequest, ClaimResult, LedgerRecord } from './ledger.js';
+import { LedgerUnavailableError } from '../../core/errors.js';
+import { CLAIM_RACE_ATTEMPTS, decideExisting } from '../claim-decision.js';
+import type { ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
 import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
 import { pgRecord, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
 import { keyLockText } from './postgres-partitions.js';

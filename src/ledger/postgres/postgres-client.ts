@@ -1,4 +1,4 @@
-import { LedgerUnavailableError, OncemqError } from '../core/errors.js';
+import { LedgerUnavailableError, OncemqError } from '../../core/errors.js';
 
 /** What oncemq reads from a pg query result. */
 export interface PgQueryResultLike {

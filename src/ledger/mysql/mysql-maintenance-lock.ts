@@ -1,4 +1,4 @@
-import type { MaintenanceLock } from './ledger.js';
+import type { MaintenanceLock } from '../ledger.js';
 import { rows, wrapMysqlError, type MysqlConnectionLike, type MysqlPoolLike } from './mysql-client.js';
 
 /**

@@ -1,4 +1,4 @@
-import { LedgerUnavailableError } from '../core/errors.js';
+import { LedgerUnavailableError } from '../../core/errors.js';
 import {
   pgFailure,
   pgQuery,

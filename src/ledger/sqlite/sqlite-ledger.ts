@@ -1,8 +1,8 @@
-import { parseDuration, type Duration } from '../core/duration.js';
-import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS } from './claim-decision.js';
-import { ClaimRound, lostEveryRound } from './claim-round.js';
-import { wonClaims } from './batch-claim.js';
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../../core/errors.js';
+import { CLAIM_RACE_ATTEMPTS } from '../claim-decision.js';
+import { ClaimRound, lostEveryRound } from '../claim-round.js';
+import { wonClaims } from '../batch-claim.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   MAX_REMARK_LENGTH,
@@ -18,8 +18,8 @@ import {
   type BatchWork,
   type ListQuery,
   type MaintenanceLock,
-} from './ledger.js';
-import { quoteIdentifier, sqlIdentifier } from './sql-identifier.js';
+} from '../ledger.js';
+import { quoteIdentifier, sqlIdentifier } from '../sql-identifier.js';
 import { ConnectionQueue, settle } from './connection-queue.js';
 import { SQLITE_BATCH_INSERT_ROWS, claimBatchOnSqlite, finishBatchOnSqlite } from './sqlite-batch-claim.js';
 import { sqliteListQuery, sqliteResetSql, takeSqliteMaintenanceLock } from './sqlite-inspection.js';

@@ -1,7 +1,7 @@
-import { LedgerUnavailableError, PermanentError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS } from './claim-decision.js';
-import { ClaimRound, lostEveryRound } from './claim-round.js';
-import type { ClaimRequest, ClaimResult, LedgerRecord, LedgerStatus } from './ledger.js';
+import { LedgerUnavailableError, PermanentError } from '../../core/errors.js';
+import { CLAIM_RACE_ATTEMPTS } from '../claim-decision.js';
+import { ClaimRound, lostEveryRound } from '../claim-round.js';
+import type { ClaimRequest, ClaimResult, LedgerRecord, LedgerStatus } from '../ledger.js';
 import {
   columnText,
   header,

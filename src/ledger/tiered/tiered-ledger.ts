@@ -1,8 +1,8 @@
-import { formatDuration, parseDuration, type Duration } from '../core/duration.js';
-import { ConfigError, errorText } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { formatDuration, parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError, errorText } from '../../core/errors.js';
+import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import { CircuitBreaker } from './circuit-breaker.js';
-import { decideExisting } from './claim-decision.js';
+import { decideExisting } from '../claim-decision.js';
 import type {
   Claim,
   ClaimRequest,
@@ -13,18 +13,18 @@ import type {
   PurgeOptions,
   PurgeResult,
   TransactionWork,
-} from './ledger.js';
-import { batchingOptions, perKey, RedisBatcher } from './redis-batch.js';
-import { redisTtl } from './redis-ledger.js';
+} from '../ledger.js';
+import { batchingOptions, perKey, RedisBatcher } from '../redis/redis-batch.js';
+import { redisTtl } from '../redis/redis-ledger.js';
 import {
   CallDeadlines,
   replyText,
   toRedisLike,
   type RedisClientInput,
   type RedisLike,
-} from './redis-like.js';
-import { decodeRecord, encodeRecord, redisKey, storedFrom, validatePrefix } from './redis-record.js';
-import { REDIS_SCRIPTS } from './redis-scripts.js';
+} from '../redis/redis-like.js';
+import { decodeRecord, encodeRecord, redisKey, storedFrom, validatePrefix } from '../redis/redis-record.js';
+import { REDIS_SCRIPTS } from '../redis/redis-scripts.js';
 
 export interface TieredLedgerConfig<Tx> {
   /** The ledger of record: a transactional SQL ledger (SqliteLedger, PostgresLedger…). */

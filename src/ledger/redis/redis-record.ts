@@ -1,5 +1,5 @@
-import { ConfigError, LedgerUnavailableError } from '../core/errors.js';
-import type { LedgerRecord, LedgerStatus } from './ledger.js';
+import { ConfigError, LedgerUnavailableError } from '../../core/errors.js';
+import type { LedgerRecord, LedgerStatus } from '../ledger.js';
 
 /**
  * One ledger record as a Redis string value: compact JSON whose field names the Lua scripts read

@@ -1,4 +1,4 @@
-import { ConfigError, LedgerUnavailableError } from '../core/errors.js';
+import { ConfigError, LedgerUnavailableError } from '../../core/errors.js';
 
 /**
  * The Redis commands oncemq sends, as one explicit shape. Each client gets its own adapter

@@ -1,6 +1,6 @@
-import { ConfigError } from '../core/errors.js';
-import { listFilter } from './list-filter.js';
-import type { LedgerRecord, ListQuery, MaintenanceLock, PurgeOptions, PurgeResult } from './ledger.js';
+import { ConfigError } from '../../core/errors.js';
+import { listFilter } from '../list-filter.js';
+import type { LedgerRecord, ListQuery, MaintenanceLock, PurgeOptions, PurgeResult } from '../ledger.js';
 import {
   pgExecute,
   pgFailure,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { ListQuery, MaintenanceLock } from './ledger.js';
-import { listFilter } from './list-filter.js';
-import { quoteIdentifier } from './sql-identifier.js';
+import type { ListQuery, MaintenanceLock } from '../ledger.js';
+import { listFilter } from '../list-filter.js';
+import { quoteIdentifier } from '../sql-identifier.js';
 
 /** How long a SQLite maintenance lock lasts unless renewed; a holder that dies frees it after this. */
 export const SQLITE_MAINTENANCE_LEASE_MS = 60_000;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { parseDuration, type Duration } from '../core/duration.js';
-import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../core/errors.js';
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError, LeaseLostError, LedgerUnavailableError } from '../../core/errors.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   type Claim,
@@ -15,7 +15,7 @@ import {
   type PurgeResult,
   type TransactionWork,
   type BatchWork,
-} from './ledger.js';
+} from '../ledger.js';
 import {
   columnText,
   header,
@@ -37,12 +37,12 @@ import {
   strictStatement,
   type MysqlStatements,
 } from './mysql-schema.js';
-import { wonClaims } from './batch-claim.js';
+import { wonClaims } from '../batch-claim.js';
 import { claimBatchOnMysql, fillTwins, finishBatchOnMysql } from './mysql-batch-claim.js';
 import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
 import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
 import { runClaimTransaction } from './mysql-transaction.js';
-import { MAX_REMARK_LENGTH } from './ledger.js';
+import { MAX_REMARK_LENGTH } from '../ledger.js';
 
 export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConnectionLike> {
   /**

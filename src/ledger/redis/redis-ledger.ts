@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { formatDuration, parseDuration, type Duration } from '../core/duration.js';
-import { ConfigError, LeaseLostError, LedgerUnavailableError, OncemqError } from '../core/errors.js';
-import { CLAIM_RACE_ATTEMPTS, decideExisting } from './claim-decision.js';
+import { formatDuration, parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError, LeaseLostError, LedgerUnavailableError, OncemqError } from '../../core/errors.js';
+import { CLAIM_RACE_ATTEMPTS, decideExisting } from '../claim-decision.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
   type Claim,
@@ -11,7 +11,7 @@ import {
   type LedgerCapabilities,
   type LedgerRecord,
   type PurgeResult,
-} from './ledger.js';
+} from '../ledger.js';
 import { batchingOptions, perKey, RedisBatcher } from './redis-batch.js';
 import {
   CallDeadlines,
@@ -22,7 +22,7 @@ import {
 } from './redis-like.js';
 import { decodeRecord, encodeRecord, redisKey, validatePrefix, type StoredRecord } from './redis-record.js';
 import { REDIS_SCRIPTS, type RedisScript } from './redis-scripts.js';
-import { MAX_REMARK_LENGTH } from './ledger.js';
+import { MAX_REMARK_LENGTH } from '../ledger.js';
 
 export interface RedisLedgerConfig {
   /**

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { LedgerRecord, LedgerStatus } from './ledger.js';
+import type { LedgerRecord, LedgerStatus } from '../ledger.js';
 import type { PgStatement } from './postgres-client.js';
 import { partitionedMigration, partitionedStatements } from './postgres-partitions.js';
-import { quoteIdentifier } from './sql-identifier.js';
+import { quoteIdentifier } from '../sql-identifier.js';
 
 /** A ledger row as pg returns it (timestamptz columns come back as Dates). */
 export interface PgLedgerRow {

@@ -1,5 +1,5 @@
-import type { LedgerRecord, LedgerStatus } from './ledger.js';
-import { quoteIdentifier } from './sql-identifier.js';
+import type { LedgerRecord, LedgerStatus } from '../ledger.js';
+import { quoteIdentifier } from '../sql-identifier.js';
 import type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite-ledger.js';
 
 export interface SqliteLedgerRow {

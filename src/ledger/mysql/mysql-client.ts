@@ -1,5 +1,5 @@
-import { ConfigError, LedgerUnavailableError, OncemqError } from '../core/errors.js';
-import { sqlIdentifier } from './sql-identifier.js';
+import { ConfigError, LedgerUnavailableError, OncemqError } from '../../core/errors.js';
+import { sqlIdentifier } from '../sql-identifier.js';
 
 /**
  * The part of a mysql2/promise connection oncemq calls: `query` for statements without values
