@@ -1,7 +1,15 @@
 import type { Envelope } from '../core/envelope.js';
 import { ConfigError, type PermanentError } from '../core/errors.js';
 import type { Outcome } from '../core/outcome.js';
-import type { Claim, ClaimRequest, ClaimResult, Ledger } from '../ledger/ledger.js';
+import { isThenable } from '../core/thenable.js';
+import {
+  isWon,
+  type Claim,
+  type ClaimRequest,
+  type ClaimResult,
+  type Ledger,
+  type WonClaim as Won,
+} from '../ledger/ledger.js';
 import type { HeldLease } from './lease-keeper.js';
 
 /** A delivery read into its key, message and claim request (or the permanent error that stops it). */
@@ -54,10 +62,6 @@ export interface BatchInternals<Tx, T> {
   readonly finish: (outcome: Outcome) => Outcome;
   /** The single-delivery path, used for fallbacks. */
   readonly process: (envelope: Envelope) => Promise<Outcome>;
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
 interface Claimable<T> {
@@ -228,10 +232,4 @@ async function processLeased<Tx, T>(
   }
   const failure = settledAll.find((r) => r.status === 'rejected');
   if (failure !== undefined) throw failure.reason;
-}
-
-type Won = Extract<ClaimResult, { status: 'acquired' | 'reclaimed' }>;
-
-function isWon(claimed: ClaimResult): claimed is Won {
-  return claimed.status === 'acquired' || claimed.status === 'reclaimed';
 }

@@ -20,7 +20,8 @@ import {
 import { SILENT_LOGGER, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
-import type { Claim, ClaimResult, Ledger } from '../ledger/ledger.js';
+import { isWon, type Claim, type ClaimResult, type Ledger } from '../ledger/ledger.js';
+import { isThenable } from '../core/thenable.js';
 import { processBatch, type BatchInternals, type ParsedDelivery } from './batch.js';
 import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
 import { LeaseKeeper, NEVER_ABORTED, type HeldLease, type SignalSource } from './lease-keeper.js';
@@ -121,10 +122,6 @@ function compileDecoder<T>(decode: Decoder<T>): (envelope: Envelope) => T {
 /** The error of a lease that is already lost, before its handler ran. */
 function lostError(lease: HeldLease): LeaseLostError | undefined {
   return lease.lost ? new LeaseLostError(lease.claim.group, lease.claim.key, lease.claim.attempt) : undefined;
-}
-
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
 }
 
 /**
@@ -293,7 +290,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
             throw error;
           }
         });
-        if (claimed.status === 'acquired' || claimed.status === 'reclaimed') {
+        if (isWon(claimed)) {
           return outcomes.executed(envelope, key, started, claimed.claim, {
             reclaimed: claimed.status === 'reclaimed',
             leaseLost: false,
@@ -331,7 +328,7 @@ export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): 
     } catch (error) {
       return outcomes.unavailable(envelope, key, error, started);
     }
-    if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
+    if (!isWon(claimed)) {
       return outcomes.notWon(envelope, key, claimed, started, request.fingerprint);
     }
     return (await runHeld(envelope, parsed, claimed, leases.hold(claimed.claim), started)).settled;

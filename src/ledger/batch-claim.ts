@@ -1,5 +1,5 @@
 import { ConfigError } from '../core/errors.js';
-import type { Claim, ClaimRequest, ClaimResult, LedgerRecord } from './ledger.js';
+import { isWon, type Claim, type ClaimRequest, type ClaimResult, type LedgerRecord } from './ledger.js';
 
 /**
  * The part of a batch claim every SQL backend shares: which requests are the first of their
@@ -44,8 +44,7 @@ export function planBatch(requests: readonly ClaimRequest[]): BatchPlan {
 export function wonClaims(results: readonly (ClaimResult | undefined)[]): { index: number; claim: Claim }[] {
   const won: { index: number; claim: Claim }[] = [];
   results.forEach((result, index) => {
-    if (result?.status === 'acquired' || result?.status === 'reclaimed')
-      won.push({ index, claim: result.claim });
+    if (result !== undefined && isWon(result)) won.push({ index, claim: result.claim });
   });
   return won;
 }

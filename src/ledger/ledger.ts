@@ -63,6 +63,14 @@ export type ClaimResult =
 
 export type ClaimStatus = ClaimResult['status'];
 
+/** A claim this delivery won: its handler may run. */
+export type WonClaim = Extract<ClaimResult, { status: 'acquired' | 'reclaimed' }>;
+
+/** Whether the claim was won (a first claim, or a takeover of an expired lease or failed attempt). */
+export function isWon(result: ClaimResult): result is WonClaim {
+  return result.status === 'acquired' || result.status === 'reclaimed';
+}
+
 /**
  * Work done inside a transactional claim. Receives the backend's transaction handle; returns the
  * serialized result to store with the row (`null` for none).

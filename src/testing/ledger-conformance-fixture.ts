@@ -1,4 +1,11 @@
-import type { Claim, ClaimRequest, ClaimResult, Ledger, LedgerCapabilities } from '../ledger/ledger.js';
+import {
+  isWon,
+  type Claim,
+  type ClaimRequest,
+  type ClaimResult,
+  type Ledger,
+  type LedgerCapabilities,
+} from '../ledger/ledger.js';
 
 /** Options for one ledger instance of a conformance namespace. */
 export interface LedgerInstanceOptions {
@@ -69,7 +76,7 @@ export function conformanceRequest(overrides: Partial<ClaimRequest> = {}): Claim
 
 /** The claim of a won result; fails the test otherwise. */
 export function wonClaim(result: ClaimResult): Claim {
-  if (result.status !== 'acquired' && result.status !== 'reclaimed') {
+  if (!isWon(result)) {
     throw new Error(`expected the claim to be won, got '${result.status}'`);
   }
   return result.claim;

@@ -42,7 +42,7 @@ import { claimBatchOnMysql, fillTwins, finishBatchOnMysql } from './mysql-batch-
 import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
 import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
 import { runClaimTransaction } from './mysql-transaction.js';
-import { MAX_REMARK_LENGTH } from '../ledger.js';
+import { isWon, MAX_REMARK_LENGTH } from '../ledger.js';
 
 export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConnectionLike> {
   /**
@@ -224,9 +224,9 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
     const s = this.#stmts();
     return this.#claimTransaction(
       (conn) => claimOnMysql(conn, s, request, 'SUCCESS', true, this.#clock),
-      (claimed) => claimed.status === 'acquired' || claimed.status === 'reclaimed',
+      isWon,
       async (conn, claimed) => {
-        if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') return;
+        if (!isWon(claimed)) return;
         const result = await work(conn, claimed.claim);
         if (result === null) return;
         try {

@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError, LeaseLostError, LedgerUnavailableError, PermanentError } from '../../core/errors.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
+  isWon,
   type BatchWork,
   type Claim,
   type ClaimRequest,
@@ -267,23 +268,20 @@ export class PostgresLedger implements Ledger<PgClientLike> {
   }
 
   transaction(request: ClaimRequest, work: TransactionWork<PgClientLike>): Promise<ClaimResult> {
-    return this.#inTransaction(
-      async (client) => {
-        const claimed = await this.#claimOn(client, request, 'SUCCESS');
-        if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') return claimed;
-        const result = await work(client, claimed.claim);
-        if (result !== null) {
-          await pgExecute(
-            client,
-            this.#sql.storeResult,
-            [request.group, request.key, result],
-            'storing the result',
-          );
-        }
-        return claimed;
-      },
-      (claimed) => claimed.status === 'acquired' || claimed.status === 'reclaimed',
-    );
+    return this.#inTransaction(async (client) => {
+      const claimed = await this.#claimOn(client, request, 'SUCCESS');
+      if (!isWon(claimed)) return claimed;
+      const result = await work(client, claimed.claim);
+      if (result !== null) {
+        await pgExecute(
+          client,
+          this.#sql.storeResult,
+          [request.group, request.key, result],
+          'storing the result',
+        );
+      }
+      return claimed;
+    }, isWon);
   }
 
   async recordFailure(request: ClaimRequest, remark: string): Promise<void> {

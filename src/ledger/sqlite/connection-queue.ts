@@ -1,7 +1,4 @@
-/** Whether a value is a promise (or any thenable). */
-export function isThenable<T>(value: T | Promise<T>): value is Promise<T> {
-  return typeof (value as { then?: unknown } | null)?.then === 'function';
-}
+import { isThenable } from '../../core/thenable.js';
 
 /**
  * Runs the caller's work inside an open transaction: `finish` with its value (at once when the work is
@@ -52,7 +49,7 @@ export class ConnectionQueue {
       this.#next();
       return Promise.resolve(value);
     }
-    return value.finally(() => {
+    return Promise.resolve(value).finally(() => {
       this.#next();
     });
   }

@@ -5,6 +5,7 @@ import { ClaimRound, lostEveryRound } from '../claim-round.js';
 import { wonClaims } from '../batch-claim.js';
 import {
   DEFAULT_LEDGER_CAPABILITIES,
+  isWon,
   MAX_REMARK_LENGTH,
   type Claim,
   type ClaimRequest,
@@ -275,7 +276,7 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> im
         rollback();
         throw error;
       }
-      if (claimed.status !== 'acquired' && claimed.status !== 'reclaimed') {
+      if (!isWon(claimed)) {
         rollback();
         return claimed;
       }

@@ -3,16 +3,17 @@ import { ConfigError, errorText } from '../../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import { CircuitBreaker } from './circuit-breaker.js';
 import { decideExisting } from '../claim-decision.js';
-import type {
-  Claim,
-  ClaimRequest,
-  ClaimResult,
-  Ledger,
-  LedgerCapabilities,
-  LedgerRecord,
-  PurgeOptions,
-  PurgeResult,
-  TransactionWork,
+import {
+  isWon,
+  type Claim,
+  type ClaimRequest,
+  type ClaimResult,
+  type Ledger,
+  type LedgerCapabilities,
+  type LedgerRecord,
+  type PurgeOptions,
+  type PurgeResult,
+  type TransactionWork,
 } from '../ledger.js';
 import { batchingOptions, perKey, RedisBatcher } from '../redis/redis-batch.js';
 import { redisTtl } from '../redis/redis-ledger.js';
@@ -231,7 +232,7 @@ export class TieredLedger<Tx = unknown> implements Ledger<Tx> {
       return stored;
     });
     // The SQL transaction has committed (or answered without claiming) before Redis is written.
-    if (result.status === 'acquired' || result.status === 'reclaimed') {
+    if (isWon(result)) {
       await this.#remember(this.#completed(request, result, stored));
     } else if (result.status === 'duplicate') {
       await this.#remember(result.record);
