@@ -13,7 +13,7 @@ export type {
   TransactionState,
 } from './transport/local/transaction-producer.js';
 export type { StoredMessage } from './transport/local/broker-store.js';
-export type { DeadLetter } from './transport/local/dead-letter-store.js';
+export { DeadLetterStore } from './transport/local/dead-letter-store.js';
 export type { HalfMessage } from './transport/local/half-message-store.js';
 export { CHECK_MAX_TOPIC, retryTopic } from './transport/local/broker-schema.js';
 export type { LocalFaultHooks } from './transport/local/fault-hooks.js';

@@ -118,6 +118,7 @@ function naiveProcessor(
             kind: 'retry',
             action: 'retry',
             delayMs: decision.delayMs,
+            nextDeliveryCount: envelope.deliveryCount + 1,
             reconsumeTimes: decision.reconsumeTimes,
             error,
           };
@@ -217,7 +218,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const elapsedMs = performance.now() - started;
     await Promise.all(subscriptions.map((subscription) => subscription.close()));
     for (const [key, count] of await store.grantsPerEvent()) checker.effect(key, count);
-    for (const dead of await broker.deadLetters({ group: DEMO_GROUP, limit: Number.MAX_SAFE_INTEGER })) {
+    for (const dead of await broker.deadLetters.list({ group: DEMO_GROUP, limit: Number.MAX_SAFE_INTEGER })) {
       checker.deadLettered(dead.key, dead.reason);
     }
     const balances = await store.balances();

@@ -92,6 +92,7 @@ export class OutcomeBuilder {
           action: 'retry',
           source: 'concurrent',
           delayMs: Math.max(MIN_BUSY_DELAY_MS, Math.min(remaining, cap)),
+          nextDeliveryCount: envelope.deliveryCount,
         };
       }
       case 'conflict':
@@ -120,16 +121,28 @@ export class OutcomeBuilder {
     if (decision.action === 'dead-letter') {
       return { ...base, kind: 'dead', action: 'dead-letter', reason: 'retries-exhausted', error };
     }
-    return { ...base, kind: 'retry', action: 'retry', delayMs: decision.delayMs, reconsumeTimes, error };
+    return {
+      ...base,
+      kind: 'retry',
+      action: 'retry',
+      delayMs: decision.delayMs,
+      nextDeliveryCount: envelope.deliveryCount + 1,
+      reconsumeTimes,
+      error,
+    };
   }
 
-  /** The ledger could not be reached: never ack, try again after the first retry delay. */
+  /**
+   * The ledger could not be reached: never ack, try again after the first retry delay, without
+   * charging the message a retry (an outage is not the message's fault).
+   */
   unavailable(envelope: Envelope, key: string, error: unknown, started: number): Outcome {
     return {
       ...this.base(envelope, key, started),
       kind: 'retry',
       action: 'retry',
       delayMs: this.retry.delaysMs[0] ?? 1000,
+      nextDeliveryCount: envelope.deliveryCount,
       reconsumeTimes: Math.max(0, envelope.deliveryCount - 1),
       error,
     };

@@ -4,6 +4,27 @@ export const KEY_HEADER = 'oncemq-key';
 /** Header in which oncemq's own producers carry the ordering key. */
 export const ORDERING_KEY_HEADER = 'oncemq-ordering-key';
 
+/**
+ * Header in which transports carry {@link Envelope.deliveryCount} across delayed retries, where the
+ * broker has no count of its own that means the same (RabbitMQ, NATS, Redis Streams, Kafka).
+ */
+export const DELIVERY_COUNT_HEADER = 'oncemq-delivery-count';
+
+/**
+ * Keeps one delivery at the broker while its handler runs: the broker must not hand it to another
+ * consumer (JetStream `working()`, a visibility extension, a pending-entry refresh). The pipeline's
+ * lease keeper calls {@link extend} every {@link everyMs} until the outcome is known.
+ */
+export interface DeliveryKeepAlive {
+  /** How often to extend; the transport sets it well inside its visibility (ack wait). */
+  readonly everyMs: number;
+  /**
+   * Extends the delivery. A rejection means the broker may redeliver it elsewhere: the ledger keeps
+   * that copy from applying the effect twice (it waits for, or is refused by, the running claim).
+   */
+  extend(): Promise<void>;
+}
+
 /** A received message, as every transport hands it to the pipeline. */
 export interface Envelope {
   /** The broker's id of this stored copy. Identifies a copy, never a business event. */
@@ -11,12 +32,25 @@ export interface Envelope {
   readonly topic: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: Uint8Array;
-  /** 1 on the first delivery of this copy, +1 for each redelivery the broker counted. */
+  /**
+   * oncemq's own attempt count, the one the retry policy reads: 1 on the first delivery, +1 for each
+   * delayed retry the message was charged with, carried across retries by every transport. A `busy`
+   * answer or an unreachable ledger is never charged (the redelivered copy keeps its count), and a
+   * redelivery the broker makes on its own (a lost ack, a dropped connection) does not change it.
+   */
   readonly deliveryCount: number;
+  /**
+   * The broker's raw count of deliveries of this copy, where it tells one (JetStream's
+   * `num_delivered`, RabbitMQ's `x-delivery-count`, the pending-entry count of Redis Streams,
+   * RocketMQ's delivery attempt). Information only: retries are decided on {@link deliveryCount}.
+   */
+  readonly brokerDeliveryCount?: number | undefined;
   /** When the first copy was published, where the broker tells. */
   readonly publishedAt?: Date | undefined;
   /** Messages with the same ordering key are processed one at a time, in order. */
   readonly orderingKey?: string | undefined;
+  /** Set by transports whose broker must be told that a long handler is still running. */
+  readonly keepAlive?: DeliveryKeepAlive | undefined;
 }
 
 /** Input of {@link createEnvelope}: a body may be bytes, text, or a value to encode as JSON. */
@@ -26,8 +60,10 @@ export interface EnvelopeInit {
   body: Uint8Array | string | object;
   headers?: Readonly<Record<string, string>>;
   deliveryCount?: number;
+  brokerDeliveryCount?: number;
   publishedAt?: Date;
   orderingKey?: string;
+  keepAlive?: DeliveryKeepAlive;
 }
 
 const encoder = new TextEncoder();
@@ -39,6 +75,16 @@ export function encodeBody(body: Uint8Array | string | object): Uint8Array {
   return encoder.encode(JSON.stringify(body));
 }
 
+/**
+ * Reads the delivery count a transport carried in {@link DELIVERY_COUNT_HEADER}: 1 when the header is
+ * absent or not a whole number >= 1 (a message from a producer that is not oncemq's).
+ */
+export function readDeliveryCount(headers: Readonly<Record<string, string | undefined>>): number {
+  const text = headers[DELIVERY_COUNT_HEADER];
+  if (text === undefined || !/^[1-9]\d{0,8}$/.test(text)) return 1;
+  return Number(text);
+}
+
 /** Builds an {@link Envelope} for a message received by a consumer loop oncemq does not own. */
 export function createEnvelope(init: EnvelopeInit): Envelope {
   return Object.freeze({
@@ -47,7 +93,9 @@ export function createEnvelope(init: EnvelopeInit): Envelope {
     headers: Object.freeze({ ...init.headers }),
     body: encodeBody(init.body),
     deliveryCount: init.deliveryCount ?? 1,
+    brokerDeliveryCount: init.brokerDeliveryCount,
     publishedAt: init.publishedAt,
     orderingKey: init.orderingKey ?? init.headers?.[ORDERING_KEY_HEADER],
+    keepAlive: init.keepAlive,
   });
 }

@@ -136,10 +136,21 @@ export function describeKey(group: string, key: string): string {
   return `group '${group}' key '${key}'`;
 }
 
-/** Text of any thrown value, for remarks and logs. */
+/**
+ * Text of any thrown value, for remarks and logs. Never throws, whatever was thrown: an object
+ * without a prototype, a getter that throws, a `toString` that throws.
+ */
 export function errorText(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return String(error);
+  try {
+    if (error instanceof Error) return `${error.name}: ${error.message}`;
+    return String(error);
+  } catch {
+    try {
+      return `unprintable ${Object.prototype.toString.call(error)}`;
+    } catch {
+      return 'unprintable thrown value';
+    }
+  }
 }
 
 /** The broker's store could not be reached or failed; the operation did not happen and may be retried. */

@@ -52,12 +52,22 @@ export interface DuplicateOutcome extends OutcomeBase {
   readonly result?: unknown;
 }
 
-export interface BusyOutcome extends OutcomeBase {
-  readonly kind: 'busy';
+/** What every outcome whose action is `retry` tells the transport. */
+export interface RetryAction {
   readonly action: 'retry';
-  readonly source: 'concurrent';
-  /** When to try again: until the holder's lease would end, bounded by the retry policy. */
+  /** Wait before the copy is delivered again. */
   readonly delayMs: number;
+  /**
+   * The `deliveryCount` of the envelope the copy must carry when it comes back: one more when the retry
+   * is charged to the message (its handler failed), the same when it is not (a `busy` key, an
+   * unreachable ledger), so that waiting for another copy or an outage never uses up retries.
+   */
+  readonly nextDeliveryCount: number;
+}
+
+export interface BusyOutcome extends OutcomeBase, RetryAction {
+  readonly kind: 'busy';
+  readonly source: 'concurrent';
 }
 
 export interface ConflictOutcome extends OutcomeBase {
@@ -67,10 +77,8 @@ export interface ConflictOutcome extends OutcomeBase {
   readonly error: Error;
 }
 
-export interface RetryOutcome extends OutcomeBase {
+export interface RetryOutcome extends OutcomeBase, RetryAction {
   readonly kind: 'retry';
-  readonly action: 'retry';
-  readonly delayMs: number;
   /** How many times this message has been reconsumed before this retry (RocketMQ's reconsumeTimes). */
   readonly reconsumeTimes: number;
   readonly error: unknown;

@@ -1,28 +1,37 @@
 /**
  * The transport contract: what oncemq needs from a broker adapter. Core only — no I/O, no driver.
- * The local broker implements it; RabbitMQ, NATS JetStream and Redis Streams adapters will too.
+ * It fits the local broker, RabbitMQ, NATS JetStream, Redis Streams, Kafka and RocketMQ alike: what
+ * only some brokers have is a capability or an optional field, never a required one.
  */
+import type { Duration } from '../core/duration.js';
 import type { Envelope } from '../core/envelope.js';
 import { ConfigError } from '../core/errors.js';
 import type { Outcome } from '../core/outcome.js';
+import type { DeadLetters } from './dead-letters.js';
 
 /** Header carrying the producer's unique id of a send, kept across its retries (RocketMQ's `UNIQ_KEY`). */
 export const UNIQUE_ID_HEADER = 'oncemq-unique-id';
 
-/** What a transport can do natively. The core branches on these, never on a transport's name. */
+/** What a transport can do natively. The core and the conformance suite branch on these, never on a name. */
 export interface TransportCapabilities {
   /** Redelivers a retried message after `outcome.delayMs` (else the delay is approximated or zero). */
   readonly delay: boolean;
-  /** Keeps dead-lettered messages with their reason, listable and replayable. */
+  /** Keeps dead-lettered messages with their reason: {@link Transport.deadLetters} lists, replays and purges them. */
   readonly deadLetter: boolean;
   /** Delivers messages of one ordering key one at a time, in publish order, retries included. */
   readonly ordering: boolean;
-  /** Window in which the broker itself drops a republished copy; 0 when it has none. */
+  /** Window in which the broker itself drops a republished copy of the same key; 0 when it has none. */
   readonly brokerDedupWindowMs: number;
   /** Transactional (half) messages with check-back. */
   readonly halfMessages: boolean;
-  /** Hands several messages to the consumer at once (a pipeline's `processBatch` can take them). */
+  /** Hands several messages to the consumer at once (a pipeline's `processBatch` takes them). */
   readonly batch: boolean;
+  /**
+   * Keeps a delivery from going to another consumer while its handler runs past the broker's
+   * visibility (every envelope carries a `keepAlive`); without it, a long handler's message may be
+   * delivered again meanwhile, and the ledger absorbs that copy.
+   */
+  readonly keepAlive: boolean;
 }
 
 /** Capabilities a transport has unless it says otherwise. */
@@ -33,6 +42,7 @@ export const DEFAULT_TRANSPORT_CAPABILITIES: TransportCapabilities = Object.free
   brokerDedupWindowMs: 0,
   halfMessages: false,
   batch: false,
+  keepAlive: false,
 });
 
 /** A message to publish. */
@@ -42,24 +52,34 @@ export interface OutgoingMessage {
   readonly body: Uint8Array | string | object;
   /** The business key, carried in the `oncemq-key` header; keep it the same when you resend. */
   readonly key?: string;
-  /** Messages with the same ordering key go to the same queue. */
+  /** Messages with the same ordering key go to the same queue (partition, stream, message group). */
   readonly orderingKey?: string;
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** The broker's confirm of a stored message. */
+/**
+ * The broker's confirm of a stored message. What every broker has is required; where a broker
+ * places the copy (queue, partition and offset, stream sequence, entry id) is in `position`.
+ */
 export interface PublishReceipt {
-  /** Broker id of the copy the confirm was received for. */
+  /** The broker's id of the stored copy the confirm was received for; envelopes of that copy carry it. */
   readonly brokerId: string;
   readonly topic: string;
-  readonly queue: number;
-  /** The producer's unique id of the send, the same for every copy a resend stored. */
-  readonly uniqueId: string;
+  /**
+   * The producer's id of the send, the same for every copy that resends of it stored (RocketMQ's
+   * `UNIQ_KEY`, the AMQP `message-id`, JetStream's `Nats-Msg-Id`), where the transport sets one.
+   */
+  readonly messageId?: string | undefined;
+  /** True when the broker's own dedup window recognised the send as a copy and dropped it. */
+  readonly duplicate?: boolean | undefined;
+  /** Where the broker stored the copy, in its own terms: `{ queue }`, `{ partition, offset }`, `{ stream, seq }`. */
+  readonly position?: Readonly<Record<string, string | number>> | undefined;
 }
 
 /**
  * Turns a delivery into an {@link Outcome}; a pipeline is one. The transport acts on `outcome.action`:
- * `ack`, `retry` after `delayMs`, or `dead-letter` with the reason. Nothing is acked before that.
+ * `ack`, `retry` after `delayMs` carrying `nextDeliveryCount`, or `dead-letter` with the reason.
+ * Nothing is acked before that.
  */
 export interface Processor {
   process(envelope: Envelope): Promise<Outcome>;
@@ -82,11 +102,46 @@ export function toProcessor(target: ProcessorLike): Processor {
   return target;
 }
 
+/** Options every transport's `subscribe` understands; a transport documents how it maps each one. */
+export interface SubscribeOptions {
+  /**
+   * Deliveries this subscription processes at the same time (RabbitMQ prefetch, JetStream
+   * `max_ack_pending`, the entries read at once from a stream). @default 16
+   */
+  readonly concurrency?: number;
+  /**
+   * Most deliveries handed to `processBatch` at once, where the transport has the `batch` capability
+   * and the processor has `processBatch`; 1 hands them one by one. @default the transport's pull size
+   */
+  readonly batchSize?: number;
+  /**
+   * How long the broker holds a delivery for this consumer before it may give it to another (ack
+   * wait, visibility timeout, pending-entry idle time). Kept alive while a handler runs, where the
+   * transport has the `keepAlive` capability. @default '30s'
+   */
+  readonly visibility?: Duration;
+  /**
+   * A stable name of this member of the group, where the broker names consumers (Redis Streams
+   * consumer names, the local broker's instance name): a restarted member picks up what it left
+   * pending. @default host and process id
+   */
+  readonly consumerName?: string;
+}
+
+/** Defaults of {@link SubscribeOptions}. */
+export const DEFAULT_SUBSCRIBE_OPTIONS = Object.freeze({
+  concurrency: 16,
+  visibility: '30s',
+} as const);
+
 /** A running subscription of one consumer (one member of the group). */
 export interface Subscription {
   readonly group: string;
   readonly topics: readonly string[];
-  /** Stops pulling, waits for the delivery in progress, commits what was processed, leaves the group. */
+  /**
+   * Stops taking deliveries, waits for the ones in progress to reach their outcome and be settled
+   * at the broker (acked, retried or dead-lettered), then leaves the group.
+   */
   close(): Promise<void>;
 }
 
@@ -98,9 +153,20 @@ export interface Transport {
   publish(message: OutgoingMessage): Promise<PublishReceipt>;
   /**
    * Joins consumer group `group` on `topics` and drives `processor` with every delivery, acting on
-   * each outcome's action. Several subscriptions of one group share the work.
+   * each outcome's action. Several subscriptions of one group share the work; every group gets every
+   * message.
    */
-  subscribe(group: string, topics: readonly string[], processor: ProcessorLike): Promise<Subscription>;
-  /** Closes every subscription and the connection. */
+  subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options?: SubscribeOptions,
+  ): Promise<Subscription>;
+  /**
+   * The dead-letter queue: list, replay, purge. Present on every transport; one without the
+   * `deadLetter` capability answers every call with an error saying so.
+   */
+  readonly deadLetters: DeadLetters;
+  /** Closes every subscription (draining them) and the connection. */
   close(): Promise<void>;
 }

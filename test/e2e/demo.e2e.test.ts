@@ -1,9 +1,6 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Envelope, Outcome } from 'oncemq';
 import { buildPackage, runNode } from '../support/built-package.js';
-import { outcomeBase, testBroker, waitUntil } from '../support/local-points.js';
-import { scratchDir } from '../support/points.js';
 
 let build: ReturnType<typeof buildPackage>;
 const cli = (): string => join(build.dir, 'cli', 'oncemq.js');
@@ -87,57 +84,5 @@ describe('oncemq demo', () => {
     expect(table.stdout).toMatch(/OK: every event took effect exactly once/);
     expect((await runNode(cli(), ['demo', '--store', 'oracle'])).code).toBe(2);
     expect((await runNode(cli(), ['demo', '--faults', 'gremlins'])).code).toBe(2);
-  });
-});
-
-describe('oncemq dlq', () => {
-  const dead = (envelope: Envelope): Promise<Outcome> =>
-    Promise.resolve({
-      ...outcomeBase(envelope, 'points'),
-      kind: 'dead',
-      action: 'dead-letter',
-      reason: 'malformed',
-      error: new Error('not JSON'),
-    });
-
-  it('lists dead letters with reason and error, and replays one to its topic', async () => {
-    const scratch = scratchDir();
-    const path = join(scratch.dir, 'broker.db');
-    const broker = testBroker(scratch.dir);
-    await broker.publish({ topic: 'payments', key: 'evt-1', body: 'garbage' });
-    await broker.subscribe('points', ['payments'], dead);
-    await waitUntil(async () => (await broker.deadLetters()).length === 1, 'the dead letter');
-    await broker.close();
-
-    const list = await runNode(cli(), ['dlq', 'list', '--broker', path, '--json']);
-    expect(list.code).toBe(0);
-    const [letter] = JSON.parse(list.stdout) as {
-      id: number;
-      key: string;
-      reason: string;
-      error: string;
-      body: string;
-    }[];
-    expect(letter).toMatchObject({ key: 'evt-1', reason: 'malformed', body: 'garbage' });
-    expect(letter?.error).toMatch(/not JSON/);
-
-    const replay = await runNode(cli(), ['dlq', 'replay', '--broker', path, String(letter?.id)]);
-    expect(replay.code).toBe(0);
-    expect(replay.stdout).toMatch(/replayed as 127\.0\.0\.1:10911-/);
-    const again = await runNode(cli(), ['dlq', 'replay', '--broker', path, String(letter?.id)]);
-    expect(again.code).toBe(1);
-
-    const reopened = testBroker(scratch.dir);
-    const copies = await reopened.messages('payments');
-    expect(copies.map((copy) => copy.headers['oncemq-key'])).toEqual(['evt-1', 'evt-1']);
-    expect((await runNode(cli(), ['dlq', 'list', '--broker', path])).stdout).toMatch(/no dead letters/);
-    await reopened.close();
-    scratch.remove();
-  });
-
-  it('refuses a broker file that does not exist', async () => {
-    const run = await runNode(cli(), ['dlq', 'list', '--broker', '/nonexistent/broker.db']);
-    expect(run.code).toBe(2);
-    expect(run.stderr).toMatch(/no broker file/);
   });
 });

@@ -30,7 +30,7 @@ const pipeline = createPipeline({
 const broker = new LocalBroker({
   path: brokerPath, pollInterval: '5ms', heartbeatInterval: '50ms', sessionTimeout: '2s', commitInterval: '50ms',
 });
-const subscription = await broker.subscribe('points', ['payments'], pipeline, { instanceName: name });
+const subscription = await broker.subscribe('points', ['payments'], pipeline, { consumerName: name });
 let last = '';
 const timer = setInterval(() => {
   const queues = subscription.assignment.filter((q) => q.topic === 'payments').map((q) => q.queueId).sort().join(',');

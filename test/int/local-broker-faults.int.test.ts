@@ -33,6 +33,7 @@ function naive(db: Database.Database, injector: FaultInjector, seen: Envelope[])
         kind: 'retry',
         action: 'retry',
         delayMs: 10,
+        nextDeliveryCount: envelope.deliveryCount + 1,
         reconsumeTimes: decision.reconsumeTimes,
         error,
       });
@@ -87,10 +88,10 @@ describe('each duplicate source alone on the local broker', () => {
     broker = testBroker(scratch.dir, { faults: injector, pullBatchSize: 4 });
     await publishPayments(broker, EVENTS);
     subscriptions.push(
-      await broker.subscribe('points', ['payments'], processorFor(injector), { instanceName: 'a' }),
+      await broker.subscribe('points', ['payments'], processorFor(injector), { consumerName: 'a' }),
     );
     subscriptions.push(
-      await broker.subscribe('points', ['payments'], processorFor(injector), { instanceName: 'b' }),
+      await broker.subscribe('points', ['payments'], processorFor(injector), { consumerName: 'b' }),
     );
     await waitUntil(async () => {
       for (const subscription of subscriptions) subscription.commit();

@@ -33,19 +33,19 @@ describe('local broker: publish, consume, ack, offsets', () => {
     expect(envelope.deliveryCount).toBe(1);
     expect(envelope.publishedAt?.getTime()).toBeGreaterThanOrEqual(before);
     expect(envelope.headers['oncemq-key']).toBe('evt-0');
-    expect(envelope.headers['oncemq-unique-id']).toBe(receipt?.uniqueId);
+    expect(envelope.headers['oncemq-unique-id']).toBe(receipt?.messageId);
   });
 
   it('spreads messages round robin over 4 queues, and keeps one ordering key in one queue', async () => {
     const receipts = await publishPayments(broker, 8);
-    expect(receipts.map((receipt) => receipt.queue)).toEqual([0, 1, 2, 3, 0, 1, 2, 3]);
+    expect(receipts.map((receipt) => receipt.position?.queue)).toEqual([0, 1, 2, 3, 0, 1, 2, 3]);
     const ordered = [];
     for (let i = 0; i < 6; i++) {
       ordered.push(
         await broker.publish({ topic: 'payments', key: `k${i}`, orderingKey: 'order-7', body: {} }),
       );
     }
-    expect(new Set(ordered.map((receipt) => receipt.queue)).size).toBe(1);
+    expect(new Set(ordered.map((receipt) => receipt.position?.queue)).size).toBe(1);
   });
 
   it('resumes a group after its committed offsets: a new member gets only what was not processed', async () => {
@@ -89,7 +89,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
       ['payments'],
       (envelope) => Promise.resolve(ackOutcome(envelope)),
       {
-        instanceName: 'a',
+        consumerName: 'a',
       },
     );
     broker.store.heartbeat('g', 'z-silent-member');
@@ -133,7 +133,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
           return pipeline.process(envelope);
         },
       },
-      { instanceName: 'a' },
+      { consumerName: 'a' },
     );
     await waitUntil(() => byA.length === 9, 'A at message 9');
     const byB: string[] = [];
@@ -144,7 +144,7 @@ describe('local broker: publish, consume, ack, offsets', () => {
         byB.push(envelope.brokerId);
         return pipeline.process(envelope);
       },
-      { instanceName: 'b' },
+      { consumerName: 'b' },
     );
     await waitUntil(() => byB.length === 6, 'B replaying the uncommitted range');
     release();
@@ -168,21 +168,26 @@ describe('local broker: publish, consume, ack, offsets', () => {
     await broker.publish({ topic: 'payments', key: 'poison-1', body: '{"eventId": ' });
     await broker.subscribe('points', ['payments'], app.pipeline());
     await waitUntil(
-      async () => (await broker.deadLetters({ group: 'points' })).length === 1,
+      async () => (await broker.deadLetters.list({ group: 'points' })).length === 1,
       'the dead letter',
     );
-    const [dead] = await broker.deadLetters({ group: 'points' });
-    expect(dead).toMatchObject({ key: 'poison-1', reason: 'malformed', topic: 'payments', replayedAt: null });
+    const [dead] = await broker.deadLetters.list({ group: 'points' });
+    expect(dead).toMatchObject({ key: 'poison-1', reason: 'malformed', topic: 'payments', deliveryCount: 1 });
+    expect(dead?.details).toMatchObject({ replayedAt: null });
     expect(dead?.error).toMatch(/cannot decode the body/);
-    const replay = await broker.replayDeadLetter(dead?.id ?? -1);
-    expect(replay?.brokerId).not.toBe(dead?.brokerId);
-    await waitUntil(() => app.deliveries.some((e) => e.brokerId === replay?.brokerId), 'the replayed copy');
+    expect(await broker.deadLetters.replay('points', [dead?.id ?? ''])).toBe(1);
+    const [replayed] = await broker.deadLetters.list({ group: 'points', includeReplayed: true });
+    const replayBrokerId = replayed?.details?.['replayBrokerId'];
+    expect(replayBrokerId).not.toBe(dead?.brokerId);
+    await waitUntil(() => app.deliveries.some((e) => e.brokerId === replayBrokerId), 'the replayed copy');
+    expect(app.deliveries.at(-1)).toMatchObject({ topic: 'payments', deliveryCount: 1 });
     await waitUntil(
-      async () => (await broker.deadLetters({ group: 'points' })).length === 1,
+      async () => (await broker.deadLetters.list({ group: 'points' })).length === 1,
       'the second dead letter',
     );
-    expect(await broker.replayDeadLetter(dead?.id ?? -1)).toBeUndefined();
-    expect((await broker.deadLetters({ group: 'points', includeReplayed: true })).length).toBe(2);
+    expect(await broker.deadLetters.replay('points', [dead?.id ?? ''])).toBe(0);
+    expect(await broker.deadLetters.replay('inventory', [dead?.id ?? ''])).toBe(0);
+    expect((await broker.deadLetters.list({ group: 'points', includeReplayed: true })).length).toBe(2);
     await app.close();
   });
 
@@ -201,17 +206,17 @@ describe('local broker: publish, consume, ack, offsets', () => {
       }),
     );
     await waitUntil(
-      async () => (await broker.deadLetters({ group: 'points' })).length === 1,
+      async () => (await broker.deadLetters.list({ group: 'points' })).length === 1,
       'the dead letter',
     );
     expect(app.deliveries.map((e) => e.deliveryCount)).toEqual([1, 2, 3, 4]);
     expect(new Set(app.deliveries.map((e) => e.topic))).toEqual(new Set(['payments']));
-    const [dead] = await broker.deadLetters({ group: 'points' });
-    expect(dead).toMatchObject({ reason: 'retries-exhausted', reconsumeTimes: 3 });
+    const [dead] = await broker.deadLetters.list({ group: 'points' });
+    expect(dead).toMatchObject({ reason: 'retries-exhausted', deliveryCount: 4 });
     expect(dead?.error).toMatch(/points service down/);
     expect(app.effects().size).toBe(0);
     healthy = true;
-    await broker.replayDeadLetter(dead?.id ?? -1);
+    await broker.deadLetters.replay('points', [dead?.id ?? '']);
     await waitUntil(() => app.effects().get(event.eventId) === 1, 'the replayed effect');
     expect(app.outcomes.at(-1)).toMatchObject({ kind: 'executed', reclaimed: true });
     await app.close();

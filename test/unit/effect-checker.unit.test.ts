@@ -57,7 +57,14 @@ describe('EffectChecker', () => {
     const base = { group: 'g', key: 'a', topic: 't', brokerId: 'b', deliveryCount: 1, elapsedMs: 0 };
     checker.observe({ ...base, kind: 'duplicate', action: 'ack', source: 'redelivery' });
     checker.observe({ ...base, kind: 'duplicate', action: 'ack', source: 'republish' });
-    checker.observe({ ...base, kind: 'busy', action: 'retry', source: 'concurrent', delayMs: 100 });
+    checker.observe({
+      ...base,
+      kind: 'busy',
+      action: 'retry',
+      source: 'concurrent',
+      delayMs: 100,
+      nextDeliveryCount: 1,
+    });
     expect(checker.report().duplicates).toEqual({ redelivery: 1, republish: 1, concurrent: 1 });
   });
 });

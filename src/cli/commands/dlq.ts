@@ -1,40 +1,64 @@
-import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { DEFAULT_LOCAL_BROKER_CONFIG, LocalBroker } from '../../transport/local/local-broker.js';
+import { validateGroup } from '../../core/group.js';
+import type { DeadLetter, DeadLetters } from '../../transport/dead-letters.js';
+import { DEFAULT_LOCAL_BROKER_CONFIG } from '../../transport/local/local-broker.js';
 import { positiveOption, UsageError, type Command } from '../command.js';
+import { openToolTransport, TRANSPORT_NAMES } from '../transports.js';
 
-const usage = `Usage: oncemq dlq list [--broker PATH] [--group G] [--replayed] [--limit N] [--json]
-       oncemq dlq replay [--broker PATH] ID...
-       oncemq dlq replay [--broker PATH] --group G --all
+const usage = `Usage: oncemq dlq list   --group G [--transport T] [--url URL] [--reason R] [--limit N] [--json]
+       oncemq dlq replay --group G [--transport T] [--url URL] (ID... | --all) [--json]
+       oncemq dlq purge  --group G [--transport T] [--url URL] (ID... | --all) [--json]
 
-Dead letters of the local broker. 'list' shows them oldest first with their reason and last
-error; 'replay' publishes each again to its topic (a new copy under a new broker id, the same
-business key), so a consumer with oncemq applies it at most once.
+The dead-letter queue of a consumer group, on any transport that keeps dead letters.
+'list' shows them oldest first with their reason and last error; 'replay' delivers each again to
+this group only (a new copy with the same business key and a delivery count of 1), so a consumer
+with oncemq applies it at most once; 'purge' deletes them for good. Nothing is created: a broker
+file, queue or stream that is not there is an error.
 
-  --broker PATH  the broker's SQLite file (default ${DEFAULT_LOCAL_BROKER_CONFIG.path})
-  --group G      only this consumer group
-  --replayed     list replayed dead letters too
+  --transport T  ${TRANSPORT_NAMES.join(', ')} (default local)
+  --url URL      the broker; for local, its SQLite file (default ${DEFAULT_LOCAL_BROKER_CONFIG.path})
+  --group G      the consumer group (required)
+  --reason R     list only dead letters with this reason
   --limit N      list at most N (default 100)
-  --all          replay every dead letter of --group not replayed yet
+  --all          replay or purge every dead letter of the group
+  --replayed     local only: list replayed dead letters too
   --json         print JSON`;
 
-async function openBroker(path: string): Promise<LocalBroker> {
-  if (path !== ':memory:' && !existsSync(path)) throw new UsageError(`no broker file at ${path}`);
-  const broker = new LocalBroker({ path });
-  await broker.init();
-  return broker;
+function toJson(letter: DeadLetter): Record<string, unknown> {
+  const { body, ...rest } = letter;
+  return { ...rest, deadAt: letter.deadAt.toISOString(), body: Buffer.from(body).toString('utf8') };
+}
+
+function printLetters(letters: readonly DeadLetter[]): void {
+  if (letters.length === 0) {
+    console.log('no dead letters');
+    return;
+  }
+  for (const letter of letters) {
+    console.log(
+      `#${letter.id}  ${letter.topic}  key ${letter.key ?? '-'}  ${letter.reason}  attempt ${letter.deliveryCount}  ${letter.deadAt.toISOString()}`,
+    );
+    if (letter.error !== null) console.log(`      ${letter.error.slice(0, 200)}`);
+  }
+}
+
+/** Every dead letter's id of a group, page by page. */
+async function allIds(deadLetters: DeadLetters, group: string): Promise<string[]> {
+  return (await deadLetters.list({ group, limit: Number.MAX_SAFE_INTEGER })).map((letter) => letter.id);
 }
 
 export const dlqCommand: Command = {
   name: 'dlq',
-  summary: 'list and replay dead letters of the local broker',
+  summary: 'list, replay and purge the dead letters of a consumer group',
   usage,
   async run(args) {
     const { values, positionals } = parseArgs({
       args: [...args],
       options: {
-        broker: { type: 'string', default: DEFAULT_LOCAL_BROKER_CONFIG.path },
+        transport: { type: 'string', default: 'local' },
+        url: { type: 'string' },
         group: { type: 'string' },
+        reason: { type: 'string' },
         replayed: { type: 'boolean', default: false },
         limit: { type: 'string', default: '100' },
         all: { type: 'boolean', default: false },
@@ -43,69 +67,48 @@ export const dlqCommand: Command = {
       allowPositionals: true,
       strict: true,
     });
-    const [action, ...rest] = positionals;
-    if (action !== 'list' && action !== 'replay') throw new UsageError("expected 'list' or 'replay'");
-    const limit = positiveOption(values.limit, 'limit', 100);
-    const broker = await openBroker(values.broker);
+    const [action, ...ids] = positionals;
+    if (action !== 'list' && action !== 'replay' && action !== 'purge') {
+      throw new UsageError("expected 'list', 'replay' or 'purge'");
+    }
+    if (values.group === undefined) throw new UsageError('--group is required');
+    let group: string;
     try {
+      group = validateGroup(values.group, '--group');
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+    const limit = positiveOption(values.limit, 'limit', 100);
+    if (action !== 'list' && values.all === ids.length > 0) {
+      throw new UsageError(`name the dead letters to ${action}, or --all (not both)`);
+    }
+    if (values.replayed && values.transport !== 'local') {
+      throw new UsageError('--replayed is for the local transport only');
+    }
+    const transport = await openToolTransport(values.transport, { url: values.url });
+    try {
+      const { deadLetters } = transport;
       if (action === 'list') {
-        const letters = await broker.deadLetters({
-          group: values.group,
-          includeReplayed: values.replayed,
+        const letters = await deadLetters.list({
+          group,
           limit,
+          ...(values.reason === undefined ? {} : { reason: values.reason }),
+          ...(values.replayed ? { includeReplayed: true } : {}),
         });
-        if (values.json) {
-          console.log(
-            JSON.stringify(
-              letters.map(({ body, ...letter }) => ({ ...letter, body: Buffer.from(body).toString('utf8') })),
-            ),
-          );
-        } else if (letters.length === 0) {
-          console.log('no dead letters');
-        } else {
-          for (const letter of letters) {
-            const replayed =
-              letter.replayedAt === null ? '' : ` (replayed as ${letter.replayBrokerId ?? '?'})`;
-            console.log(
-              `#${letter.id}  ${letter.group}  ${letter.topic}  key ${letter.key ?? '-'}  ${letter.reason}  ${letter.deadAt.toISOString()}${replayed}`,
-            );
-            if (letter.error !== null) console.log(`      ${letter.error.slice(0, 200)}`);
-          }
-        }
+        if (values.json) console.log(JSON.stringify(letters.map(toJson)));
+        else printLetters(letters);
         return 0;
       }
-      let ids: number[];
-      if (values.all) {
-        if (values.group === undefined) throw new UsageError('--all needs --group');
-        ids = (await broker.deadLetters({ group: values.group, limit: Number.MAX_SAFE_INTEGER })).map(
-          (l) => l.id,
-        );
-      } else {
-        if (rest.length === 0) throw new UsageError('name the dead letters to replay, or --group G --all');
-        ids = rest.map((id) => {
-          const n = Number(id.replace(/^#/, ''));
-          if (!Number.isInteger(n) || n < 1) throw new UsageError(`'${id}' is not a dead-letter id`);
-          return n;
-        });
-      }
-      const results = [];
-      for (const id of ids) {
-        const receipt = await broker.replayDeadLetter(id);
-        results.push({ id, replayed: receipt !== undefined, brokerId: receipt?.brokerId ?? null });
-      }
-      if (values.json) console.log(JSON.stringify(results));
-      else {
-        for (const result of results) {
-          console.log(
-            result.replayed
-              ? `#${result.id} replayed as ${result.brokerId ?? ''}`
-              : `#${result.id} not replayed: unknown or already replayed`,
-          );
-        }
-      }
-      return results.every((result) => result.replayed) ? 0 : 1;
+      const chosen = values.all ? await allIds(deadLetters, group) : ids.map((id) => id.replace(/^#/, ''));
+      const done =
+        action === 'replay'
+          ? await deadLetters.replay(group, chosen)
+          : await deadLetters.purge(group, chosen);
+      if (values.json) console.log(JSON.stringify({ action, requested: chosen.length, done }));
+      else console.log(`${action === 'replay' ? 'replayed' : 'purged'} ${done} of ${chosen.length}`);
+      return done === chosen.length ? 0 : 1;
     } finally {
-      await broker.close();
+      await transport.close();
     }
   },
 };

@@ -1,6 +1,5 @@
-import { TransportUnavailableError } from '../../core/errors.js';
+import { ConfigError, TransportUnavailableError } from '../../core/errors.js';
 import { BROKER_MIGRATIONS, retryTopic } from './broker-schema.js';
-import { DeadLetterStore } from './dead-letter-store.js';
 import { HalfMessageStore } from './half-message-store.js';
 
 /** The part of a better-sqlite3 statement the broker calls. */
@@ -90,15 +89,12 @@ export class BrokerStore {
   readonly #cache = new Map<string, BrokerStatementLike>();
   readonly #clock: () => number;
 
-  /** The group dead-letter queues. */
-  readonly deadLetters: DeadLetterStore;
   /** Half messages of transactional sends. */
   readonly halfMessages: HalfMessageStore;
 
   constructor(db: BrokerDatabaseLike, clock: () => number) {
     this.#db = db;
     this.#clock = clock;
-    this.deadLetters = new DeadLetterStore(this);
     this.halfMessages = new HalfMessageStore(this);
   }
 
@@ -161,6 +157,32 @@ export class BrokerStore {
           .run(version, this.now());
       }
     });
+  }
+
+  /**
+   * Checks, without changing anything, that the file holds the broker's tables at the current
+   * version; throws a ConfigError naming the file otherwise.
+   */
+  checkSchema(path: string): void {
+    const version = this.read('reading the schema version', () => {
+      const table = this.#db
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'oncemq_broker_schema'")
+        .get();
+      if (table === undefined) return undefined;
+      const row = this.#db.prepare('SELECT MAX(version) AS version FROM oncemq_broker_schema').get() as {
+        version: number | null;
+      };
+      return row.version ?? 0;
+    });
+    if (version === undefined) {
+      throw new ConfigError('path', `${path} holds no local broker (no oncemq_broker_schema table)`);
+    }
+    if (version !== BROKER_MIGRATIONS.length) {
+      throw new ConfigError(
+        'path',
+        `the local broker at ${path} is at schema version ${version}, this oncemq reads version ${BROKER_MIGRATIONS.length}; open it once with a producer or consumer of this version to upgrade it`,
+      );
+    }
   }
 
   /** Queue count of a topic, creating it with `queues` queues when new. */
@@ -312,8 +334,17 @@ export class BrokerStore {
     return rows.map((row) => row.member_id);
   }
 
-  /** Parks a failed message until `deliverAt`, then {@link promoteDue} re-stores it in the retry topic. */
-  scheduleRetry(group: string, message: StoredMessage, brokerId: string, deliverAt: number): void {
+  /**
+   * Parks a failed message until `deliverAt`, then {@link promoteDue} re-stores it in the retry topic
+   * with `deliveryCount` (stored as RocketMQ's reconsume times, one less).
+   */
+  scheduleRetry(
+    group: string,
+    message: StoredMessage,
+    brokerId: string,
+    deliverAt: number,
+    deliveryCount: number,
+  ): void {
     this.write('scheduling a retry', () => {
       this.statement(
         `INSERT INTO oncemq_schedule (consumer_group, topic, deliver_at, unique_id, headers, body, born_at, reconsume_times, origin_broker_id)
@@ -326,7 +357,7 @@ export class BrokerStore {
         JSON.stringify(message.headers),
         message.body,
         message.bornAt,
-        message.reconsumeTimes + 1,
+        Math.max(0, deliveryCount - 1),
         brokerId,
       );
     });

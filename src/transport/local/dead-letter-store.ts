@@ -1,33 +1,95 @@
+import { KEY_HEADER } from '../../core/envelope.js';
+import {
+  DEFAULT_DEAD_LETTER_LIMIT,
+  type DeadLetter,
+  type DeadLetterQuery,
+  type DeadLetters,
+} from '../dead-letters.js';
+import { retryTopic } from './broker-schema.js';
 import type { BrokerStore, StoredMessage } from './broker-store.js';
 
-/** A dead letter as listed. */
-export interface DeadLetter {
-  readonly id: number;
-  readonly group: string;
-  readonly topic: string;
-  readonly brokerId: string;
-  readonly uniqueId: string;
-  readonly key: string | null;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: Uint8Array;
-  readonly bornAt: Date;
-  readonly reconsumeTimes: number;
-  readonly reason: string;
-  readonly error: string | null;
-  readonly deadAt: Date;
-  readonly replayedAt: Date | null;
-  readonly replayBrokerId: string | null;
+interface DeadLetterRow {
+  id: number;
+  consumer_group: string;
+  topic: string;
+  broker_id: string;
+  unique_id: string;
+  headers: string;
+  body: Uint8Array;
+  born_at: number;
+  reconsume_times: number;
+  reason: string;
+  error: string | null;
+  dead_at: number;
+  replayed_at: number | null;
+  replay_broker_id: string | null;
 }
 
-/** The dead-letter table: one row per dead-lettered copy, listable and replayable to its topic. */
-export class DeadLetterStore {
-  readonly #store: BrokerStore;
+/** A synchronous store call as a promise: a throw becomes a rejection. */
+function later<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (error) {
+    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+  }
+}
 
-  constructor(store: BrokerStore) {
+/** Ids as the local broker numbers them: the row id, in decimal. */
+function rowIds(ids: readonly string[]): number[] {
+  return ids.filter((id) => /^[1-9]\d{0,15}$/.test(id)).map(Number);
+}
+
+function toDeadLetter(row: DeadLetterRow): DeadLetter {
+  const headers = JSON.parse(row.headers) as Record<string, string>;
+  return {
+    id: String(row.id),
+    group: row.consumer_group,
+    topic: row.topic,
+    key: headers[KEY_HEADER] ?? null,
+    brokerId: row.broker_id,
+    reason: row.reason,
+    error: row.error,
+    deliveryCount: row.reconsume_times + 1,
+    deadAt: new Date(row.dead_at),
+    headers,
+    body: row.body,
+    details: {
+      uniqueId: row.unique_id,
+      bornAt: new Date(row.born_at),
+      replayedAt: row.replayed_at === null ? null : new Date(row.replayed_at),
+      replayBrokerId: row.replay_broker_id,
+    },
+  };
+}
+
+/**
+ * The dead-letter table: one row per dead-lettered copy. A replay re-stores the message in the
+ * group's retry topic (`%RETRY%group`), so only that group receives it, and keeps the row marked
+ * replayed (listed again with `includeReplayed`); a purge deletes rows.
+ */
+export class DeadLetterStore implements DeadLetters {
+  readonly #store: BrokerStore;
+  readonly #brokerId: (commitOffset: number) => string;
+  readonly #ensureTopic: (topic: string) => void;
+
+  constructor(
+    store: BrokerStore,
+    brokerId: (commitOffset: number) => string,
+    ensureTopic: (topic: string) => void,
+  ) {
     this.#store = store;
+    this.#brokerId = brokerId;
+    this.#ensureTopic = ensureTopic;
   }
 
-  add(group: string, message: StoredMessage, brokerId: string, reason: string, error: string | null): void {
+  add(
+    group: string,
+    message: StoredMessage,
+    brokerId: string,
+    deliveryCount: number,
+    reason: string,
+    error: string | null,
+  ): void {
     this.#store.write('dead-lettering', () => {
       this.#store
         .statement(
@@ -42,7 +104,7 @@ export class DeadLetterStore {
           JSON.stringify(message.headers),
           message.body,
           message.bornAt,
-          message.reconsumeTimes,
+          Math.max(0, deliveryCount - 1),
           reason,
           error,
           this.#store.now(),
@@ -50,92 +112,75 @@ export class DeadLetterStore {
     });
   }
 
-  list(query: { group?: string; includeReplayed?: boolean; limit?: number }): DeadLetter[] {
+  list(query: DeadLetterQuery & { readonly includeReplayed?: boolean }): Promise<DeadLetter[]> {
+    return later(() => this.listNow(query));
+  }
+
+  /** {@link list}, synchronously. */
+  listNow(query: DeadLetterQuery & { readonly includeReplayed?: boolean }): DeadLetter[] {
     const rows = this.#store.read('listing dead letters', () =>
       this.#store
         .statement(
-          `SELECT * FROM oncemq_dead_letters WHERE (? IS NULL OR consumer_group = ?) AND (? = 1 OR replayed_at IS NULL)
-         ORDER BY id LIMIT ?`,
+          `SELECT * FROM oncemq_dead_letters WHERE consumer_group = ? AND (? IS NULL OR reason = ?)
+             AND (? = 1 OR replayed_at IS NULL) ORDER BY id LIMIT ?`,
         )
         .all(
-          query.group ?? null,
-          query.group ?? null,
+          query.group,
+          query.reason ?? null,
+          query.reason ?? null,
           query.includeReplayed === true ? 1 : 0,
-          query.limit ?? 100,
+          query.limit ?? DEFAULT_DEAD_LETTER_LIMIT,
         ),
-    ) as {
-      id: number;
-      consumer_group: string;
-      topic: string;
-      broker_id: string;
-      unique_id: string;
-      headers: string;
-      body: Uint8Array;
-      born_at: number;
-      reconsume_times: number;
-      reason: string;
-      error: string | null;
-      dead_at: number;
-      replayed_at: number | null;
-      replay_broker_id: string | null;
-    }[];
-    return rows.map((row) => {
-      const headers = JSON.parse(row.headers) as Record<string, string>;
-      return {
-        id: row.id,
-        group: row.consumer_group,
-        topic: row.topic,
-        brokerId: row.broker_id,
-        uniqueId: row.unique_id,
-        key: headers['oncemq-key'] ?? null,
-        headers,
-        body: row.body,
-        bornAt: new Date(row.born_at),
-        reconsumeTimes: row.reconsume_times,
-        reason: row.reason,
-        error: row.error,
-        deadAt: new Date(row.dead_at),
-        replayedAt: row.replayed_at === null ? null : new Date(row.replayed_at),
-        replayBrokerId: row.replay_broker_id,
-      };
+    ) as DeadLetterRow[];
+    return rows.map(toDeadLetter);
+  }
+
+  replay(group: string, ids: readonly string[]): Promise<number> {
+    return later(() => this.#replay(group, ids));
+  }
+
+  #replay(group: string, ids: readonly string[]): number {
+    const topic = retryTopic(group);
+    this.#ensureTopic(topic);
+    return this.#store.write('replaying dead letters', () => {
+      const select = this.#store.statement(
+        'SELECT * FROM oncemq_dead_letters WHERE id = ? AND consumer_group = ? AND replayed_at IS NULL',
+      );
+      const mark = this.#store.statement(
+        'UPDATE oncemq_dead_letters SET replayed_at = ?, replay_broker_id = ? WHERE id = ?',
+      );
+      let count = 0;
+      for (const id of rowIds(ids)) {
+        const row = select.get(id, group) as DeadLetterRow | undefined;
+        if (row === undefined) continue;
+        const commitOffset = this.#store.appendInTransaction({
+          topic,
+          queueId: 0,
+          uniqueId: row.unique_id,
+          headers: JSON.parse(row.headers) as Record<string, string>,
+          body: row.body,
+          bornAt: row.born_at,
+          reconsumeTimes: 0,
+          originTopic: row.topic,
+          originBrokerId: null,
+        });
+        mark.run(this.#store.now(), this.#brokerId(commitOffset), id);
+        count++;
+      }
+      return count;
     });
   }
 
-  /**
-   * Re-stores a dead letter in its topic (queue chosen by `queueOf`) and marks it replayed, in one
-   * transaction. Returns the commit offset of the new copy, or undefined when already replayed.
-   */
-  replay(
-    id: number,
-    queueOf: (topic: string) => number,
-  ): { commitOffset: number; topic: string } | undefined {
-    return this.#store.write('replaying a dead letter', () => {
-      const row = this.#store
-        .statement('SELECT * FROM oncemq_dead_letters WHERE id = ? AND replayed_at IS NULL')
-        .get(id) as
-        { topic: string; unique_id: string; headers: string; body: Uint8Array; born_at: number } | undefined;
-      if (row === undefined) return undefined;
-      const commitOffset = this.#store.appendInTransaction({
-        topic: row.topic,
-        queueId: queueOf(row.topic),
-        uniqueId: row.unique_id,
-        headers: JSON.parse(row.headers) as Record<string, string>,
-        body: row.body,
-        bornAt: row.born_at,
-      });
-      this.#store
-        .statement('UPDATE oncemq_dead_letters SET replayed_at = ?, replay_broker_id = ? WHERE id = ?')
-        .run(this.#store.now(), String(commitOffset), id);
-      return { commitOffset, topic: row.topic };
-    });
-  }
-
-  /** Records the broker id a replay produced (the store knows offsets, the broker formats ids). */
-  setReplayBrokerId(id: number, brokerId: string): void {
-    this.#store.write('recording a replay', () => {
-      this.#store
-        .statement('UPDATE oncemq_dead_letters SET replay_broker_id = ? WHERE id = ?')
-        .run(brokerId, id);
-    });
+  purge(group: string, ids: readonly string[]): Promise<number> {
+    return later(() =>
+      this.#store.write('purging dead letters', () => {
+        const remove = this.#store.statement(
+          'DELETE FROM oncemq_dead_letters WHERE id = ? AND consumer_group = ?',
+        );
+        let count = 0;
+        for (const id of rowIds(ids)) count += Number(remove.run(id, group).changes);
+        return count;
+      }),
+    );
   }
 }

@@ -7,6 +7,7 @@ import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope
 import { ClosedError, ConfigError, TransportUnavailableError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import type { DeadLetter, DeadLetterQuery, DeadLetters } from '../dead-letters.js';
 import {
   toProcessor,
   UNIQUE_ID_HEADER,
@@ -18,10 +19,10 @@ import {
 } from '../transport.js';
 import { CHECK_MAX_TOPIC, retryTopic, TOPIC_PATTERN } from './broker-schema.js';
 import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './broker-store.js';
-import type { DeadLetter } from './dead-letter-store.js';
+import { DeadLetterStore } from './dead-letter-store.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
-import { LocalSubscription, type LocalSubscribeOptions } from './local-subscription.js';
+import { LocalSubscription, subscriptionContext, type LocalSubscribeOptions } from './local-subscription.js';
 import { roundRobinSelector, type QueueSelector } from './queue-selector.js';
 import { TransactionProducer, type TransactionProducerConfig } from './transaction-producer.js';
 
@@ -52,6 +53,12 @@ export interface LocalBrokerConfig {
   readonly synchronous?: 'normal' | 'full';
   /** How long to wait for another process's write lock. @default '5s' */
   readonly busyTimeout?: Duration;
+  /**
+   * Create the file and its tables, or upgrade them, when opening. With `false` the file must exist
+   * with the current tables (what the read-only tools use): a missing file or table is an error,
+   * and nothing is created. @default true
+   */
+  readonly migrate?: boolean;
   /** Fault hooks (a `FaultInjector` from `oncemq/testing`). @default none */
   readonly faults?: LocalFaultHooks;
   /** @default silent */
@@ -94,6 +101,11 @@ function validTopic(topic: string): string {
  * confirms, consumer groups with rebalancing and committed offsets, a retry topic per group with
  * delays, a dead-letter table, and transactional (half) messages with check-back.
  */
+/** The local broker's dead-letter queue: the contract's, and replayed dead letters on request. */
+export interface LocalDeadLetters extends DeadLetters {
+  list(query: DeadLetterQuery & { readonly includeReplayed?: boolean }): Promise<readonly DeadLetter[]>;
+}
+
 export class LocalBroker implements Transport {
   readonly name = 'local';
   readonly capabilities: TransportCapabilities = Object.freeze({
@@ -103,6 +115,7 @@ export class LocalBroker implements Transport {
     brokerDedupWindowMs: 0,
     halfMessages: true,
     batch: true,
+    keepAlive: true,
   });
   readonly path: string;
   readonly address: string;
@@ -113,12 +126,14 @@ export class LocalBroker implements Transport {
   readonly #synchronous: 'normal' | 'full';
   readonly #busyTimeoutMs: number;
   readonly #faults: LocalFaultHooks | undefined;
+  readonly #migrate: boolean;
   readonly #logger: Logger;
   readonly #membership = new EventEmitter();
   readonly #subscriptions = new Set<LocalSubscription>();
   readonly #producers = new Set<TransactionProducer>();
   readonly #queueCounts = new Map<string, number>();
   #store: BrokerStore | undefined;
+  #deadLetters: DeadLetterStore | undefined;
   #opening: Promise<BrokerStore> | undefined;
   #closed = false;
 
@@ -157,6 +172,8 @@ export class LocalBroker implements Transport {
       heartbeatIntervalMs: Math.max(1, heartbeatIntervalMs),
       sessionTimeoutMs,
       consumeFrom,
+      concurrency: 1,
+      batches: true,
     });
     this.#sendAttempts = positiveInteger(config.sendAttempts ?? d.sendAttempts, 'sendAttempts');
     this.#selector = config.selector ?? roundRobinSelector();
@@ -169,6 +186,7 @@ export class LocalBroker implements Transport {
     }
     this.#busyTimeoutMs = parseDuration(config.busyTimeout ?? d.busyTimeout, 'busyTimeout');
     this.#faults = config.faults;
+    this.#migrate = config.migrate ?? true;
     this.#logger = config.logger ?? SILENT_LOGGER;
     this.#membership.setMaxListeners(0);
   }
@@ -189,11 +207,10 @@ export class LocalBroker implements Transport {
   }
 
   async #connect(): Promise<BrokerStore> {
-    let Database: new (path: string) => BrokerDatabaseLike;
+    type Open = new (path: string, options: { fileMustExist: boolean }) => BrokerDatabaseLike;
+    let Database: Open;
     try {
-      const module = (await import('better-sqlite3')) as unknown as {
-        default: new (path: string) => BrokerDatabaseLike;
-      };
+      const module = (await import('better-sqlite3')) as unknown as { default: Open };
       Database = module.default;
     } catch (error) {
       throw new ConfigError(
@@ -206,8 +223,8 @@ export class LocalBroker implements Transport {
     }
     let db: BrokerDatabaseLike;
     try {
-      if (this.path !== ':memory:') mkdirSync(dirname(this.path), { recursive: true });
-      db = new Database(this.path);
+      if (this.path !== ':memory:' && this.#migrate) mkdirSync(dirname(this.path), { recursive: true });
+      db = new Database(this.path, { fileMustExist: !this.#migrate });
       db.exec(`PRAGMA busy_timeout = ${Math.round(this.#busyTimeoutMs)}`);
       db.exec('PRAGMA journal_mode = WAL');
       db.exec(`PRAGMA synchronous = ${this.#synchronous.toUpperCase()}`);
@@ -220,8 +237,19 @@ export class LocalBroker implements Transport {
       );
     }
     const store = new BrokerStore(db, Date.now);
-    store.migrate();
+    try {
+      if (this.#migrate) store.migrate();
+      else store.checkSchema(this.path);
+    } catch (error) {
+      store.close();
+      throw error;
+    }
     this.#store = store;
+    this.#deadLetters = new DeadLetterStore(
+      store,
+      (offset) => this.brokerId(offset),
+      (topic) => this.queueCount(topic),
+    );
     return store;
   }
 
@@ -247,9 +275,9 @@ export class LocalBroker implements Transport {
     return count;
   }
 
-  /** @internal the receipt of a stored copy */
+  /** @internal the receipt of a stored copy: its producer id is the unique id, its position the queue */
   receipt(commitOffset: number, topic: string, queue: number, uniqueId: string): PublishReceipt {
-    return { brokerId: this.brokerId(commitOffset), topic, queue, uniqueId };
+    return { brokerId: this.brokerId(commitOffset), topic, messageId: uniqueId, position: { queue } };
   }
 
   /** @internal headers, body and queue of a message about to be stored */
@@ -298,18 +326,19 @@ export class LocalBroker implements Transport {
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validTopic(topic);
     const target = toProcessor(processor);
-    await this.#open();
+    const context = subscriptionContext(this.#context(await this.#open()), options);
     for (const topic of [...topics, retryTopic(group)]) this.queueCount(topic);
-    const subscription = new LocalSubscription(this.#context(), group, [...topics], target, options);
+    const subscription = new LocalSubscription(context, group, [...topics], target, options);
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);
     subscription.start();
     return subscription;
   }
 
-  #context(): ConsumerContext {
+  #context(store: BrokerStore): ConsumerContext {
     return {
-      store: this.store,
+      store,
+      deadLetters: this.#deadLetters as DeadLetterStore,
       settings: this.#settings,
       logger: this.#logger,
       faults: this.#faults,
@@ -346,28 +375,22 @@ export class LocalBroker implements Transport {
     return (await this.#open()).messages(topic);
   }
 
-  /** Dead letters, oldest first; replayed ones only with `includeReplayed`. */
-  async deadLetters(
-    query: { group?: string; includeReplayed?: boolean; limit?: number } = {},
-  ): Promise<DeadLetter[]> {
-    return (await this.#open()).deadLetters.list(query);
-  }
+  /**
+   * The dead-letter queue of every group; opens the broker on first use. A replay re-stores the
+   * message in the group's retry topic (only that group receives it); replayed rows stay listed with
+   * `includeReplayed`.
+   */
+  readonly deadLetters: LocalDeadLetters = Object.freeze({
+    list: async (query: DeadLetterQuery & { readonly includeReplayed?: boolean }) =>
+      (await this.#openDeadLetters()).list(query),
+    replay: async (group: string, ids: readonly string[]) =>
+      (await this.#openDeadLetters()).replay(group, ids),
+    purge: async (group: string, ids: readonly string[]) => (await this.#openDeadLetters()).purge(group, ids),
+  });
 
-  /** Publishes a dead letter again to its topic (a new copy, new broker id, same key); undefined if already replayed. */
-  async replayDeadLetter(id: number): Promise<PublishReceipt | undefined> {
-    const store = await this.#open();
-    let queue = 0;
-    const replayed = store.deadLetters.replay(id, (topic) => {
-      queue = this.#selector(topic, this.queueCount(topic), undefined);
-      return queue;
-    });
-    if (replayed === undefined) return undefined;
-    const brokerId = this.brokerId(replayed.commitOffset);
-    store.deadLetters.setReplayBrokerId(id, brokerId);
-    const copy = store
-      .messages(replayed.topic)
-      .find((message) => message.commitOffset === replayed.commitOffset);
-    return { brokerId, topic: replayed.topic, queue, uniqueId: copy?.uniqueId ?? '' };
+  async #openDeadLetters(): Promise<DeadLetterStore> {
+    await this.#open();
+    return this.#deadLetters as DeadLetterStore;
   }
 
   async close(): Promise<void> {

@@ -8,12 +8,17 @@ import type { Outcome } from '../../core/outcome.js';
 import type { Processor } from '../transport.js';
 import { retryTopic } from './broker-schema.js';
 import type { BrokerStore, StoredMessage } from './broker-store.js';
+import type { DeadLetterStore } from './dead-letter-store.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import { allocateQueues, queueName, type QueueRef } from './queue-allocation.js';
 
 /** Settings of a consumer, resolved by the broker from its config. */
 export interface ConsumerSettings {
   readonly pullBatchSize: number;
+  /** Deliveries of a pulled batch processed at once when they go one by one. */
+  readonly concurrency: number;
+  /** Hand pulled batches to the processor's processBatch, when it has one. */
+  readonly batches: boolean;
   readonly pollIntervalMs: number;
   readonly commitIntervalMs: number;
   readonly heartbeatIntervalMs: number;
@@ -24,6 +29,7 @@ export interface ConsumerSettings {
 /** What a consumer needs from its broker. */
 export interface ConsumerContext {
   readonly store: BrokerStore;
+  readonly deadLetters: DeadLetterStore;
   readonly settings: ConsumerSettings;
   readonly logger: Logger;
   readonly faults: LocalFaultHooks | undefined;
@@ -57,7 +63,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 /** Options of one member. */
 export interface MemberOptions {
   /** Prefix of the member id (RocketMQ's instance name); members are ordered by id for allocation. @default host:pid */
-  readonly instanceName?: string;
+  readonly consumerName?: string | undefined;
   /** Leaves after this many batches (the member the `rebalance` fault adds). */
   readonly maxBatches?: number;
   /** Leaves after this long, in milliseconds, even when it found nothing to consume. */
@@ -111,7 +117,7 @@ export class LocalConsumer {
   }
 
   #newMemberId(): string {
-    return `${this.#options.instanceName ?? `${hostname()}:${process.pid}`}@${randomUUID()}`;
+    return `${this.#options.consumerName ?? `${hostname()}:${process.pid}`}@${randomUUID()}`;
   }
 
   get memberId(): string {
@@ -315,7 +321,12 @@ export class LocalConsumer {
     const epoch = this.#epoch;
     const envelopes = batch.map((message) => this.#envelope(message));
     const faults = this.#ctx.faults;
-    if (this.#processor.processBatch !== undefined && faults === undefined) {
+    const middle = envelopes[Math.floor(batch.length / 2)];
+    if (middle !== undefined && this.#options.onRebalanceFault && faults?.rebalance(middle)) {
+      // A member joins while this batch is in flight: it takes its share from the committed offsets.
+      this.#options.onRebalanceFault();
+    }
+    if (this.#ctx.settings.batches && this.#processor.processBatch !== undefined) {
       let outcomes: readonly Outcome[];
       try {
         outcomes = await this.#processor.processBatch(envelopes);
@@ -324,35 +335,51 @@ export class LocalConsumer {
         return;
       }
       if (epoch !== this.#epoch) return;
-      batch.forEach((message, index) => {
+      let crash = false;
+      for (const [index, message] of batch.entries()) {
         const outcome = outcomes[index];
-        const envelope = envelopes[index];
-        if (outcome !== undefined && envelope !== undefined) this.#act(cursor, message, envelope, outcome);
-      });
+        const envelope = envelopes[index] as Envelope;
+        if (outcome === undefined) {
+          this.#failed(
+            cursor,
+            [message],
+            new Error(`processBatch answered no outcome for delivery ${index}`),
+          );
+          continue;
+        }
+        this.#act(cursor, message, envelope, outcome);
+        if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope) === true) crash = true;
+      }
+      if (crash) this.crash();
       return;
     }
-    const middle = Math.floor(batch.length / 2);
-    for (let index = 0; index < batch.length; index++) {
-      if (!this.#running || epoch !== this.#epoch) return;
-      const message = batch[index] as StoredMessage;
-      const envelope = envelopes[index] as Envelope;
-      if (index === middle && this.#options.onRebalanceFault && faults?.rebalance(envelope)) {
-        this.#options.onRebalanceFault();
+    // One by one, up to `concurrency` at a time; each acts on its outcome as soon as it has one.
+    let next = 0;
+    let crashed = false;
+    const worker = async (): Promise<void> => {
+      while (next < batch.length && !crashed) {
+        const index = next++;
+        if (!this.#running || epoch !== this.#epoch) return;
+        const message = batch[index] as StoredMessage;
+        const envelope = envelopes[index] as Envelope;
+        let outcome: Outcome;
+        try {
+          outcome = await this.#processor.process(envelope);
+        } catch (error) {
+          this.#failed(cursor, [message], error);
+          continue;
+        }
+        if (epoch !== this.#epoch) return;
+        this.#act(cursor, message, envelope, outcome);
+        if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope)) {
+          crashed = true;
+          this.crash();
+          return;
+        }
       }
-      let outcome: Outcome;
-      try {
-        outcome = await this.#processor.process(envelope);
-      } catch (error) {
-        this.#failed(cursor, [message], error);
-        continue;
-      }
-      if (epoch !== this.#epoch) return;
-      this.#act(cursor, message, envelope, outcome);
-      if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope)) {
-        this.crash();
-        return;
-      }
-    }
+    };
+    const workers = Math.min(this.#ctx.settings.concurrency, batch.length);
+    await Promise.all(Array.from({ length: workers }, worker));
   }
 
   /** The processor threw (not a message's fault): nothing is acked, the copies come again. */
@@ -377,13 +404,20 @@ export class LocalConsumer {
           }
           break;
         case 'retry':
-          store.scheduleRetry(this.group, message, envelope.brokerId, store.now() + outcome.delayMs);
-          break;
-        case 'dead-letter':
-          store.deadLetters.add(
+          store.scheduleRetry(
             this.group,
             message,
             envelope.brokerId,
+            store.now() + outcome.delayMs,
+            outcome.nextDeliveryCount,
+          );
+          break;
+        case 'dead-letter':
+          this.#ctx.deadLetters.add(
+            this.group,
+            message,
+            envelope.brokerId,
+            envelope.deliveryCount,
             outcome.reason,
             errorText(outcome.error),
           );

@@ -1,12 +1,44 @@
-import type { Processor, Subscription } from '../transport.js';
+import { ConfigError } from '../../core/errors.js';
+import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import { LocalConsumer, type ConsumerContext } from './local-consumer.js';
 import type { QueueRef } from './queue-allocation.js';
 
-/** Options of {@link LocalBroker.subscribe} beyond the transport contract. */
-export interface LocalSubscribeOptions {
-  /** Prefix of the member id; members are allocated queues in id order. @default host:pid */
-  readonly instanceName?: string;
+/**
+ * Options of {@link LocalBroker.subscribe}: the transport contract's, read the local broker's way.
+ * - `concurrency`: deliveries of a pulled batch processed at once when they go one by one. @default 1
+ * - `batchSize`: messages pulled from a queue at once and handed to `processBatch` together (1: one by
+ *   one through `process`). @default the broker's `pullBatchSize`
+ * - `visibility`: not used: a delivery stays with its member until the member leaves or stops
+ *   heart-beating, however long its handler runs.
+ * - `consumerName`: prefix of the member id (RocketMQ's instance name); members are allocated queues
+ *   in id order. @default host:pid
+ */
+export type LocalSubscribeOptions = SubscribeOptions;
+
+/** The local broker's default concurrency: one SQLite file serializes its writers anyway. */
+export const DEFAULT_LOCAL_CONCURRENCY = 1;
+
+function wholeNumber(value: number | undefined, fallback: number, field: string): number {
+  const chosen = value ?? fallback;
+  if (!Number.isInteger(chosen) || chosen < 1) {
+    throw new ConfigError(field, `must be a whole number >= 1, got ${chosen}`);
+  }
+  return chosen;
+}
+
+/** The consumer context of one subscription: the broker's, with the subscription's own settings. */
+export function subscriptionContext(ctx: ConsumerContext, options: LocalSubscribeOptions): ConsumerContext {
+  const pullBatchSize = wholeNumber(options.batchSize, ctx.settings.pullBatchSize, 'batchSize');
+  return {
+    ...ctx,
+    settings: {
+      ...ctx.settings,
+      pullBatchSize,
+      batches: pullBatchSize > 1,
+      concurrency: wholeNumber(options.concurrency, DEFAULT_LOCAL_CONCURRENCY, 'concurrency'),
+    },
+  };
 }
 
 /**
@@ -36,7 +68,7 @@ export class LocalSubscription implements Subscription {
     this.topics = topics;
     this.#processor = processor;
     this.#member = new LocalConsumer(ctx, group, topics, processor, {
-      ...options,
+      consumerName: options.consumerName,
       onRebalanceFault: () => {
         this.#addVisitor();
       },

@@ -1,0 +1,35 @@
+import type { Transport } from '../transport/transport.js';
+import { UsageError } from './command.js';
+
+/** What the CLI's inspecting tools need to reach one transport: where it is, and that nothing is created. */
+export interface ToolTransportOptions {
+  /** `--url` (a broker URL), or for the local broker its SQLite file. */
+  readonly url?: string | undefined;
+}
+
+/**
+ * Opens a transport for a tool (`oncemq dlq`): it never creates a file, table, queue or stream; one
+ * that is not there is an error. Each transport's entry loads its driver only when chosen.
+ */
+export type ToolTransportOpener = (options: ToolTransportOptions) => Promise<Transport>;
+
+const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
+  local: async ({ url }) => {
+    const { LocalBroker, DEFAULT_LOCAL_BROKER_CONFIG } = await import('../transport/local/local-broker.js');
+    const broker = new LocalBroker({ path: url ?? DEFAULT_LOCAL_BROKER_CONFIG.path, migrate: false });
+    await broker.init();
+    return broker;
+  },
+});
+
+/** Names `--transport` accepts. */
+export const TRANSPORT_NAMES: readonly string[] = Object.freeze(Object.keys(OPENERS));
+
+/** Opens `name` for a tool, or says which names exist. */
+export function openToolTransport(name: string, options: ToolTransportOptions): Promise<Transport> {
+  const opener = OPENERS[name];
+  if (opener === undefined) {
+    throw new UsageError(`unknown transport '${name}'; use one of ${TRANSPORT_NAMES.join(', ')}`);
+  }
+  return opener(options);
+}

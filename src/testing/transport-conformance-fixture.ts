@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { KEY_HEADER, type Envelope } from '../core/envelope.js';
+import type { Outcome } from '../core/outcome.js';
+import type { SubscribeOptions, Subscription, Transport } from '../transport/transport.js';
+
+/** A transport made fresh for one conformance case, with the hooks its broker allows. */
+export interface TransportUnderTest {
+  readonly transport: Transport;
+  /**
+   * Breaks the connections of the given subscriptions (and the transport's own) the way a network
+   * fault would — through a TCP proxy between client and broker, never by stopping a shared broker;
+   * for the local broker, the members crash and rejoin. The transport must recover on its own.
+   */
+  readonly dropConnections?: (subscriptions: readonly Subscription[]) => Promise<void>;
+  /** Runs after the transport is closed: removes what the case created. */
+  readonly cleanup?: () => Promise<void> | void;
+}
+
+/** Makes a fresh transport for one test. */
+export type TransportFactory = () => Promise<TransportUnderTest>;
+
+export interface TransportConformanceOptions {
+  /** Subscribe options of every case (a short `visibility` keeps the keep-alive case quick). */
+  readonly subscribe?: SubscribeOptions;
+  /** Longest wait for an expected delivery. @default 20_000 */
+  readonly waitMs?: number;
+  /** Delay of the retries the suite asks for, in milliseconds. @default 300 */
+  readonly retryDelayMs?: number;
+}
+
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  limitMs: number,
+): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting ${limitMs}ms for ${what}`);
+    await sleep(10);
+  }
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A short random suffix, so that cases never see each other's topics and groups. */
+export const unique = (prefix: string): string => `${prefix}-${randomUUID().slice(0, 8)}`;
+
+export const keyOf = (envelope: Envelope): string | undefined => envelope.headers[KEY_HEADER];
+
+/** What the conformance processor answers for one delivery. */
+export type Answer =
+  | 'ack'
+  /** A failed handler: retried after the suite's delay, charged one delivery. */
+  | 'retry'
+  /** A busy key or an unreachable ledger: retried after the suite's delay, not charged. */
+  | 'retry-uncharged'
+  | 'dead-letter';
+
+/** The outcome a pipeline would give, built by hand: the transport conformance needs no ledger. */
+export function outcomeFor(envelope: Envelope, answer: Answer, delayMs: number): Outcome {
+  const base = {
+    group: 'conformance',
+    key: keyOf(envelope) ?? null,
+    topic: envelope.topic,
+    brokerId: envelope.brokerId,
+    deliveryCount: envelope.deliveryCount,
+    elapsedMs: 0,
+  };
+  switch (answer) {
+    case 'ack':
+      return {
+        ...base,
+        kind: 'executed',
+        action: 'ack',
+        mode: 'transactional',
+        attempt: 1,
+        reclaimed: false,
+        leaseLost: false,
+      };
+    case 'retry':
+    case 'retry-uncharged':
+      return {
+        ...base,
+        kind: 'retry',
+        action: 'retry',
+        delayMs,
+        nextDeliveryCount: envelope.deliveryCount + (answer === 'retry' ? 1 : 0),
+        reconsumeTimes: envelope.deliveryCount - 1,
+        error: new Error(answer === 'retry' ? 'conformance: handler failed' : 'conformance: ledger away'),
+      };
+    case 'dead-letter':
+      return {
+        ...base,
+        kind: 'dead',
+        action: 'dead-letter',
+        reason: 'permanent-error',
+        error: new Error('conformance: poison\non two lines'),
+      };
+  }
+}
