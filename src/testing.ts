@@ -10,3 +10,5 @@ export {
   parseFaults,
 } from './testing/fault-injector.js';
 export type { FaultInjectorConfig, FaultName } from './testing/fault-injector.js';
+export { TcpProxy } from './testing/tcp-proxy.js';
+export type { TcpProxyConfig } from './testing/tcp-proxy.js';

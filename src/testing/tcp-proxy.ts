@@ -1,0 +1,106 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+/** Where a {@link TcpProxy} forwards to. */
+export interface TcpProxyConfig {
+  readonly targetHost: string;
+  readonly targetPort: number;
+  /** Port to listen on (loopback). @default a free one */
+  readonly listenPort?: number;
+}
+
+/**
+ * A TCP proxy between a client and a broker or database, for fault tests: it drops every open
+ * connection on demand, or refuses new ones for a while — the network failing, without stopping a
+ * service other tests share. Point the client at `127.0.0.1:${proxy.port}`.
+ */
+export class TcpProxy {
+  readonly #server: Server;
+  readonly #config: TcpProxyConfig;
+  readonly #pairs = new Set<readonly [Socket, Socket]>();
+  #refusing = false;
+  /** Connections dropped on purpose so far. */
+  dropped = 0;
+
+  private constructor(server: Server, config: TcpProxyConfig) {
+    this.#server = server;
+    this.#config = config;
+  }
+
+  static async start(config: TcpProxyConfig): Promise<TcpProxy> {
+    const server = createServer();
+    const proxy = new TcpProxy(server, config);
+    server.on('connection', (client) => {
+      proxy.#accept(client);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.listenPort ?? 0, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return proxy;
+  }
+
+  /** The port clients connect to. */
+  get port(): number {
+    const address = this.#server.address();
+    if (address === null || typeof address === 'string') throw new Error('the proxy is not listening');
+    return address.port;
+  }
+
+  /** Open client connections. */
+  get connections(): number {
+    return this.#pairs.size;
+  }
+
+  #accept(client: Socket): void {
+    if (this.#refusing) {
+      client.destroy();
+      return;
+    }
+    const upstream = connect({ host: this.#config.targetHost, port: this.#config.targetPort });
+    const pair = [client, upstream] as const;
+    this.#pairs.add(pair);
+    const close = (): void => {
+      this.#pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', close).on('close', close);
+    upstream.on('error', close).on('close', close);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+
+  /** Cuts every open connection at once (both sides see a reset); new connections are accepted. */
+  dropConnections(): number {
+    const count = this.#pairs.size;
+    for (const [client, upstream] of this.#pairs) {
+      client.resetAndDestroy();
+      upstream.destroy();
+    }
+    this.#pairs.clear();
+    this.dropped += count;
+    return count;
+  }
+
+  /** While on, new connections are closed at once, as if the service were down. */
+  refuse(on: boolean): void {
+    this.#refusing = on;
+  }
+
+  /** Drops every connection, then refuses new ones for `ms` milliseconds: an outage. */
+  async outage(ms: number): Promise<void> {
+    this.refuse(true);
+    this.dropConnections();
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    this.refuse(false);
+  }
+
+  async close(): Promise<void> {
+    this.refuse(true);
+    this.dropConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
