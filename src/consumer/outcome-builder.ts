@@ -80,7 +80,7 @@ export class OutcomeBuilder {
           kind: 'duplicate',
           action: 'ack',
           source: record.brokerId === envelope.brokerId ? 'redelivery' : 'republish',
-          result: record.result === null ? undefined : this.serializer.deserialize(record.result),
+          result: this.#replay(record.result),
         };
       case 'busy': {
         const remaining =
@@ -103,6 +103,16 @@ export class OutcomeBuilder {
           reason: 'conflict',
           error: new ConflictError(this.group, key, record.fingerprint, fingerprint),
         };
+    }
+  }
+
+  /** The stored result of the first execution; one that cannot be read back is left out, not thrown. */
+  #replay(result: string | null): unknown {
+    if (result === null) return undefined;
+    try {
+      return this.serializer.deserialize(result);
+    } catch {
+      return undefined;
     }
   }
 

@@ -8,7 +8,9 @@ import { sha256Hex } from './fingerprint.js';
  *
  * - `{ header }` — a message header.
  * - `{ jsonPath }` — a path into the decoded body: `eventId`, `$.payment.serialNo`, `$.items[0].id`,
- *   `$['odd.name']`; an array of paths joins their values with `:` (`['orderId', 'type']`).
+ *   `$['odd.name']`; an array of paths makes a composite key, its values joined with `:` after each
+ *   `\` and `:` in them is escaped with `\` (`['orderId', 'type']` → `o1:paid`; `('o1:x', 'y')` →
+ *   `o1\:x:y`), so that two different tuples never make one key.
  * - a function of the envelope and the decoded message.
  * - `{ brokerId: true }` — the broker's message id. Only by explicit opt-in: a producer retry stores a
  *   copy under a new broker id, so such duplicates pass as new events.
@@ -66,8 +68,25 @@ function readPath(value: unknown, steps: readonly PathStep[]): unknown {
   return current;
 }
 
-/** A compiled key source: returns the raw key of a message (before normalization). */
-export type KeyExtractor = (envelope: Envelope, message: unknown) => string;
+/** A compiled key source: the raw key of a message (before normalization). */
+export interface KeyExtractor {
+  /** Reads the key; `message` is the decoded body, or `undefined` when {@link needsMessage} is false. */
+  (envelope: Envelope, message: unknown): string;
+  /** Whether the key comes from the decoded body (else it is read before the body is decoded). */
+  readonly needsMessage: boolean;
+}
+
+function extractor(
+  needsMessage: boolean,
+  read: (envelope: Envelope, message: unknown) => string,
+): KeyExtractor {
+  return Object.assign(read, { needsMessage });
+}
+
+/** Escapes one part of a composite key so that joining parts with `:` stays unambiguous. */
+export function escapeKeyPart(part: string): string {
+  return part.replace(/[\\:]/g, '\\$&');
+}
 
 function scalarKey(value: unknown, where: string): string {
   if (value === undefined || value === null || value === '') {
@@ -77,7 +96,18 @@ function scalarKey(value: unknown, where: string): string {
     );
   }
   if (typeof value === 'string') return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  if (typeof value === 'number') {
+    // JSON numbers past 2^53 are rounded before oncemq sees them (9007199254740993 reads as
+    // 9007199254740992), and fractions have several spellings of one value: such a key cannot be read
+    // exactly, so it is refused rather than risk two events sharing one key.
+    if (!Number.isSafeInteger(value)) {
+      throw new PermanentError(
+        'invalid-key',
+        `the business key at ${where} is the number ${String(value)}, which cannot be read exactly (not an integer within ±2^53 - 1); send the key as a string`,
+      );
+    }
+    return String(value);
+  }
   if (typeof value === 'bigint') return value.toString();
   throw new PermanentError(
     'invalid-key',
@@ -88,23 +118,32 @@ function scalarKey(value: unknown, where: string): string {
 /** Validates a key source once, at start-up, and returns the function that applies it. */
 export function compileKeySource(source: KeySource, field = 'key'): KeyExtractor {
   if (typeof source === 'function') {
-    return (envelope, message) => scalarKey(source(envelope, message), 'the key function result');
+    return extractor(true, (envelope, message) =>
+      scalarKey(source(envelope, message), 'the key function result'),
+    );
   }
   if ('header' in source) {
     const header = source.header;
     if (typeof header !== 'string' || header === '')
       throw new ConfigError(`${field}.header`, 'must be a non-empty header name');
-    return (envelope) => scalarKey(envelope.headers[header], `header '${header}'`);
+    return extractor(false, (envelope) => scalarKey(envelope.headers[header], `header '${header}'`));
   }
   if ('jsonPath' in source) {
     const paths = typeof source.jsonPath === 'string' ? [source.jsonPath] : source.jsonPath;
     if (paths.length === 0) throw new ConfigError(`${field}.jsonPath`, 'must name at least one path');
     const compiled = paths.map((path) => ({ path, steps: parseJsonPath(path, `${field}.jsonPath`) }));
-    return (_envelope, message) =>
-      compiled.map(({ path, steps }) => scalarKey(readPath(message, steps), `body path '${path}'`)).join(':');
+    const read = (message: unknown, { path, steps }: (typeof compiled)[number]): string =>
+      scalarKey(readPath(message, steps), `body path '${path}'`);
+    const [only] = compiled;
+    if (compiled.length === 1 && only !== undefined) {
+      return extractor(true, (_envelope, message) => read(message, only));
+    }
+    return extractor(true, (_envelope, message) =>
+      compiled.map((part) => escapeKeyPart(read(message, part))).join(':'),
+    );
   }
   if ('brokerId' in source && (source.brokerId as unknown) === true) {
-    return (envelope) => scalarKey(envelope.brokerId, 'the broker id');
+    return extractor(false, (envelope) => scalarKey(envelope.brokerId, 'the broker id'));
   }
   throw new ConfigError(field, 'expected { header }, { jsonPath }, { brokerId: true } or a function');
 }

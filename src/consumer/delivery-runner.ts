@@ -1,0 +1,308 @@
+import type { Envelope } from '../core/envelope.js';
+import { errorText, LeaseLostError, LedgerUnavailableError, PermanentError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import type { Outcome } from '../core/outcome.js';
+import type { Serializer } from '../core/serializer.js';
+import { isThenable } from '../core/thenable.js';
+import { isWon, type Claim, type ClaimResult, type Ledger, type WonClaim } from '../ledger/ledger.js';
+import type { Readable } from './delivery-reader.js';
+import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
+import { NEVER_ABORTED, type HeldDelivery, type LeaseKeeper, type SignalSource } from './lease-keeper.js';
+import type { OutcomeBuilder } from './outcome-builder.js';
+import type { RetryPolicy } from './retry-policy.js';
+
+/** Applies the business effect of one message. Its return value is stored and replayed to duplicates. */
+export type Handler<Tx, T> = (message: T, context: HandlerContext<Tx>) => unknown;
+
+/** What the runner needs, resolved once from the pipeline's configuration. */
+export interface RunnerConfig<Tx, T> {
+  readonly group: string;
+  readonly mode: Mode;
+  readonly ledger: Ledger<Tx>;
+  readonly handler: Handler<Tx, T>;
+  readonly retry: RetryPolicy;
+  readonly serializer: Serializer;
+  readonly onFailure: 'fail' | 'release';
+  readonly leases: LeaseKeeper;
+  readonly outcomes: OutcomeBuilder;
+  readonly logger: Logger;
+}
+
+/** A won leased claim whose handler ran: its outcome is known once `settled` resolves. */
+export interface HeldRun {
+  readonly settled: Promise<Outcome>;
+}
+
+/**
+ * The steps that take one read delivery to its outcome: claim, run the handler, complete or fail,
+ * and say what to do. `process()` runs one delivery through them; batches (batch.ts) run the same
+ * steps for many deliveries at once, so that a batch answers exactly like one by one.
+ */
+export class DeliveryRunner<Tx, T> {
+  constructor(private readonly config: RunnerConfig<Tx, T>) {}
+
+  get ledger(): Ledger<Tx> {
+    return this.config.ledger;
+  }
+
+  get outcomes(): OutcomeBuilder {
+    return this.config.outcomes;
+  }
+
+  /** The handler's result as stored in the ledger; a result that cannot be stored is the handler's error. */
+  store(value: unknown): string | null {
+    if (value === undefined) return null;
+    try {
+      return this.config.serializer.serialize(value);
+    } catch (error) {
+      throw new PermanentError(
+        'unserializable-result',
+        `cannot store the handler's result: ${errorText(error)}`,
+        {
+          cause: error,
+        },
+      );
+    }
+  }
+
+  /** Calls the handler for a won claim, with its context. */
+  handle(delivery: Readable<T>, claim: Claim, tx: Tx | undefined, signal: SignalSource): unknown {
+    const { group, mode, handler } = this.config;
+    const context = new PipelineContext(
+      delivery.envelope,
+      group,
+      delivery.key,
+      claim.attempt,
+      mode,
+      tx,
+      signal,
+    );
+    return handler(delivery.message, context);
+  }
+
+  /** Keeps the deliveries' broker keep-alives running while transactional work runs; undefined when none has one. */
+  keepAlive(envelopes: readonly Envelope[]): (() => void) | undefined {
+    const held: HeldDelivery[] = [];
+    for (const envelope of envelopes) {
+      if (envelope.keepAlive !== undefined)
+        held.push(this.config.leases.hold(undefined, Date.now(), envelope.keepAlive));
+    }
+    if (held.length === 0) return undefined;
+    return () => {
+      for (const one of held) this.config.leases.release(one);
+    };
+  }
+
+  executed(
+    delivery: Readable<T>,
+    claimed: WonClaim,
+    started: number,
+    value: unknown,
+    leaseLost = false,
+  ): Outcome {
+    return this.config.outcomes.executed(delivery.envelope, delivery.key, started, claimed.claim, {
+      reclaimed: claimed.status === 'reclaimed',
+      leaseLost,
+      result: value,
+    });
+  }
+
+  notWon(delivery: Readable<T>, claimed: Exclude<ClaimResult, WonClaim>, started: number): Outcome {
+    return this.config.outcomes.notWon(
+      delivery.envelope,
+      delivery.key,
+      claimed,
+      started,
+      delivery.request.fingerprint,
+    );
+  }
+
+  unavailable(delivery: Readable<T>, error: unknown, started: number): Outcome {
+    return this.config.outcomes.unavailable(delivery.envelope, delivery.key, error, started);
+  }
+
+  /**
+   * Transactional mode: claim, handler and completion in one local transaction of the ledger. The
+   * outcome is `executed` only once the transaction has committed; a commit that fails after a
+   * successful handler is a retry, never an ack.
+   */
+  async transactional(delivery: Readable<T>, started: number): Promise<Outcome> {
+    const { ledger, retry } = this.config;
+    const stop = this.keepAlive([delivery.envelope]);
+    try {
+      for (let run = 0; ; run++) {
+        let value: unknown;
+        const handler = { failed: false };
+        try {
+          const claimed = await ledger.transaction(delivery.request, (tx, claim) => {
+            let out: unknown;
+            try {
+              out = this.handle(delivery, claim, tx, NEVER_ABORTED);
+            } catch (error) {
+              handler.failed = true;
+              throw error;
+            }
+            if (!isThenable(out)) return this.store((value = out));
+            return Promise.resolve(out).then(
+              (resolved) => this.store((value = resolved)),
+              (error: unknown) => {
+                handler.failed = true;
+                throw error;
+              },
+            );
+          });
+          return isWon(claimed)
+            ? this.executed(delivery, claimed, started, value)
+            : this.notWon(delivery, claimed, started);
+        } catch (error) {
+          if (!handler.failed && error instanceof LedgerUnavailableError)
+            return this.unavailable(delivery, error, started);
+          if (!(error instanceof PermanentError) && run < retry.immediate) continue;
+          await this.#recordFailure(delivery, error);
+          return this.config.outcomes.failed(delivery.envelope, delivery.key, error, started);
+        }
+      }
+    } finally {
+      stop?.();
+    }
+  }
+
+  async #recordFailure(delivery: Readable<T>, error: unknown): Promise<void> {
+    try {
+      await this.config.ledger.recordFailure(delivery.request, errorText(error));
+    } catch (recordError) {
+      this.config.logger.warn('oncemq: could not record a failed attempt', {
+        group: this.config.group,
+        key: delivery.key,
+        error: errorText(recordError),
+      });
+    }
+  }
+
+  /** Leased mode, one delivery: claim, hold the lease, run, complete. */
+  async leased(delivery: Readable<T>, started: number): Promise<Outcome> {
+    const sentAt = Date.now();
+    let claimed: ClaimResult;
+    try {
+      claimed = await this.config.ledger.claim(delivery.request);
+    } catch (error) {
+      return this.unavailable(delivery, error, started);
+    }
+    if (!isWon(claimed)) return this.notWon(delivery, claimed, started);
+    return (await this.runHeld(delivery, claimed, this.hold(claimed, sentAt, delivery.envelope), started))
+      .settled;
+  }
+
+  /** Starts keeping the lease of a won leased claim (sent at `sentAt`) and the delivery's keep-alive. */
+  hold(claimed: WonClaim, sentAt: number, envelope: Envelope): HeldDelivery {
+    return this.config.leases.hold(claimed.claim, sentAt, envelope.keepAlive);
+  }
+
+  /** Stops keeping a held delivery whose handler will not run. */
+  releaseHeld(held: HeldDelivery): void {
+    this.config.leases.release(held);
+  }
+
+  /**
+   * Runs the handler of a won leased claim whose lease is held, then starts completing (or failing)
+   * the claim: `settled` gives the outcome once the ledger has recorded it. A batch runs its next
+   * handler while this completion is on its way, so concurrent completions can share a round trip.
+   */
+  async runHeld(
+    delivery: Readable<T>,
+    claimed: WonClaim,
+    held: HeldDelivery,
+    started: number,
+  ): Promise<HeldRun> {
+    const { leases, retry } = this.config;
+    const lostWhileWaiting = held.lostError;
+    if (lostWhileWaiting !== undefined) {
+      // Lost while the delivery waited its turn in a batch: someone else may hold the key now.
+      leases.release(held);
+      return { settled: Promise.resolve(this.unavailable(delivery, lostWhileWaiting, started)) };
+    }
+    let value: unknown;
+    let failure: unknown;
+    let ok = false;
+    try {
+      for (let run = 0; ; run++) {
+        try {
+          value = await this.handle(delivery, held.claim ?? claimed.claim, undefined, held);
+          ok = true;
+          break;
+        } catch (error) {
+          if (error instanceof PermanentError || run >= retry.immediate || held.lost) {
+            failure = error;
+            break;
+          }
+        }
+      }
+    } finally {
+      leases.release(held);
+    }
+    const claim = held.claim ?? claimed.claim;
+    return {
+      settled: ok
+        ? this.#complete(delivery, claimed, claim, value, started)
+        : this.#fail(delivery, claim, failure, started, held.lostError),
+    };
+  }
+
+  async #complete(
+    delivery: Readable<T>,
+    claimed: WonClaim,
+    claim: Claim,
+    value: unknown,
+    started: number,
+  ): Promise<Outcome> {
+    let stored: string | null;
+    try {
+      stored = this.store(value);
+    } catch (error) {
+      return this.#fail(delivery, claim, error, started);
+    }
+    let leaseLost = false;
+    try {
+      await this.config.ledger.complete(claim, stored);
+    } catch (error) {
+      if (!(error instanceof LeaseLostError)) return this.unavailable(delivery, error, started);
+      leaseLost = true;
+      this.config.logger.warn(
+        'oncemq: lease lost before completion; another owner may apply the effect again',
+        {
+          group: this.config.group,
+          key: delivery.key,
+          attempt: claim.attempt,
+        },
+      );
+    }
+    return this.executed(delivery, claimed, started, value, leaseLost);
+  }
+
+  /**
+   * Records a failed leased run. When the lease was lost meanwhile (another owner has the key, or no
+   * renewal landed: the ledger is away) the retry is not charged to the message.
+   */
+  async #fail(
+    delivery: Readable<T>,
+    claim: Claim,
+    failure: unknown,
+    started: number,
+    lost?: LeaseLostError,
+  ): Promise<Outcome> {
+    const { ledger, onFailure } = this.config;
+    try {
+      if (onFailure === 'release') await ledger.release(claim);
+      else await ledger.fail(claim, errorText(failure));
+    } catch (error) {
+      this.config.logger.warn('oncemq: could not record a failed attempt', {
+        group: this.config.group,
+        key: delivery.key,
+        error: errorText(error),
+      });
+    }
+    if (lost !== undefined && !(failure instanceof PermanentError))
+      return this.unavailable(delivery, lost, started);
+    return this.config.outcomes.failed(delivery.envelope, delivery.key, failure, started);
+  }
+}

@@ -1,0 +1,149 @@
+import { parseDuration, type Duration } from '../core/duration.js';
+import type { Envelope } from '../core/envelope.js';
+import { ConfigError } from '../core/errors.js';
+import type { FingerprintSource } from '../core/fingerprint.js';
+import { validateGroup } from '../core/group.js';
+import { compileKeySource, DEFAULT_KEY_SOURCE, type KeyExtractor, type KeySource } from '../core/key.js';
+import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import type { Outcome } from '../core/outcome.js';
+import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { compileDecoder, type Decoder } from './delivery-reader.js';
+import type { Handler } from './delivery-runner.js';
+import type { Mode } from './handler-context.js';
+import {
+  checkRetention,
+  DEFAULT_REPLAY_MARGIN,
+  RetryPolicy,
+  type RetryPolicyConfig,
+} from './retry-policy.js';
+
+export interface PipelineConfig<Tx, T = unknown> {
+  readonly ledger: Ledger<Tx>;
+  /** The consumer group: the same event is applied once per group. */
+  readonly group: string;
+  readonly handler: Handler<Tx, T>;
+  /** Where the business key comes from. @default { header: 'oncemq-key' } */
+  readonly key?: KeySource;
+  /** @default 'transactional' when the ledger can share a transaction, else 'leased' */
+  readonly mode?: Mode;
+  /** @default 'json' */
+  readonly decode?: Decoder<T>;
+  /** Payload fingerprint for conflict detection. @default true (SHA-256 of the body) */
+  readonly fingerprint?: FingerprintSource;
+  /** @default RetryPolicy.rocketmq() */
+  readonly retry?: RetryPolicy | RetryPolicyConfig;
+  /** Added to the retry horizon when checking the ledger's retention (broker retention, replays). @default '1d' */
+  readonly replayMargin?: Duration;
+  /** Lease of a leased claim; a crashed owner's key is reclaimable after it. @default '30s' */
+  readonly lease?: Duration;
+  /**
+   * How often a running handler's lease is renewed: at most half the lease, so that a renewal still
+   * lands in time when it takes as long again. @default a third of the lease
+   */
+  readonly renewEvery?: Duration;
+  /** Leased mode, after a failed execution: keep the row as FAIL with the error, or delete it. @default 'fail' */
+  readonly onFailure?: 'fail' | 'release';
+  /** @default JSON */
+  readonly serializer?: Serializer;
+  /** Called with every outcome, after the ledger has recorded it. */
+  readonly onOutcome?: (outcome: Outcome) => void;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_PIPELINE_CONFIG = Object.freeze({
+  decode: 'json',
+  lease: '30s',
+  onFailure: 'fail',
+  replayMargin: DEFAULT_REPLAY_MARGIN,
+} as const);
+
+/** A pipeline's configuration, checked and with its defaults, frozen. */
+export interface ResolvedPipelineConfig<Tx, T> {
+  readonly ledger: Ledger<Tx>;
+  readonly group: string;
+  readonly handler: Handler<Tx, T>;
+  readonly key: KeyExtractor;
+  readonly mode: Mode;
+  readonly decode: (envelope: Envelope) => T;
+  readonly fingerprint: FingerprintSource;
+  readonly retry: RetryPolicy;
+  readonly leaseMs: number;
+  readonly renewEveryMs: number;
+  readonly onFailure: 'fail' | 'release';
+  readonly serializer: Serializer;
+  readonly onOutcome: ((outcome: Outcome) => void) | undefined;
+  readonly logger: Logger;
+}
+
+function resolveMode(ledger: Ledger, mode: Mode | undefined): Mode {
+  const chosen: Mode = mode ?? (ledger.capabilities.transactional ? 'transactional' : 'leased');
+  if (!(['transactional', 'leased'] as unknown[]).includes(chosen)) {
+    throw new ConfigError('mode', `expected 'transactional' or 'leased', got ${JSON.stringify(chosen)}`);
+  }
+  if (chosen === 'transactional' && !ledger.capabilities.transactional) {
+    throw new ConfigError(
+      'mode',
+      `ledger '${ledger.name}' cannot share a transaction with the handler; use mode 'leased'`,
+    );
+  }
+  if (chosen === 'leased' && !ledger.capabilities.leased) {
+    throw new ConfigError('mode', `ledger '${ledger.name}' has no leased claims; use mode 'transactional'`);
+  }
+  return chosen;
+}
+
+function resolveRetry(retry: RetryPolicy | RetryPolicyConfig | undefined): RetryPolicy {
+  if (retry instanceof RetryPolicy) return retry;
+  return retry === undefined ? RetryPolicy.rocketmq() : new RetryPolicy(retry);
+}
+
+/** Checks a pipeline's configuration at start-up: a bad value fails here, never at the first delivery. */
+export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): ResolvedPipelineConfig<Tx, T> {
+  const { ledger, handler } = config;
+  const group = validateGroup(config.group);
+  if (typeof handler !== 'function') throw new ConfigError('handler', 'must be a function');
+  const retry = resolveRetry(config.retry);
+  checkRetention({
+    retentionMs: ledger.retentionMs,
+    policy: retry,
+    replayMarginMs: parseDuration(
+      config.replayMargin ?? DEFAULT_PIPELINE_CONFIG.replayMargin,
+      'replayMargin',
+    ),
+    what: `ledger '${ledger.name}'`,
+  });
+  const leaseMs = parseDuration(config.lease ?? DEFAULT_PIPELINE_CONFIG.lease, 'lease');
+  if (leaseMs < 10) throw new ConfigError('lease', `must be at least 10ms, got ${leaseMs}ms`);
+  const renewEveryMs = parseDuration(config.renewEvery ?? Math.floor(leaseMs / 3), 'renewEvery');
+  if (renewEveryMs < 1 || renewEveryMs > leaseMs / 2) {
+    throw new ConfigError(
+      'renewEvery',
+      `must be between 1ms and half the lease (${Math.floor(leaseMs / 2)}ms), got ${renewEveryMs}ms: a renewal must have time to land before the lease ${leaseMs}ms ends`,
+    );
+  }
+  const onFailure = config.onFailure ?? DEFAULT_PIPELINE_CONFIG.onFailure;
+  if (!(['fail', 'release'] as unknown[]).includes(onFailure)) {
+    throw new ConfigError('onFailure', `expected 'fail' or 'release', got ${JSON.stringify(onFailure)}`);
+  }
+  if (config.onOutcome !== undefined && typeof config.onOutcome !== 'function') {
+    throw new ConfigError('onOutcome', 'must be a function');
+  }
+  return Object.freeze({
+    ledger,
+    group,
+    handler,
+    key: compileKeySource(config.key ?? DEFAULT_KEY_SOURCE),
+    mode: resolveMode(ledger, config.mode),
+    decode: compileDecoder(config.decode ?? (DEFAULT_PIPELINE_CONFIG.decode as Decoder<T>)),
+    fingerprint: config.fingerprint ?? true,
+    retry,
+    leaseMs,
+    renewEveryMs,
+    onFailure,
+    serializer: config.serializer ?? JSON_SERIALIZER,
+    onOutcome: config.onOutcome,
+    logger: config.logger ?? SILENT_LOGGER,
+  });
+}
