@@ -1,12 +1,9 @@
 export { createPipeline, DEFAULT_PIPELINE_CONFIG } from './consumer/pipeline.js';
-export { MIN_BUSY_DELAY_MS, OutcomeBuilder } from './consumer/outcome-builder.js';
-export type { LostClaim } from './consumer/outcome-builder.js';
 export type { Decoder, Handler, Pipeline, PipelineConfig } from './consumer/pipeline.js';
 export { downstreamKey } from './consumer/handler-context.js';
 export type { HandlerContext, Mode } from './consumer/handler-context.js';
 export type { PipelineMetrics } from './consumer/metrics.js';
 export {
-  checkRetention,
   DEFAULT_REPLAY_MARGIN,
   ROCKETMQ_DELAY_LEVELS,
   ROCKETMQ_FIRST_RETRY_LEVEL,
@@ -16,13 +13,19 @@ export {
 export type { RetryDecision, RetryPolicyConfig } from './consumer/retry-policy.js';
 export { formatDuration, parseDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
-export { createEnvelope, encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from './core/envelope.js';
-export type { Envelope, EnvelopeInit } from './core/envelope.js';
+export {
+  createEnvelope,
+  DELIVERY_COUNT_HEADER,
+  encodeBody,
+  KEY_HEADER,
+  ORDERING_KEY_HEADER,
+  readDeliveryCount,
+} from './core/envelope.js';
+export type { DeliveryKeepAlive, Envelope, EnvelopeInit } from './core/envelope.js';
 export {
   ClosedError,
   ConfigError,
   ConflictError,
-  describeKey,
   errorText,
   LeaseLostError,
   LedgerUnavailableError,
@@ -31,18 +34,10 @@ export {
   TransportClosedError,
 } from './core/errors.js';
 export type { OncemqErrorCode, PermanentReason } from './core/errors.js';
-export { fingerprint, sha256Hex } from './core/fingerprint.js';
 export type { FingerprintSource } from './core/fingerprint.js';
-export { GROUP_PATTERN, validateGroup } from './core/group.js';
-export {
-  compileKeySource,
-  DEFAULT_KEY_SOURCE,
-  HASHED_KEY_PREFIX,
-  MAX_KEY_BYTES,
-  normalizeKey,
-  parseJsonPath,
-} from './core/key.js';
-export type { KeyExtractor, KeySource } from './core/key.js';
+export { validateGroup } from './core/group.js';
+export { DEFAULT_KEY_SOURCE, HASHED_KEY_PREFIX, MAX_KEY_BYTES } from './core/key.js';
+export type { KeySource } from './core/key.js';
 export { SILENT_LOGGER } from './core/logger.js';
 export type { Logger } from './core/logger.js';
 export type {
@@ -57,12 +52,11 @@ export type {
   Outcome,
   OutcomeAction,
   OutcomeKind,
+  RetryAction,
   RetryOutcome,
 } from './core/outcome.js';
 export { JSON_SERIALIZER } from './core/serializer.js';
 export type { Serializer } from './core/serializer.js';
-export { CLAIM_RACE_ATTEMPTS, decideExisting } from './ledger/claim-decision.js';
-export type { ExistingRowDecision } from './ledger/claim-decision.js';
 export { DEFAULT_LEDGER_CAPABILITIES, MAX_REMARK_LENGTH } from './ledger/ledger.js';
 export type {
   BatchWork,
@@ -80,20 +74,33 @@ export type {
   PurgeResult,
   TransactionWork,
 } from './ledger/ledger.js';
-export { quoteIdentifier, SQL_IDENTIFIER, sqlIdentifier } from './ledger/sql-identifier.js';
 export { transition } from './ledger/transition.js';
 export type { TransitionResult, TransitionSpec } from './ledger/transition.js';
 export type { PgQueryableLike, TransitionValue } from './ledger/transition-dialects.js';
 export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
 export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';
 export { TransportUnavailableError } from './core/errors.js';
-export { DEFAULT_TRANSPORT_CAPABILITIES, toProcessor, UNIQUE_ID_HEADER } from './transport/transport.js';
+export {
+  DEFAULT_SUBSCRIBE_OPTIONS,
+  DEFAULT_TRANSPORT_CAPABILITIES,
+  UNIQUE_ID_HEADER,
+} from './transport/transport.js';
 export type {
   OutgoingMessage,
   Processor,
   ProcessorLike,
   PublishReceipt,
+  SubscribeOptions,
   Subscription,
   Transport,
   TransportCapabilities,
 } from './transport/transport.js';
+export {
+  DEAD_LETTER_HEADERS,
+  deadLetterHeaders,
+  DEFAULT_DEAD_LETTER_LIMIT,
+  noDeadLetters,
+  readDeadLetter,
+  replayHeaders,
+} from './transport/dead-letters.js';
+export type { DeadLetter, DeadLetterCause, DeadLetterQuery, DeadLetters } from './transport/dead-letters.js';

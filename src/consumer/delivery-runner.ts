@@ -255,11 +255,16 @@ export class DeliveryRunner<Tx, T> {
     value: unknown,
     started: number,
   ): Promise<Outcome> {
-    let stored: string | null;
+    let stored: string | null = null;
     try {
       stored = this.store(value);
     } catch (error) {
-      return this.#fail(delivery, claim, error, started);
+      // The effect has happened: record it done without a result to replay, rather than run it again.
+      this.config.logger.warn('oncemq: the result cannot be stored; duplicates get no result', {
+        group: this.config.group,
+        key: delivery.key,
+        error: errorText(error),
+      });
     }
     let leaseLost = false;
     try {

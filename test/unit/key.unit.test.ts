@@ -1,14 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  compileKeySource,
-  ConfigError,
-  createEnvelope,
-  HASHED_KEY_PREFIX,
-  normalizeKey,
-  parseJsonPath,
-  PermanentError,
-  sha256Hex,
-} from 'oncemq';
+import { ConfigError, createEnvelope, HASHED_KEY_PREFIX, PermanentError } from 'oncemq';
+import { sha256Hex } from '../../src/core/fingerprint.js';
+import { compileKeySource, normalizeKey, parseJsonPath } from '../../src/core/key.js';
 
 const envelope = createEnvelope({
   brokerId: 'host:1234:42',
@@ -55,6 +48,39 @@ describe('business key extraction', () => {
       'missing-key',
     );
     expect(permanentReason(() => compileKeySource(() => undefined)(envelope, {}))).toBe('missing-key');
+  });
+
+  it('makes composite keys unambiguous: a colon inside a part never merges two tuples into one key', () => {
+    const extract = compileKeySource({ jsonPath: ['orderId', 'type'] });
+    const first = extract(envelope, { orderId: 'o1:paid', type: 'x' });
+    const second = extract(envelope, { orderId: 'o1', type: 'paid:x' });
+    expect(first).toBe('o1\\:paid:x');
+    expect(second).toBe('o1:paid\\:x');
+    expect(first).not.toBe(second);
+    // A backslash is escaped too, so an escape cannot be forged from inside a part.
+    expect(extract(envelope, { orderId: 'o1\\', type: 'x' })).not.toBe(
+      extract(envelope, { orderId: 'o1', type: '\\:x' }),
+    );
+  });
+
+  it('reads integer keys within ±2^53 - 1 exactly and refuses numbers it cannot read exactly', () => {
+    const extract = compileKeySource({ jsonPath: 'id' });
+    expect(extract(envelope, { id: 9007199254740991 })).toBe('9007199254740991');
+    expect(extract(envelope, { id: -42 })).toBe('-42');
+    // JSON.parse rounds 9007199254740993 to 9007199254740992: two events would share one key.
+    const body = JSON.parse('{"a": 9007199254740993, "b": 9007199254740992}') as { a: number; b: number };
+    expect(permanentReason(() => extract(envelope, { id: body.a }))).toBe('invalid-key');
+    expect(permanentReason(() => extract(envelope, { id: body.b }))).toBe('invalid-key');
+    expect(permanentReason(() => extract(envelope, { id: 1.5 }))).toBe('invalid-key');
+    expect(permanentReason(() => extract(envelope, { id: Number.NaN }))).toBe('invalid-key');
+    expect(extract(envelope, { id: '9007199254740993' })).toBe('9007199254740993');
+  });
+
+  it('says which key sources need the decoded body', () => {
+    expect(compileKeySource({ header: 'oncemq-key' }).needsMessage).toBe(false);
+    expect(compileKeySource({ brokerId: true }).needsMessage).toBe(false);
+    expect(compileKeySource({ jsonPath: 'id' }).needsMessage).toBe(true);
+    expect(compileKeySource(() => 'k').needsMessage).toBe(true);
   });
 
   it('refuses an object where a key should be', () => {

@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ConfigError,
-  createPipeline,
-  DEFAULT_LEDGER_CAPABILITIES,
-  sqlIdentifier,
-  validateGroup,
-  type Ledger,
-} from 'oncemq';
+import { ConfigError, createPipeline, DEFAULT_LEDGER_CAPABILITIES, validateGroup, type Ledger } from 'oncemq';
+import { sqlIdentifier } from '../../src/ledger/sql-identifier.js';
 
 /** A ledger that only declares capabilities: configuration is checked before any I/O. */
 function declared(capabilities: Partial<Ledger['capabilities']>, retentionMs = 7 * 86_400_000): Ledger {
@@ -64,6 +58,16 @@ describe('pipeline configuration', () => {
     expect(() =>
       createPipeline({ ledger: declared({}), group: 'g', handler, lease: '10s', renewEvery: '10s' }),
     ).toThrow(/renewEvery/);
+    // Just under the lease leaves no time for a renewal to land.
+    expect(() =>
+      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '299ms' }),
+    ).toThrow(/half the lease \(150ms\)/);
+    expect(() =>
+      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '151ms' }),
+    ).toThrow(/renewEvery/);
+    expect(
+      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '150ms' }).mode,
+    ).toBe('leased');
   });
 
   it('refuses hostile group names and SQL identifiers', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkRetention, ConfigError, formatDuration, parseDuration, RetryPolicy } from 'oncemq';
+import { ConfigError, formatDuration, parseDuration, RetryPolicy } from 'oncemq';
+import { checkRetention } from '../../src/consumer/retry-policy.js';
 
 describe('durations', () => {
   it('parses compound units and formats them back', () => {
