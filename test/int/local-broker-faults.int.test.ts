@@ -79,6 +79,7 @@ describe('each duplicate source alone on the local broker', () => {
   const run = async (
     scenario: Scenario,
     processorFor: (injector: FaultInjector) => Parameters<LocalBroker['subscribe']>[2],
+    batchSize?: number,
   ) => {
     const injector = new FaultInjector({
       seed: 11,
@@ -88,10 +89,16 @@ describe('each duplicate source alone on the local broker', () => {
     broker = testBroker(scratch.dir, { faults: injector, pullBatchSize: 4 });
     await publishPayments(broker, EVENTS);
     subscriptions.push(
-      await broker.subscribe('points', ['payments'], processorFor(injector), { consumerName: 'a' }),
+      await broker.subscribe('points', ['payments'], processorFor(injector), {
+        consumerName: 'a',
+        batchSize,
+      }),
     );
     subscriptions.push(
-      await broker.subscribe('points', ['payments'], processorFor(injector), { consumerName: 'b' }),
+      await broker.subscribe('points', ['payments'], processorFor(injector), {
+        consumerName: 'b',
+        batchSize,
+      }),
     );
     await waitUntil(async () => {
       for (const subscription of subscriptions) subscription.commit();
@@ -110,41 +117,59 @@ describe('each duplicate source alone on the local broker', () => {
     return byKey;
   };
 
+  // Each fault through both consumer paths: pulled batches handed to processBatch (the default), and
+  // one delivery at a time through process (batchSize 1).
   for (const scenario of scenarios) {
-    it(`${scenario.fault}: copies come with ${scenario.relation} broker ids and oncemq applies each effect once`, async () => {
-      await run(scenario, (injector) =>
-        app.pipeline({
-          onHandler: (event) => {
-            injector.handlerCrash(event.eventId);
+    for (const path of ['processBatch', 'process'] as const) {
+      it(`${scenario.fault} through ${path}: copies come with ${scenario.relation} broker ids and oncemq applies each effect once`, async () => {
+        let batches = 0;
+        await run(
+          scenario,
+          (injector) => {
+            const pipeline = app.pipeline({
+              onHandler: (event) => {
+                injector.handlerCrash(event.eventId);
+              },
+            });
+            return {
+              process: (envelope) => pipeline.process(envelope),
+              processBatch: (envelopes) => {
+                batches++;
+                return pipeline.processBatch(envelopes);
+              },
+            };
           },
-        }),
-      );
-      const repeated = [...copiesByKey(app.deliveries).values()].filter((ids) => ids.length > 1);
-      expect(repeated.length).toBeGreaterThan(0);
-      for (const ids of repeated) {
-        if (scenario.relation === 'same') expect(new Set(ids).size).toBeLessThan(ids.length);
-        else expect(new Set(ids).size).toBe(ids.length);
-      }
-      if (scenario.fault === 'producer-ack-loss') {
-        const stored = await broker.messages('payments');
-        expect(stored.length).toBeGreaterThan(EVENTS);
-        const uniqueIds = new Map<string, Set<string>>();
-        for (const copy of stored) {
-          const key = copy.headers['oncemq-key'] ?? '';
-          uniqueIds.set(key, (uniqueIds.get(key) ?? new Set()).add(copy.uniqueId));
+          path === 'process' ? 1 : undefined,
+        );
+        if (path === 'processBatch') expect(batches).toBeGreaterThan(0);
+        else expect(batches).toBe(0);
+        const repeated = [...copiesByKey(app.deliveries).values()].filter((ids) => ids.length > 1);
+        expect(repeated.length).toBeGreaterThan(0);
+        for (const ids of repeated) {
+          if (scenario.relation === 'same') expect(new Set(ids).size).toBeLessThan(ids.length);
+          else expect(new Set(ids).size).toBe(ids.length);
         }
-        expect([...uniqueIds.values()].every((ids) => ids.size === 1)).toBe(true);
-      }
-      const effects = app.effects();
-      expect(effects.size).toBe(EVENTS);
-      expect([...effects.values()].every((count) => count === 1)).toBe(true);
-      if (scenario.absorbedAs === 'retry') {
-        expect(app.outcomes.some((o) => o.kind === 'retry')).toBe(true);
-      } else {
-        const sources = app.outcomes.flatMap((o) => (o.kind === 'duplicate' ? [o.source] : []));
-        expect(sources).toContain(scenario.absorbedAs);
-      }
-    });
+        if (scenario.fault === 'producer-ack-loss') {
+          const stored = await broker.messages('payments');
+          expect(stored.length).toBeGreaterThan(EVENTS);
+          const uniqueIds = new Map<string, Set<string>>();
+          for (const copy of stored) {
+            const key = copy.headers['oncemq-key'] ?? '';
+            uniqueIds.set(key, (uniqueIds.get(key) ?? new Set()).add(copy.uniqueId));
+          }
+          expect([...uniqueIds.values()].every((ids) => ids.size === 1)).toBe(true);
+        }
+        const effects = app.effects();
+        expect(effects.size).toBe(EVENTS);
+        expect([...effects.values()].every((count) => count === 1)).toBe(true);
+        if (scenario.absorbedAs === 'retry') {
+          expect(app.outcomes.some((o) => o.kind === 'retry')).toBe(true);
+        } else {
+          const sources = app.outcomes.flatMap((o) => (o.kind === 'duplicate' ? [o.source] : []));
+          expect(sources).toContain(scenario.absorbedAs);
+        }
+      });
+    }
 
     it(`${scenario.fault}: a naive consumer applies some effect twice`, async () => {
       const seen: Envelope[] = [];
