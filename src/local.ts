@@ -1,5 +1,7 @@
-export { DEFAULT_LOCAL_BROKER_CONFIG, LocalBroker } from './transport/local/local-broker.js';
-export type { LocalBrokerConfig } from './transport/local/local-broker.js';
+export { LocalBroker } from './transport/local/local-broker.js';
+export type { LocalDeadLetters } from './transport/local/local-broker.js';
+export { DEFAULT_LOCAL_BROKER_CONFIG } from './transport/local/local-broker-config.js';
+export type { LocalBrokerConfig } from './transport/local/local-broker-config.js';
 export { LocalSubscription } from './transport/local/local-subscription.js';
 export type { LocalSubscribeOptions } from './transport/local/local-subscription.js';
 export {

@@ -1,6 +1,7 @@
 import { ConfigError, TransportUnavailableError } from '../../core/errors.js';
-import { BROKER_MIGRATIONS, retryTopic } from './broker-schema.js';
+import { BROKER_MIGRATIONS } from './broker-schema.js';
 import { HalfMessageStore } from './half-message-store.js';
+import { RetrySchedule } from './retry-schedule.js';
 
 /** The part of a better-sqlite3 statement the broker calls. */
 export interface BrokerStatementLike {
@@ -91,11 +92,14 @@ export class BrokerStore {
 
   /** Half messages of transactional sends. */
   readonly halfMessages: HalfMessageStore;
+  /** Failed messages waiting for their retry delay. */
+  readonly retries: RetrySchedule;
 
   constructor(db: BrokerDatabaseLike, clock: () => number) {
     this.#db = db;
     this.#clock = clock;
     this.halfMessages = new HalfMessageStore(this);
+    this.retries = new RetrySchedule(this);
   }
 
   now(): number {
@@ -332,85 +336,6 @@ export class BrokerStore {
       ),
     ) as { member_id: string }[];
     return rows.map((row) => row.member_id);
-  }
-
-  /**
-   * Parks a failed message until `deliverAt`, then {@link promoteDue} re-stores it in the retry topic
-   * with `deliveryCount` (stored as RocketMQ's reconsume times, one less).
-   */
-  scheduleRetry(
-    group: string,
-    message: StoredMessage,
-    brokerId: string,
-    deliverAt: number,
-    deliveryCount: number,
-  ): void {
-    this.write('scheduling a retry', () => {
-      this.statement(
-        `INSERT INTO oncemq_schedule (consumer_group, topic, deliver_at, unique_id, headers, body, born_at, reconsume_times, origin_broker_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ).run(
-        group,
-        message.originTopic ?? message.topic,
-        deliverAt,
-        message.uniqueId,
-        JSON.stringify(message.headers),
-        message.body,
-        message.bornAt,
-        Math.max(0, deliveryCount - 1),
-        brokerId,
-      );
-    });
-  }
-
-  /** Moves a group's due retries into its retry topic; returns how many moved. */
-  promoteDue(group: string, limit = 256): number {
-    const now = this.now();
-    const due = this.read('reading the schedule', () =>
-      this.statement(
-        'SELECT 1 FROM oncemq_schedule WHERE consumer_group = ? AND deliver_at <= ? LIMIT 1',
-      ).get(group, now),
-    );
-    if (due === undefined) return 0;
-    const topic = retryTopic(group);
-    return this.write('promoting due retries', () => {
-      const rows = this.statement(
-        'SELECT * FROM oncemq_schedule WHERE consumer_group = ? AND deliver_at <= ? ORDER BY deliver_at, id LIMIT ?',
-      ).all(group, now, limit) as {
-        id: number;
-        topic: string;
-        unique_id: string;
-        headers: string;
-        body: Uint8Array;
-        born_at: number;
-        reconsume_times: number;
-        origin_broker_id: string;
-      }[];
-      const remove = this.statement('DELETE FROM oncemq_schedule WHERE id = ?');
-      for (const row of rows) {
-        this.appendInTransaction({
-          topic,
-          queueId: 0,
-          uniqueId: row.unique_id,
-          headers: JSON.parse(row.headers) as Record<string, string>,
-          body: row.body,
-          bornAt: row.born_at,
-          reconsumeTimes: row.reconsume_times,
-          originTopic: row.topic,
-          originBrokerId: row.origin_broker_id,
-        });
-        remove.run(row.id);
-      }
-      return rows.length;
-    });
-  }
-
-  /** Retries of a group still waiting for their delay. */
-  scheduled(group: string): number {
-    const row = this.read('counting the schedule', () =>
-      this.statement('SELECT COUNT(*) AS n FROM oncemq_schedule WHERE consumer_group = ?').get(group),
-    ) as { n: number };
-    return row.n;
   }
 
   close(): void {

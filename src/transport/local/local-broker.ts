@@ -2,11 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseDuration, type Duration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, TransportUnavailableError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import type { Logger } from '../../core/logger.js';
 import type { DeadLetter, DeadLetterQuery, DeadLetters } from '../dead-letters.js';
 import {
   toProcessor,
@@ -17,83 +16,19 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import { CHECK_MAX_TOPIC, retryTopic, TOPIC_PATTERN } from './broker-schema.js';
+import { CHECK_MAX_TOPIC, retryTopic } from './broker-schema.js';
+import { resolveLocalBrokerConfig, validTopic, type LocalBrokerConfig } from './local-broker-config.js';
 import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './broker-store.js';
 import { DeadLetterStore } from './dead-letter-store.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
 import { LocalSubscription, subscriptionContext, type LocalSubscribeOptions } from './local-subscription.js';
-import { roundRobinSelector, type QueueSelector } from './queue-selector.js';
+import type { QueueSelector } from './queue-selector.js';
 import { TransactionProducer, type TransactionProducerConfig } from './transaction-producer.js';
 
-export interface LocalBrokerConfig {
-  /** SQLite file of the broker, shared by every process that opens it; `:memory:` for a private one. @default './.oncemq/broker.db' */
-  readonly path?: string;
-  /** Host and port written into broker ids (`host:port-offset`), as RocketMQ's offset message id. @default '127.0.0.1:10911' */
-  readonly address?: string;
-  /** Queues of a topic created on first use. @default 4 */
-  readonly queues?: number;
-  /** How often a consumer persists the offsets it processed. @default '5s' */
-  readonly commitInterval?: Duration;
-  /** How often a consumer heart-beats and looks for members that joined or left. @default '1s' */
-  readonly heartbeatInterval?: Duration;
-  /** A member silent this long is removed and its queues rebalanced. @default '10s' */
-  readonly sessionTimeout?: Duration;
-  /** Messages pulled from a queue at once. @default 32 */
-  readonly pullBatchSize?: number;
-  /** Wait between pulls when no queue had a message. @default '20ms' */
-  readonly pollInterval?: Duration;
-  /** Where a group without committed offsets starts. @default 'first' */
-  readonly consumeFrom?: 'first' | 'last';
-  /** Sends of one message before giving up when confirms are lost (RocketMQ's 1 + retryTimesWhenSendFailed). @default 3 */
-  readonly sendAttempts?: number;
-  /** Chooses a message's queue. @default round robin, or hash of the ordering key */
-  readonly selector?: QueueSelector;
-  /** `normal` survives a process crash (RocketMQ's async flush); `full` also a power loss. @default 'normal' */
-  readonly synchronous?: 'normal' | 'full';
-  /** How long to wait for another process's write lock. @default '5s' */
-  readonly busyTimeout?: Duration;
-  /**
-   * Create the file and its tables, or upgrade them, when opening. With `false` the file must exist
-   * with the current tables (what the read-only tools use): a missing file or table is an error,
-   * and nothing is created. @default true
-   */
-  readonly migrate?: boolean;
-  /** Fault hooks (a `FaultInjector` from `oncemq/testing`). @default none */
-  readonly faults?: LocalFaultHooks;
-  /** @default silent */
-  readonly logger?: Logger;
-}
-
-export const DEFAULT_LOCAL_BROKER_CONFIG = Object.freeze({
-  path: './.oncemq/broker.db',
-  address: '127.0.0.1:10911',
-  queues: 4,
-  commitInterval: '5s',
-  heartbeatInterval: '1s',
-  sessionTimeout: '10s',
-  pullBatchSize: 32,
-  pollInterval: '20ms',
-  consumeFrom: 'first',
-  sendAttempts: 3,
-  synchronous: 'normal',
-  busyTimeout: '5s',
-} as const);
-
-function positiveInteger(value: number, field: string): number {
-  if (!Number.isInteger(value) || value < 1)
-    throw new ConfigError(field, `must be a whole number >= 1, got ${value}`);
-  return value;
-}
-
-function validTopic(topic: string): string {
-  if (typeof topic !== 'string' || !TOPIC_PATTERN.test(topic)) {
-    throw new ConfigError(
-      'topic',
-      `${JSON.stringify(topic)} is not a valid topic; use 1 to 127 letters, digits or _ . : | -`,
-    );
-  }
-  return topic;
+/** The local broker's dead-letter queue: the contract's, and replayed dead letters on request. */
+export interface LocalDeadLetters extends DeadLetters {
+  list(query: DeadLetterQuery & { readonly includeReplayed?: boolean }): Promise<readonly DeadLetter[]>;
 }
 
 /**
@@ -101,11 +36,6 @@ function validTopic(topic: string): string {
  * confirms, consumer groups with rebalancing and committed offsets, a retry topic per group with
  * delays, a dead-letter table, and transactional (half) messages with check-back.
  */
-/** The local broker's dead-letter queue: the contract's, and replayed dead letters on request. */
-export interface LocalDeadLetters extends DeadLetters {
-  list(query: DeadLetterQuery & { readonly includeReplayed?: boolean }): Promise<readonly DeadLetter[]>;
-}
-
 export class LocalBroker implements Transport {
   readonly name = 'local';
   readonly capabilities: TransportCapabilities = Object.freeze({
@@ -138,56 +68,18 @@ export class LocalBroker implements Transport {
   #closed = false;
 
   constructor(config: LocalBrokerConfig = {}) {
-    const d = DEFAULT_LOCAL_BROKER_CONFIG;
-    this.path = config.path ?? d.path;
-    if (typeof this.path !== 'string' || this.path === '')
-      throw new ConfigError('path', 'must be a file path or ":memory:"');
-    this.address = config.address ?? d.address;
-    if (!/^[^\s/]+:\d{1,5}$/.test(this.address)) {
-      throw new ConfigError('address', `expected host:port, got ${JSON.stringify(this.address)}`);
-    }
-    this.queues = positiveInteger(config.queues ?? d.queues, 'queues');
-    const consumeFrom = config.consumeFrom ?? d.consumeFrom;
-    if (!(['first', 'last'] as unknown[]).includes(consumeFrom)) {
-      throw new ConfigError('consumeFrom', `expected 'first' or 'last', got ${JSON.stringify(consumeFrom)}`);
-    }
-    const heartbeatIntervalMs = parseDuration(
-      config.heartbeatInterval ?? d.heartbeatInterval,
-      'heartbeatInterval',
-    );
-    const sessionTimeoutMs = parseDuration(config.sessionTimeout ?? d.sessionTimeout, 'sessionTimeout');
-    if (sessionTimeoutMs <= heartbeatIntervalMs) {
-      throw new ConfigError(
-        'sessionTimeout',
-        'must be longer than heartbeatInterval, or live members are expired',
-      );
-    }
-    this.#settings = Object.freeze({
-      pullBatchSize: positiveInteger(config.pullBatchSize ?? d.pullBatchSize, 'pullBatchSize'),
-      pollIntervalMs: Math.max(1, parseDuration(config.pollInterval ?? d.pollInterval, 'pollInterval')),
-      commitIntervalMs: Math.max(
-        1,
-        parseDuration(config.commitInterval ?? d.commitInterval, 'commitInterval'),
-      ),
-      heartbeatIntervalMs: Math.max(1, heartbeatIntervalMs),
-      sessionTimeoutMs,
-      consumeFrom,
-      concurrency: 1,
-      batches: true,
-    });
-    this.#sendAttempts = positiveInteger(config.sendAttempts ?? d.sendAttempts, 'sendAttempts');
-    this.#selector = config.selector ?? roundRobinSelector();
-    this.#synchronous = config.synchronous ?? d.synchronous;
-    if (!(['normal', 'full'] as unknown[]).includes(this.#synchronous)) {
-      throw new ConfigError(
-        'synchronous',
-        `expected 'normal' or 'full', got ${JSON.stringify(this.#synchronous)}`,
-      );
-    }
-    this.#busyTimeoutMs = parseDuration(config.busyTimeout ?? d.busyTimeout, 'busyTimeout');
-    this.#faults = config.faults;
-    this.#migrate = config.migrate ?? true;
-    this.#logger = config.logger ?? SILENT_LOGGER;
+    const resolved = resolveLocalBrokerConfig(config);
+    this.path = resolved.path;
+    this.address = resolved.address;
+    this.queues = resolved.queues;
+    this.#settings = resolved.settings;
+    this.#sendAttempts = resolved.sendAttempts;
+    this.#selector = resolved.selector;
+    this.#synchronous = resolved.synchronous;
+    this.#busyTimeoutMs = resolved.busyTimeoutMs;
+    this.#faults = resolved.faults;
+    this.#migrate = resolved.migrate;
+    this.#logger = resolved.logger;
     this.#membership.setMaxListeners(0);
   }
 
@@ -360,7 +252,7 @@ export class LocalBroker implements Transport {
   /** Messages not yet consumed by `group` on `topics` (by committed offsets), its retry topic included, plus parked retries. */
   async lag(group: string, topics: readonly string[]): Promise<number> {
     const store = await this.#open();
-    let lag = store.scheduled(group);
+    let lag = store.retries.count(group);
     for (const topic of [...topics, retryTopic(group)]) {
       const count = this.queueCount(topic);
       for (let queueId = 0; queueId < count; queueId++) {

@@ -10,7 +10,8 @@ import { retryTopic } from './broker-schema.js';
 import type { BrokerStore, StoredMessage } from './broker-store.js';
 import type { DeadLetterStore } from './dead-letter-store.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
-import { allocateQueues, queueName, type QueueRef } from './queue-allocation.js';
+import { allocateQueues, type QueueRef } from './queue-allocation.js';
+import { QueueCursors, type Cursor } from './queue-cursors.js';
 
 /** Settings of a consumer, resolved by the broker from its config. */
 export interface ConsumerSettings {
@@ -38,22 +39,6 @@ export interface ConsumerContext {
   brokerId(commitOffset: number): string;
   queueCount(topic: string): number;
 }
-
-/** Position of this member in one queue. Offsets below `committable` are done. */
-interface Cursor {
-  readonly ref: QueueRef;
-  readonly name: string;
-  /** Next queue offset to pull. */
-  next: number;
-  /** Pulled and not yet acked. */
-  readonly unacked: Set<number>;
-  /** Pulled copies whose ack was lost: delivered again, same broker id. */
-  redeliver: StoredMessage[];
-  committed: number;
-}
-
-const committable = (cursor: Cursor): number =>
-  cursor.unacked.size === 0 ? cursor.next : Math.min(...cursor.unacked);
 
 /** Wait before redelivering copies whose processing threw (not the message's fault). */
 export const FAILURE_BACKOFF_MS = 100;
@@ -85,7 +70,7 @@ export class LocalConsumer {
   readonly #ctx: ConsumerContext;
   readonly #processor: Processor;
   readonly #options: MemberOptions;
-  readonly #queues = new Map<string, Cursor>();
+  readonly #queues: QueueCursors;
   #epoch = 0;
   #rebalance = true;
   #running = false;
@@ -114,6 +99,7 @@ export class LocalConsumer {
     this.#processor = processor;
     this.#options = options;
     this.#memberId = this.#newMemberId();
+    this.#queues = new QueueCursors(ctx.store, group);
   }
 
   #newMemberId(): string {
@@ -130,7 +116,7 @@ export class LocalConsumer {
 
   /** Queues this member holds now. */
   get assignment(): QueueRef[] {
-    return [...this.#queues.values()].map((cursor) => cursor.ref);
+    return this.#queues.refs();
   }
 
   start(): void {
@@ -164,12 +150,7 @@ export class LocalConsumer {
 
   /** Persists the committable offset of every held queue now. */
   commit(): void {
-    const entries = [];
-    // written even when unchanged: a former owner handing a queue over may have moved it back
-    for (const cursor of this.#queues.values())
-      entries.push({ ...cursor.ref, offset: committable(cursor), cursor });
-    this.#ctx.store.commitOffsets(this.group, entries);
-    for (const entry of entries) entry.cursor.committed = entry.offset;
+    this.#queues.commit();
   }
 
   /** Stops pulling, lets the delivery in progress end, commits, leaves the group. */
@@ -200,13 +181,13 @@ export class LocalConsumer {
           if (this.#rebalance) this.#doRebalance();
           if (Date.now() - lastPromote >= settings.pollIntervalMs) {
             lastPromote = Date.now();
-            store.promoteDue(this.group);
+            store.retries.promoteDue(this.group);
           }
           let worked = false;
-          for (const cursor of [...this.#queues.values()]) {
+          for (const cursor of this.#queues.list()) {
             if (!this.#running || this.#rebalance) break;
-            if (this.#queues.get(cursor.name) !== cursor) continue;
-            const batch = this.#take(cursor);
+            if (!this.#queues.holds(cursor)) continue;
+            const batch = this.#queues.take(cursor, this.#ctx.settings.pullBatchSize);
             if (batch.length === 0) continue;
             worked = true;
             await this.#consume(cursor, batch);
@@ -262,48 +243,7 @@ export class LocalConsumer {
     store.heartbeat(this.group, this.#memberId);
     const members = store.liveMembers(this.group, settings.sessionTimeoutMs);
     this.#view = members.join(',');
-    const mine = allocateQueues(this.#allQueues(), members, this.#memberId);
-    const names = new Set(mine.map(queueName));
-    const handOver = [];
-    for (const [name, cursor] of this.#queues) {
-      if (names.has(name)) continue;
-      handOver.push({ ...cursor.ref, offset: committable(cursor) });
-      this.#queues.delete(name);
-    }
-    store.commitOffsets(this.group, handOver);
-    for (const ref of mine) {
-      const name = queueName(ref);
-      if (this.#queues.has(name)) continue;
-      const offset =
-        store.readOffset(this.group, ref.topic, ref.queueId) ??
-        (settings.consumeFrom === 'first' ? 0 : store.maxOffset(ref.topic, ref.queueId));
-      this.#queues.set(name, {
-        ref,
-        name,
-        next: offset,
-        unacked: new Set(),
-        redeliver: [],
-        committed: offset,
-      });
-    }
-  }
-
-  #take(cursor: Cursor): StoredMessage[] {
-    if (cursor.redeliver.length > 0) {
-      const batch = cursor.redeliver;
-      cursor.redeliver = [];
-      return batch;
-    }
-    const batch = this.#ctx.store.pull(
-      cursor.ref.topic,
-      cursor.ref.queueId,
-      cursor.next,
-      this.#ctx.settings.pullBatchSize,
-    );
-    for (const message of batch) cursor.unacked.add(message.queueOffset);
-    const last = batch.at(-1);
-    if (last !== undefined) cursor.next = last.queueOffset + 1;
-    return batch;
+    this.#queues.reassign(allocateQueues(this.#allQueues(), members, this.#memberId), settings.consumeFrom);
   }
 
   #envelope(message: StoredMessage): Envelope {
@@ -404,7 +344,7 @@ export class LocalConsumer {
           }
           break;
         case 'retry':
-          store.scheduleRetry(
+          store.retries.add(
             this.group,
             message,
             envelope.brokerId,
