@@ -70,37 +70,23 @@ export interface ReaderConfig<T> {
  * with a reason, never an exception out of here.
  */
 export function readDelivery<T>(config: ReaderConfig<T>, envelope: Envelope): ReadDelivery<T> {
-  let key: string | null = null;
-  if (!config.key.needsMessage) {
+  const readKey = (message: unknown): string | PermanentError => {
     try {
-      key = normalizeKey(config.key(envelope, undefined));
+      return normalizeKey(config.key(envelope, message));
     } catch (error) {
-      return {
-        ok: false,
-        envelope,
-        key: null,
-        error: permanent('invalid-key', 'cannot read the business key', error),
-      };
+      return permanent('invalid-key', 'cannot read the business key', error);
     }
-  }
+  };
+  let key = config.key.needsMessage ? null : readKey(undefined);
+  if (key instanceof PermanentError) return { ok: false, envelope, key: null, error: key };
   let message: T;
   try {
     message = config.decode(envelope);
   } catch (error) {
     return { ok: false, envelope, key, error: permanent('malformed', 'cannot decode the body', error) };
   }
-  if (key === null) {
-    try {
-      key = normalizeKey(config.key(envelope, message));
-    } catch (error) {
-      return {
-        ok: false,
-        envelope,
-        key: null,
-        error: permanent('invalid-key', 'cannot read the business key', error),
-      };
-    }
-  }
+  key ??= readKey(message);
+  if (key instanceof PermanentError) return { ok: false, envelope, key: null, error: key };
   let print: string | null;
   try {
     print = fingerprint(config.fingerprint, envelope, message);
