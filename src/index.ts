@@ -1,5 +1,13 @@
 export { createPipeline, DEFAULT_PIPELINE_CONFIG } from './consumer/pipeline.js';
-export type { Decoder, Handler, Pipeline, PipelineConfig } from './consumer/pipeline.js';
+export type {
+  BatchContext,
+  BatchEvent,
+  BatchHandler,
+  Decoder,
+  Handler,
+  Pipeline,
+  PipelineConfig,
+} from './consumer/pipeline.js';
 export { downstreamKey } from './consumer/handler-context.js';
 export type { HandlerContext, Mode } from './consumer/handler-context.js';
 export type { PipelineMetrics } from './consumer/metrics.js';

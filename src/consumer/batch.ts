@@ -2,7 +2,7 @@ import type { Outcome } from '../core/outcome.js';
 import { isThenable } from '../core/thenable.js';
 import { isWon, type ClaimResult, type WonClaim } from '../ledger/ledger.js';
 import type { Readable, ReadDelivery } from './delivery-reader.js';
-import type { DeliveryRunner } from './delivery-runner.js';
+import { batchResults, type DeliveryRunner } from './delivery-runner.js';
 import { NEVER_ABORTED, type HeldDelivery } from './lease-keeper.js';
 
 /** A batch as the pipeline hands it over: every delivery read, and how to run one on its own. */
@@ -71,16 +71,27 @@ async function runTransactional<Tx, T>(
     claimed = await many(
       claimable.map(({ delivery }) => delivery.request),
       async (tx, won) => {
-        const results: (string | null)[] = [];
-        for (const { index, claim } of won) {
+        const items = won.map(({ index, claim }) => {
           const item = claimable[index];
           if (item === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
-          const out = runner.handle(item.delivery, claim, tx, NEVER_ABORTED);
-          const value = isThenable(out) ? await out : out;
-          values.set(index, value);
-          results.push(runner.store(value));
+          return { index, claim, delivery: item.delivery };
+        });
+        const batchHandler = runner.batchHandler;
+        if (batchHandler !== undefined && items.length > 0) {
+          const events = items.map(({ delivery, claim }) => ({
+            message: delivery.message,
+            context: runner.context(delivery, claim, tx, NEVER_ABORTED),
+          }));
+          const out = batchHandler(events, { tx, group: runner.group });
+          const results = batchResults(isThenable(out) ? await out : out, items.length);
+          items.forEach(({ index }, i) => values.set(index, results[i]));
+        } else {
+          for (const { index, claim, delivery } of items) {
+            const out = runner.handle(delivery, claim, tx, NEVER_ABORTED);
+            values.set(index, isThenable(out) ? await out : out);
+          }
         }
-        return results;
+        return items.map(({ index }) => runner.store(values.get(index)));
       },
     );
   } catch {

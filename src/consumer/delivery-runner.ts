@@ -1,5 +1,11 @@
 import type { Envelope } from '../core/envelope.js';
-import { errorText, LeaseLostError, LedgerUnavailableError, PermanentError } from '../core/errors.js';
+import {
+  ConfigError,
+  errorText,
+  LeaseLostError,
+  LedgerUnavailableError,
+  PermanentError,
+} from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import type { Serializer } from '../core/serializer.js';
@@ -14,12 +20,48 @@ import type { RetryPolicy } from './retry-policy.js';
 /** Applies the business effect of one message. Its return value is stored and replayed to duplicates. */
 export type Handler<Tx, T> = (message: T, context: HandlerContext<Tx>) => unknown;
 
+/** One event of a batch handler's batch: its decoded message and the context a handler would get. */
+export interface BatchEvent<Tx, T> {
+  readonly message: T;
+  readonly context: HandlerContext<Tx>;
+}
+
+/** What a batch handler gets beside its events: the one transaction they all share. */
+export interface BatchContext<Tx> {
+  readonly tx: Tx;
+  readonly group: string;
+}
+
+/**
+ * Applies the business effect of the won events of a batch at once, inside the claim's transaction
+ * (one business statement for many events). Returns one result per event, in order (stored and
+ * replayed to duplicates), or nothing.
+ */
+export type BatchHandler<Tx, T> = (
+  events: readonly BatchEvent<Tx, T>[],
+  context: BatchContext<Tx>,
+) => unknown;
+
+/** The results of a batch handler, checked: one per event, or none at all. */
+export function batchResults(results: unknown, count: number): readonly unknown[] {
+  if (results === undefined) return new Array<unknown>(count).fill(undefined);
+  if (!Array.isArray(results) || results.length !== count) {
+    throw new ConfigError(
+      'batchHandler',
+      `must return one result per event (${count}) or nothing, got ${Array.isArray(results) ? `${results.length} results` : typeof results}`,
+    );
+  }
+  return results;
+}
+
 /** What the runner needs, resolved once from the pipeline's configuration. */
 export interface RunnerConfig<Tx, T> {
   readonly group: string;
   readonly mode: Mode;
   readonly ledger: Ledger<Tx>;
   readonly handler: Handler<Tx, T>;
+  /** Transactional batches on a ledger with batch claims hand their won events to it at once. */
+  readonly batchHandler: BatchHandler<Tx, T> | undefined;
   readonly retry: RetryPolicy;
   readonly serializer: Serializer;
   readonly onFailure: 'fail' | 'release';
@@ -40,6 +82,10 @@ export interface HeldRun {
  */
 export class DeliveryRunner<Tx, T> {
   constructor(private readonly config: RunnerConfig<Tx, T>) {}
+
+  get group(): string {
+    return this.config.group;
+  }
 
   get ledger(): Ledger<Tx> {
     return this.config.ledger;
@@ -65,19 +111,20 @@ export class DeliveryRunner<Tx, T> {
     }
   }
 
+  /** The context a handler gets for a won claim. */
+  context(delivery: Readable<T>, claim: Claim, tx: Tx | undefined, signal: SignalSource): HandlerContext<Tx> {
+    const { group, mode } = this.config;
+    return new PipelineContext(delivery.envelope, group, delivery.key, claim.attempt, mode, tx, signal);
+  }
+
   /** Calls the handler for a won claim, with its context. */
   handle(delivery: Readable<T>, claim: Claim, tx: Tx | undefined, signal: SignalSource): unknown {
-    const { group, mode, handler } = this.config;
-    const context = new PipelineContext(
-      delivery.envelope,
-      group,
-      delivery.key,
-      claim.attempt,
-      mode,
-      tx,
-      signal,
-    );
-    return handler(delivery.message, context);
+    return this.config.handler(delivery.message, this.context(delivery, claim, tx, signal));
+  }
+
+  /** The batch handler, when the pipeline has one. */
+  get batchHandler(): BatchHandler<Tx, T> | undefined {
+    return this.config.batchHandler;
   }
 
   /** Keeps the deliveries' broker keep-alives running while transactional work runs; undefined when none has one. */

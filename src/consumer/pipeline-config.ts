@@ -9,7 +9,8 @@ import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { compileDecoder, type Decoder } from './delivery-reader.js';
-import type { Handler } from './delivery-runner.js';
+import { batchResults, type BatchHandler, type Handler } from './delivery-runner.js';
+import { isThenable } from '../core/thenable.js';
 import type { Mode } from './handler-context.js';
 import {
   checkRetention,
@@ -22,7 +23,14 @@ export interface PipelineConfig<Tx, T = unknown> {
   readonly ledger: Ledger<Tx>;
   /** The consumer group: the same event is applied once per group. */
   readonly group: string;
-  readonly handler: Handler<Tx, T>;
+  /** Applies one message's effect. Optional when `batchHandler` is given (it then gets one event at a time). */
+  readonly handler?: Handler<Tx, T>;
+  /**
+   * Transactional mode: applies the won events of a batch (`processBatch`) at once inside the claim's
+   * transaction, so a batch costs one business statement instead of one per event. A throw rolls the
+   * batch back and every delivery is processed on its own (through `handler`, or this with one event).
+   */
+  readonly batchHandler?: BatchHandler<Tx, T>;
   /** Where the business key comes from. @default { header: 'oncemq-key' } */
   readonly key?: KeySource;
   /** @default 'transactional' when the ledger can share a transaction, else 'leased' */
@@ -64,6 +72,7 @@ export interface ResolvedPipelineConfig<Tx, T> {
   readonly ledger: Ledger<Tx>;
   readonly group: string;
   readonly handler: Handler<Tx, T>;
+  readonly batchHandler: BatchHandler<Tx, T> | undefined;
   readonly key: KeyExtractor;
   readonly mode: Mode;
   readonly decode: (envelope: Envelope) => T;
@@ -99,11 +108,33 @@ function resolveRetry(retry: RetryPolicy | RetryPolicyConfig | undefined): Retry
   return retry === undefined ? RetryPolicy.rocketmq() : new RetryPolicy(retry);
 }
 
+/** A batch handler as a handler of one message: a batch of one event, its one result. */
+function oneByOne<Tx, T>(group: string, batchHandler: BatchHandler<Tx, T>): Handler<Tx, T> {
+  return (message, context) => {
+    const out = batchHandler([{ message, context }], { tx: context.tx, group });
+    return isThenable(out)
+      ? Promise.resolve(out).then((results) => batchResults(results, 1)[0])
+      : batchResults(out, 1)[0];
+  };
+}
+
 /** Checks a pipeline's configuration at start-up: a bad value fails here, never at the first delivery. */
 export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): ResolvedPipelineConfig<Tx, T> {
-  const { ledger, handler } = config;
+  const { ledger, batchHandler } = config;
   const group = validateGroup(config.group);
-  if (typeof handler !== 'function') throw new ConfigError('handler', 'must be a function');
+  if (batchHandler !== undefined && typeof batchHandler !== 'function') {
+    throw new ConfigError('batchHandler', 'must be a function');
+  }
+  const handler = config.handler ?? (batchHandler === undefined ? undefined : oneByOne(group, batchHandler));
+  if (typeof handler !== 'function')
+    throw new ConfigError('handler', 'must be a function (or give a batchHandler)');
+  const mode = resolveMode(ledger, config.mode);
+  if (batchHandler !== undefined && mode !== 'transactional') {
+    throw new ConfigError(
+      'batchHandler',
+      `runs inside the claim's transaction: it needs mode 'transactional', not '${mode}'`,
+    );
+  }
   const retry = resolveRetry(config.retry);
   checkRetention({
     retentionMs: ledger.retentionMs,
@@ -134,8 +165,9 @@ export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): Res
     ledger,
     group,
     handler,
+    batchHandler,
     key: compileKeySource(config.key ?? DEFAULT_KEY_SOURCE),
-    mode: resolveMode(ledger, config.mode),
+    mode,
     decode: compileDecoder(config.decode ?? (DEFAULT_PIPELINE_CONFIG.decode as Decoder<T>)),
     fingerprint: config.fingerprint ?? true,
     retry,

@@ -13,7 +13,7 @@ import { resolvePipelineConfig, type PipelineConfig } from './pipeline-config.js
 import type { RetryPolicy } from './retry-policy.js';
 
 export type { Decoder } from './delivery-reader.js';
-export type { Handler } from './delivery-runner.js';
+export type { BatchContext, BatchEvent, BatchHandler, Handler } from './delivery-runner.js';
 export { DEFAULT_PIPELINE_CONFIG } from './pipeline-config.js';
 export type { PipelineConfig } from './pipeline-config.js';
 
@@ -78,6 +78,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
       mode,
       ledger,
       handler: resolved.handler,
+      batchHandler: resolved.batchHandler,
       retry,
       serializer: resolved.serializer,
       onFailure: resolved.onFailure,
