@@ -1,5 +1,8 @@
-// Tools to prove exactly-once effect around any handler: a seeded fault injector and an effect checker.
+// Tools to prove exactly-once effect around any handler: a seeded fault injector, a ledger whose
+// commits fail on demand, and an effect checker.
 // The vitest conformance suites for ledgers and transports are in oncemq/conformance.
+export { injectCommitFailures } from './testing/commit-failure.js';
+export type { CommitFaultHooks } from './testing/commit-failure.js';
 export { EffectChecker } from './testing/effect-checker.js';
 export type { EffectReport, Expectation } from './testing/effect-checker.js';
 export {

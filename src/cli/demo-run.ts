@@ -5,6 +5,7 @@ import { createPipeline, type Pipeline } from '../consumer/pipeline.js';
 import { RetryPolicy } from '../consumer/retry-policy.js';
 import { KEY_HEADER, type Envelope } from '../core/envelope.js';
 import type { DuplicateSource, Outcome } from '../core/outcome.js';
+import { injectCommitFailures } from '../testing/commit-failure.js';
 import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector, type FaultName } from '../testing/fault-injector.js';
 import { LocalBroker } from '../transport/local/local-broker.js';
@@ -47,7 +48,10 @@ export interface DemoResult {
   effects: number;
   duplicates: Record<DuplicateSource, number>;
   deadLettered: number;
+  /** Dead letters per reason, summing to `deadLettered`. */
   deadLetterReasons: Record<string, number>;
+  /** The messages behind the dead letters, per reason: a copy dead-lettered again counts once. */
+  deadLetterMessages: Record<string, number>;
   doubleEffects: number;
   lostEffects: number;
   usersWithWrongPoints: number;
@@ -171,7 +175,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     } else {
       const demoStore = store;
       pipeline = createPipeline<unknown, PaymentSucceeded>({
-        ledger: demoStore.ledger,
+        // commit-failure: the commit fails after the handler succeeded (the naive consumer has no commit)
+        ledger: injector.enabled('commit-failure')
+          ? injectCommitFailures(demoStore.ledger, injector)
+          : demoStore.ledger,
         group: DEMO_GROUP,
         retry: DEMO_RETRY,
         handler: async (event, ctx) => {
@@ -239,6 +246,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       duplicates: { ...report.duplicates },
       deadLettered: report.deadLettered,
       deadLetterReasons: { ...report.deadLetterReasons },
+      deadLetterMessages: { ...report.deadLetterMessages },
       doubleEffects: report.doubleEffects,
       lostEffects: report.lostEffects,
       usersWithWrongPoints,

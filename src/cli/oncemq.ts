@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { OncemqError } from '../core/errors.js';
-import { UsageError, type Command } from './command.js';
+import { parseErrorLine, UsageError, type Command } from './command.js';
 import { exampleCommand } from './commands/example.js';
 import { demoCommand } from './commands/demo.js';
 import { dlqCommand } from './commands/dlq.js';
@@ -31,7 +31,8 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const command = commands.find((candidate) => candidate.name === name);
   if (command === undefined) {
-    console.error(`oncemq: unknown command '${name}'\n\n${help()}`);
+    const what = name.startsWith('-') ? 'option' : 'command';
+    console.error(`oncemq: unknown ${what} '${name}'\nRun 'oncemq --help' for the commands.`);
     return 2;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
@@ -41,11 +42,9 @@ async function main(argv: readonly string[]): Promise<number> {
   try {
     return await command.run(rest);
   } catch (error) {
-    if (
-      error instanceof UsageError ||
-      (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))
-    ) {
-      console.error(`oncemq ${command.name}: ${error.message}\n\n${command.usage}`);
+    const usage = error instanceof UsageError ? error.message : parseErrorLine(error);
+    if (usage !== undefined) {
+      console.error(`oncemq ${command.name}: ${usage}\nRun 'oncemq ${command.name} --help' for its options.`);
       return 2;
     }
     if (error instanceof OncemqError) {

@@ -19,9 +19,14 @@ export interface EffectReport {
    * to be dead-lettered (poison) that has neither an effect nor a dead letter.
    */
   readonly lostEffects: number;
-  /** Dead letters recorded, and by reason. */
+  /** Dead letters recorded, and by reason (summing to `deadLettered`). */
   readonly deadLettered: number;
   readonly deadLetterReasons: Readonly<Record<string, number>>;
+  /**
+   * The messages behind the dead letters, by reason: a key dead-lettered again (a copy the producer
+   * resent, or one a crash replayed) counts once; a dead letter without a key counts alone.
+   */
+  readonly deadLetterMessages: Readonly<Record<string, number>>;
   /** Copies absorbed (acked or retried without effect), by where they came from. */
   readonly duplicates: Readonly<Record<DuplicateSource, number>>;
   /** Up to `sample` keys with double effects and lost effects, for the error message. */
@@ -40,6 +45,8 @@ export class EffectChecker {
   readonly #effects = new Map<string, number>();
   readonly #deadLetters = new Map<string, string[]>();
   readonly #reasons: Record<string, number> = {};
+  readonly #reasonKeys = new Map<string, Set<string>>();
+  readonly #keyless: Record<string, number> = {};
   readonly #duplicates: Record<DuplicateSource, number> = { redelivery: 0, republish: 0, concurrent: 0 };
   #deadLettered = 0;
 
@@ -57,7 +64,13 @@ export class EffectChecker {
   deadLettered(key: string | null, reason: string): void {
     this.#deadLettered++;
     this.#reasons[reason] = (this.#reasons[reason] ?? 0) + 1;
-    if (key !== null) this.#deadLetters.set(key, [...(this.#deadLetters.get(key) ?? []), reason]);
+    if (key === null) {
+      this.#keyless[reason] = (this.#keyless[reason] ?? 0) + 1;
+      return;
+    }
+    this.#deadLetters.set(key, [...(this.#deadLetters.get(key) ?? []), reason]);
+    const keys = this.#reasonKeys.get(reason) ?? new Set<string>();
+    this.#reasonKeys.set(reason, keys.add(key));
   }
 
   /** A copy was absorbed without effect. */
@@ -99,6 +112,12 @@ export class EffectChecker {
       lostEffects,
       deadLettered: this.#deadLettered,
       deadLetterReasons: { ...this.#reasons },
+      deadLetterMessages: Object.fromEntries(
+        Object.keys(this.#reasons).map((reason) => [
+          reason,
+          (this.#reasonKeys.get(reason)?.size ?? 0) + (this.#keyless[reason] ?? 0),
+        ]),
+      ),
       duplicates: { ...this.#duplicates },
       doubleKeys,
       lostKeys,

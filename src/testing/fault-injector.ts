@@ -9,14 +9,16 @@ export const FAULT_NAMES = [
   'crash-after-commit',
   'rebalance',
   'handler-crash',
+  'commit-failure',
   'poison',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];
 
 /**
- * Default rates: the chance that one decision point injects the fault. Message-level faults are asked
- * once per delivery (or send); `rebalance` once per pulled batch; `poison` once per published event.
+ * Default rates: the chance that one decision injects the fault. `producer-ack-loss` is decided per
+ * send; `consumer-ack-loss`, `crash-after-commit` and `rebalance` once per stored copy of an event;
+ * `handler-crash` and `commit-failure` per handler run of a key; `poison` once per published event.
  */
 export const DEFAULT_FAULT_RATES: Readonly<Record<FaultName, number>> = Object.freeze({
   'producer-ack-loss': 0.02,
@@ -24,6 +26,7 @@ export const DEFAULT_FAULT_RATES: Readonly<Record<FaultName, number>> = Object.f
   'crash-after-commit': 0.001,
   rebalance: 0.005,
   'handler-crash': 0.02,
+  'commit-failure': 0.01,
   poison: 0.002,
 });
 
@@ -36,7 +39,7 @@ export interface FaultInjectorConfig {
   readonly rates?: Partial<Record<FaultName, number>>;
 }
 
-/** The error a `handler-crash` fault throws. */
+/** The error an injected `handler-crash` throws, and the cause of an injected `commit-failure`. */
 export class InjectedFault extends Error {
   override name = 'InjectedFault' as const;
   readonly fault: FaultName;
@@ -94,16 +97,31 @@ export function parseFaults(text: string): {
 const subjectOf = (envelope: Envelope): string => envelope.headers[KEY_HEADER] ?? envelope.brokerId;
 
 /**
- * Seeded, reproducible fault injection. Each decision is a counter-based random draw: a hash of the
- * seed, the fault, the subject (a business key) and how many times that fault was asked about that
- * subject. Decisions therefore do not depend on timing or on the order in which consumers
- * interleave: the same seed injects the same faults into the same messages.
+ * Seeded, reproducible fault injection. Every decision is a pure function of the seed, the fault and
+ * the event it is about — never of timing, delivery order, broker ids or how often a copy came back:
+ *
+ * - `producer-ack-loss`: the key and the send attempt;
+ * - `consumer-ack-loss`, `crash-after-commit`, `rebalance`: the key and the stored copy. Each copy is
+ *   decided once, when it first reaches the decision point (a lost ack's redelivery is not faulted
+ *   again), and a key gets as many decisions as the producer stored copies of it (one, plus one per
+ *   lost confirm); copies are numbered in the order they arrive, so which copy is faulted may vary
+ *   while the faults injected do not;
+ * - `handler-crash`, `commit-failure`: the key and the run: the n-th handler run (or commit) of a key
+ *   draws the n-th decision, which repeats because the ledger runs one key's handlers one at a time;
+ * - `poison`: the key.
+ *
+ * What still depends on timing is what a fault sets off (how much a crash replays) and where
+ * `rebalance` is asked: at the middle delivery of each pulled batch, and batches form with timing.
  */
 export class FaultInjector implements LocalFaultHooks {
   readonly seed: string;
   readonly rates: Readonly<Record<FaultName, number>>;
   readonly #enabled: ReadonlySet<FaultName>;
   readonly #asked = new Map<string, number>();
+  /** Copies the producer stored per key: the number of decisions a copy-level fault makes for it. */
+  readonly #stored = new Map<string, number>();
+  /** Broker ids of the copies already decided, per fault and key. */
+  readonly #decided = new Map<string, Set<string>>();
   readonly #counts: Record<FaultName, number>;
 
   constructor(config: FaultInjectorConfig = {}) {
@@ -127,18 +145,42 @@ export class FaultInjector implements LocalFaultHooks {
     return this.#enabled.has(fault);
   }
 
-  /** Decides (and counts) one occurrence of `fault` for `subject`. */
-  chance(fault: FaultName, subject: string): boolean {
+  /** The `index`-th decision of `fault` for `subject`: a hash of the seed and those three, below the rate. */
+  #draw(fault: FaultName, subject: string, index: number): boolean {
     if (!this.#enabled.has(fault)) return false;
     const rate = this.rates[fault];
     if (rate <= 0) return false;
-    const id = `${fault}\u0000${subject}`;
-    const occurrence = this.#asked.get(id) ?? 0;
-    this.#asked.set(id, occurrence + 1);
-    const draw = hash32(`${this.seed}\u0000${id}\u0000${occurrence}`) / 0x1_0000_0000;
+    const draw = hash32(`${this.seed}\u0000${fault}\u0000${subject}\u0000${index}`) / 0x1_0000_0000;
     if (draw >= rate) return false;
     this.#counts[fault]++;
     return true;
+  }
+
+  /**
+   * Decides (and counts) the next occurrence of `fault` for `subject`: the n-th call for a subject
+   * draws its n-th decision, so a subject asked again is not doomed to the same answer.
+   */
+  chance(fault: FaultName, subject: string): boolean {
+    if (!this.#enabled.has(fault)) return false;
+    const id = `${fault}\u0000${subject}`;
+    const occurrence = this.#asked.get(id) ?? 0;
+    this.#asked.set(id, occurrence + 1);
+    return this.#draw(fault, subject, occurrence);
+  }
+
+  /** Decides a copy-level fault once per stored copy of the envelope's event (see the class comment). */
+  #perCopy(fault: FaultName, envelope: Envelope): boolean {
+    if (!this.#enabled.has(fault)) return false;
+    const key = subjectOf(envelope);
+    const id = `${fault}\u0000${key}`;
+    let decided = this.#decided.get(id);
+    if (decided === undefined) this.#decided.set(id, (decided = new Set()));
+    if (decided.has(envelope.brokerId)) return false;
+    // Replays can bring more copies than the producer stored (a retried copy replayed by a crash):
+    // those extra ones are not decided, so the decisions made do not depend on how much was replayed.
+    if (decided.size >= (this.#stored.get(key) ?? Number.POSITIVE_INFINITY)) return false;
+    decided.add(envelope.brokerId);
+    return this.#draw(fault, key, decided.size - 1);
   }
 
   /** Faults injected so far, by name. */
@@ -151,24 +193,38 @@ export class FaultInjector implements LocalFaultHooks {
     readonly uniqueId: string;
     readonly attempt: number;
   }): boolean {
-    return this.chance('producer-ack-loss', message.key ?? message.uniqueId);
+    const subject = message.key ?? message.uniqueId;
+    const lost = this.#draw('producer-ack-loss', subject, message.attempt - 1);
+    // The first send stores a copy; a lost confirm makes the producer store another.
+    const added = (message.attempt === 1 ? 1 : 0) + (lost ? 1 : 0);
+    this.#stored.set(subject, (this.#stored.get(subject) ?? 0) + added);
+    return lost;
   }
 
   consumerAckLost(envelope: Envelope): boolean {
-    return this.chance('consumer-ack-loss', subjectOf(envelope));
+    return this.#perCopy('consumer-ack-loss', envelope);
   }
 
   crashAfterCommit(envelope: Envelope): boolean {
-    return this.chance('crash-after-commit', subjectOf(envelope));
+    return this.#perCopy('crash-after-commit', envelope);
   }
 
   rebalance(envelope: Envelope): boolean {
-    return this.chance('rebalance', subjectOf(envelope));
+    return this.#perCopy('rebalance', envelope);
   }
 
   /** Call inside a handler after its (partial) write: throws {@link InjectedFault} when the fault fires. */
   handlerCrash(subject: string): void {
     if (this.chance('handler-crash', subject)) throw new InjectedFault('handler-crash', subject);
+  }
+
+  /**
+   * Whether the commit of `key`'s transaction (or its leased completion) fails after the handler
+   * succeeded. `injectCommitFailures(ledger, injector)` asks it; the n-th commit of a key draws its
+   * n-th decision.
+   */
+  commitFailure(key: string): boolean {
+    return this.chance('commit-failure', key);
   }
 
   /** Whether the producer should publish a malformed (poison) message for `subject`. */

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,22 +9,47 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
+/** Scripts npm runs (or, since npm 11, warns about) when a package is installed. */
+const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall', 'prepare'];
+
 describe('the packed package', () => {
   let dir = '';
-  beforeAll(() => {
+  let packed: { filename: string; files: { path: string }[] };
+  beforeAll(async () => {
     // Made when the tests run, not when the file is collected (`vitest list` runs no after-hooks).
     dir = mkdtempSync(join(tmpdir(), 'oncemq-pack-'));
+    // --ignore-scripts: pack the dist that `npm test` built (prepack would build it again under the tests).
+    const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], {
+      cwd: root,
+    });
+    const [first] = JSON.parse(stdout) as (typeof packed)[];
+    if (first === undefined) throw new Error('npm pack reported nothing');
+    packed = first;
   });
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('installs with npm without an install-time script to run or to warn about', async () => {
+    const app = join(dir, 'npm-app');
+    mkdirSync(app);
+    writeFileSync(
+      join(app, 'package.json'),
+      JSON.stringify({ name: 'app', version: '1.0.0', private: true }),
+    );
+    const installed = await run(
+      'npm',
+      ['install', '--offline', '--no-audit', '--no-fund', join(dir, packed.filename)],
+      { cwd: app },
+    );
+    expect(`${installed.stdout}${installed.stderr}`).not.toMatch(/install-scripts|prepare|npm warn/i);
+    const manifest = JSON.parse(
+      readFileSync(join(app, 'node_modules', 'oncemq', 'package.json'), 'utf8'),
+    ) as { scripts?: Record<string, string> };
+    expect(Object.keys(manifest.scripts ?? {}).filter((name) => INSTALL_SCRIPTS.includes(name))).toEqual([]);
+  });
+
   it('installs from its tarball and resolves its subpath exports for a consumer without vitest', async () => {
-    const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], {
-      cwd: root,
-    });
-    const [packed] = JSON.parse(stdout) as { filename: string; files: { path: string }[] }[];
-    if (packed === undefined) throw new Error('npm pack reported nothing');
     expect(packed.files.some((file) => file.path.startsWith('src/'))).toBe(false);
     expect(packed.files.some((file) => file.path.startsWith('test/'))).toBe(false);
     const installed = join(dir, 'app', 'node_modules');

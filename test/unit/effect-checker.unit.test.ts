@@ -44,6 +44,19 @@ describe('EffectChecker', () => {
     expect(report.deadLetterReasons).toEqual({ malformed: 2 });
   });
 
+  it('tells the dead letters of each reason from the messages behind them: a copy dead-lettered again counts once', () => {
+    const checker = new EffectChecker();
+    for (const key of ['poison-1', 'poison-1', 'poison-2']) checker.deadLettered(key, 'malformed');
+    checker.deadLettered('evt-9', 'retries-exhausted');
+    checker.deadLettered(null, 'missing-key');
+    checker.deadLettered(null, 'missing-key');
+    const report = checker.report();
+    expect(report.deadLetterReasons).toEqual({ malformed: 3, 'retries-exhausted': 1, 'missing-key': 2 });
+    expect(report.deadLetterMessages).toEqual({ malformed: 2, 'retries-exhausted': 1, 'missing-key': 2 });
+    const letters = Object.values(report.deadLetterReasons).reduce((sum, n) => sum + n, 0);
+    expect(letters).toBe(report.deadLettered);
+  });
+
   it('counts an effect of poison or of a key never published as a double effect', () => {
     const checker = new EffectChecker();
     checker.published('poison-1', 'dead-letter');

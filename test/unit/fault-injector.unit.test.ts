@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { createEnvelope } from 'oncemq';
 import { FAULT_NAMES, FaultInjector, InjectedFault, parseFaults } from 'oncemq/testing';
 
+const delivery = (key: string, brokerId: string) =>
+  createEnvelope({ brokerId, topic: 't', body: {}, headers: { 'oncemq-key': key } });
+
 const decisions = (injector: FaultInjector, fault: (typeof FAULT_NAMES)[number]): boolean[] =>
   Array.from({ length: 500 }, (_, i) => injector.chance(fault, `evt-${i % 100}`));
 
@@ -31,17 +34,83 @@ describe('FaultInjector', () => {
     expect(injector.counts()['consumer-ack-loss']).toBe(hits.length);
   });
 
-  it('decides each occurrence of a subject anew, so a replay is not doomed to the same fault', () => {
-    const injector = new FaultInjector({ seed: 5, rates: { 'crash-after-commit': 0.5 } });
-    const envelope = createEnvelope({
-      brokerId: 'b1',
-      topic: 't',
-      body: {},
-      headers: { 'oncemq-key': 'evt-1' },
-    });
-    const answers = Array.from({ length: 40 }, () => injector.crashAfterCommit(envelope));
+  it('draws the next run of a subject anew, so a retried handler is not doomed to the same fault', () => {
+    const injector = new FaultInjector({ seed: 5, rates: { 'handler-crash': 0.5 } });
+    const answers = Array.from({ length: 40 }, () => injector.chance('handler-crash', 'evt-1'));
     expect(answers).toContain(true);
     expect(answers).toContain(false);
+  });
+
+  it('decides a stored copy once: its redeliveries are never faulted again, so a lost ack cannot repeat for ever', () => {
+    const injector = new FaultInjector({
+      seed: 5,
+      rates: { 'consumer-ack-loss': 1, 'crash-after-commit': 1 },
+    });
+    const copy = delivery('evt-1', 'b1');
+    const acks = Array.from({ length: 5 }, () => injector.consumerAckLost(copy));
+    expect(acks).toEqual([true, false, false, false, false]);
+    expect(injector.crashAfterCommit(copy)).toBe(true);
+    expect(injector.counts()).toMatchObject({ 'consumer-ack-loss': 1, 'crash-after-commit': 1 });
+  });
+
+  it('decides as many copies of a key as the producer stored, however many replays bring', () => {
+    const injector = new FaultInjector({
+      seed: 5,
+      rates: { 'producer-ack-loss': 1, 'consumer-ack-loss': 1 },
+    });
+    // Three sends: the first two confirms lost (the broker never asks about its last attempt).
+    expect(injector.producerAckLost({ key: 'evt-1', uniqueId: 'u', attempt: 1 })).toBe(true);
+    expect(injector.producerAckLost({ key: 'evt-1', uniqueId: 'u', attempt: 2 })).toBe(true);
+    const copies = ['b1', 'b2', 'b3', 'b4-retry'].map((id) =>
+      injector.consumerAckLost(delivery('evt-1', id)),
+    );
+    expect(copies).toEqual([true, true, true, false]);
+  });
+
+  it('injects the same faults for the same seed whatever order copies arrive in and however often they come back', () => {
+    const run = (order: 'forward' | 'backward', replays: number): Record<string, number> => {
+      const injector = new FaultInjector({
+        seed: 13,
+        faults: ['producer-ack-loss', 'consumer-ack-loss', 'crash-after-commit'],
+        rates: { 'producer-ack-loss': 0.3, 'consumer-ack-loss': 0.3, 'crash-after-commit': 0.3 },
+      });
+      const stored: [string, string][] = [];
+      for (let i = 0; i < 200; i++) {
+        const key = `evt-${i}`;
+        for (let attempt = 1; attempt <= 3; attempt++) {
+          stored.push([key, `${key}@${attempt}-${order}`]); // broker ids differ from run to run
+          if (attempt === 3 || !injector.producerAckLost({ key, uniqueId: key, attempt })) break;
+        }
+      }
+      const arrivals = order === 'forward' ? stored : [...stored].reverse();
+      for (let round = 0; round <= replays; round++) {
+        for (const [key, brokerId] of arrivals) {
+          injector.consumerAckLost(delivery(key, brokerId));
+          injector.crashAfterCommit(delivery(key, brokerId));
+        }
+      }
+      // A replay may bring a copy the producer never stored (a retried copy redelivered): not decided.
+      if (replays > 0) {
+        for (let i = 0; i < 200; i++) injector.consumerAckLost(delivery(`evt-${i}`, `evt-${i}-extra`));
+      }
+      return injector.counts();
+    };
+    const first = run('forward', 0);
+    expect(run('backward', 3)).toEqual(first);
+    expect(first['consumer-ack-loss']).toBeGreaterThan(0);
+    expect(first['crash-after-commit']).toBeGreaterThan(0);
+  });
+
+  it('decides the n-th commit of a key as its n-th draw and counts commit-failure', () => {
+    const a = new FaultInjector({ seed: 2, faults: ['commit-failure'], rates: { 'commit-failure': 0.5 } });
+    const b = new FaultInjector({ seed: 2, faults: ['commit-failure'], rates: { 'commit-failure': 0.5 } });
+    const ofA = Array.from({ length: 30 }, (_, i) => a.commitFailure(`evt-${i % 3}`));
+    const ofB = [0, 1, 2].flatMap((k) => Array.from({ length: 10 }, () => b.commitFailure(`evt-${k}`)));
+    const byKey = (answers: boolean[], perKey: (i: number) => number) =>
+      [0, 1, 2].map((k) => answers.filter((_, i) => perKey(i) === k));
+    expect(byKey(ofA, (i) => i % 3)).toEqual(byKey(ofB, (i) => Math.floor(i / 10)));
+    expect(a.counts()['commit-failure']).toBeGreaterThan(0);
+    expect(a.counts()['commit-failure']).toBe(b.counts()['commit-failure']);
   });
 
   it('injects nothing for a fault that is switched off', () => {

@@ -1,8 +1,7 @@
-import { parseArgs } from 'node:util';
 import { createPipeline } from '../../consumer/pipeline.js';
 import { createEnvelope } from '../../core/envelope.js';
 import { SqliteLedger, type SqliteDatabaseLike } from '../../ledger/sqlite/sqlite-ledger.js';
-import { positiveOption, type Command } from '../command.js';
+import { parseOptions, positiveOption, type Command } from '../command.js';
 
 const usage = `Usage: oncemq example [--events N] [--copies N] [--json]
 
@@ -24,14 +23,10 @@ export const exampleCommand: Command = {
   summary: 'the payment-to-points example on an in-memory SQLite ledger',
   usage,
   async run(args) {
-    const { values } = parseArgs({
-      args: [...args],
-      options: {
-        events: { type: 'string' },
-        copies: { type: 'string' },
-        json: { type: 'boolean', default: false },
-      },
-      strict: true,
+    const { values } = parseOptions(args, {
+      events: { type: 'string' },
+      copies: { type: 'string' },
+      json: { type: 'boolean', default: false },
     });
     const events = positiveOption(values.events, 'events', 1000);
     const copies = positiveOption(values.copies, 'copies', 3);
