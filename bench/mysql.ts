@@ -81,6 +81,9 @@ export const suite: Suite = {
         { name: 'raw:batch', perOp: sql.BATCH, op: rawBatch },
         sql.transactionManyCase(ledger, (tx, userId, count) => tx.execute(creditMany, [count, userId])),
         sql.processBatchCase(pipeline),
+        sql.processBatchHandlerCase(
+          sql.pointsBatchPipeline(ledger, (tx, userId, count) => tx.execute(creditMany, [count, userId])),
+        ),
       ];
       return await sql.measureGroups(ledger.capabilities.batchClaim ? [single, batched] : [single], seconds);
     } finally {

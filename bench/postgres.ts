@@ -76,6 +76,11 @@ export const suite: Suite = {
         { name: 'raw:batch', perOp: sql.BATCH, op: rawBatch },
         sql.transactionManyCase(ledger, (tx, userId, count) => tx.query(creditMany, [userId, count])),
         sql.processBatchCase(pipeline),
+        sql.processBatchHandlerCase(
+          sql.pointsBatchPipeline(ledger, (tx: PgClientLike, userId, count) =>
+            tx.query(creditMany, [userId, count]),
+          ),
+        ),
       ];
       return await sql.measureGroups([single, batched], seconds);
     } finally {

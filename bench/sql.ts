@@ -96,6 +96,49 @@ export function processBatchCase(pipeline: Pipeline): SqlCase {
   };
 }
 
+/**
+ * The example's pipeline with a batch handler: the won events of a batch credit their points with one
+ * statement per user (a batch of this suite is one user's, as in `raw:batch`).
+ */
+export function pointsBatchPipeline<Tx>(
+  ledger: Ledger<Tx>,
+  creditMany: (tx: Tx, userId: string, count: number) => Promise<unknown>,
+): Pipeline {
+  return createPipeline<Tx, Payment>({
+    ledger,
+    group: 'points',
+    key: { jsonPath: 'eventId' },
+    batchHandler: async (events, ctx) => {
+      const perUser = new Map<string, number>();
+      for (const { message } of events) perUser.set(message.userId, (perUser.get(message.userId) ?? 0) + 1);
+      for (const [userId, count] of perUser) await creditMany(ctx.tx, userId, count);
+    },
+  });
+}
+
+/** Delivery `i` of batch `n`: like `raw:batch`, every delivery of batch `n` credits `userOf(n)`. */
+function batchEnvelope(tag: string, n: number, i: number): Envelope {
+  const eventId = `${tag}-${n}-${i}`;
+  return createEnvelope({
+    brokerId: eventId,
+    topic: 'payments',
+    body: { eventId, orderId: `order-${n}`, userId: userOf(n), amount: 100 },
+  });
+}
+
+/** `BATCH` messages through `pipeline.processBatch` with a batch handler: one business statement per batch. */
+export function processBatchHandlerCase(pipeline: Pipeline): SqlCase {
+  return {
+    name: 'oncemq:processBatch:handler',
+    perOp: BATCH,
+    baseline: 'raw:batch',
+    op: async (tag, n) => {
+      const batch = Array.from({ length: BATCH }, (_, i) => batchEnvelope(tag, n, i));
+      (await pipeline.processBatch(batch)).forEach(executed);
+    },
+  };
+}
+
 /** `BATCH` claims in one `transactionMany`, crediting the messages of batch `n` with one statement. */
 export function transactionManyCase<Tx>(
   ledger: { transactionMany(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<unknown> },
