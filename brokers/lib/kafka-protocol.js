@@ -1,0 +1,100 @@
+// Two Kafka requests over a raw TCP socket, enough to tell that a broker really serves clients:
+// ApiVersions v0 and Metadata v4 (both still served by Kafka 4, which dropped older Fetch, OffsetCommit,
+// CreateTopics and other versions in KIP-896).
+import { Buffer } from 'node:buffer';
+import { connect } from 'node:net';
+
+const API_VERSIONS = 18;
+const METADATA = 3;
+const CLIENT_ID = 'oncemq-brokers';
+
+function request(apiKey, apiVersion, correlationId, body) {
+  const client = Buffer.from(CLIENT_ID);
+  const header = Buffer.alloc(10);
+  header.writeInt16BE(apiKey, 0);
+  header.writeInt16BE(apiVersion, 2);
+  header.writeInt32BE(correlationId, 4);
+  header.writeInt16BE(client.length, 8);
+  const size = Buffer.alloc(4);
+  size.writeInt32BE(header.length + client.length + body.length);
+  return Buffer.concat([size, header, client, body]);
+}
+
+/**
+ * Sends one request (request header v1) to `host:port` and resolves the response body, after the
+ * correlation id (response header v0).
+ */
+export function kafkaRequest({ host, port, apiKey, apiVersion, body = Buffer.alloc(0), timeoutMs = 5000 }) {
+  return new Promise((resolve, reject) => {
+    const correlationId = Math.floor(Math.random() * 0x7fffffff);
+    const socket = connect({ host, port });
+    let received = Buffer.alloc(0);
+    const fail = (error) => {
+      socket.destroy();
+      reject(error);
+    };
+    socket.setTimeout(timeoutMs, () =>
+      fail(new Error(`no Kafka answer from ${host}:${port} in ${timeoutMs} ms`)),
+    );
+    socket.once('error', fail);
+    socket.once('connect', () => socket.write(request(apiKey, apiVersion, correlationId, body)));
+    socket.on('data', (chunk) => {
+      received = Buffer.concat([received, chunk]);
+      if (received.length < 4 || received.length < 4 + received.readInt32BE(0)) return;
+      socket.destroy();
+      if (received.readInt32BE(4) !== correlationId) {
+        reject(new Error(`Kafka answered another correlation id on ${host}:${port}`));
+        return;
+      }
+      resolve(received.subarray(8, 4 + received.readInt32BE(0)));
+    });
+    socket.once('close', () => reject(new Error(`${host}:${port} closed the connection without an answer`)));
+  });
+}
+
+/** ApiVersions v0: the versions of every API the broker serves. */
+export async function apiVersions(host, port) {
+  const body = await kafkaRequest({ host, port, apiKey: API_VERSIONS, apiVersion: 0 });
+  const errorCode = body.readInt16BE(0);
+  if (errorCode !== 0) throw new Error(`ApiVersions answered error code ${errorCode}`);
+  const count = body.readInt32BE(2);
+  const apis = [];
+  for (let i = 0, at = 6; i < count; i++, at += 6) {
+    apis.push({
+      apiKey: body.readInt16BE(at),
+      minVersion: body.readInt16BE(at + 2),
+      maxVersion: body.readInt16BE(at + 4),
+    });
+  }
+  return apis;
+}
+
+/** Metadata v4 for no topic: the brokers the cluster advertises, its id and its controller. */
+export async function clusterMetadata(host, port) {
+  const noTopics = Buffer.from([0, 0, 0, 0, 0]); // topics: empty array; allow_auto_topic_creation: false
+  const body = await kafkaRequest({ host, port, apiKey: METADATA, apiVersion: 4, body: noTopics });
+  let at = 4; // throttle_time_ms
+  const string = () => {
+    const length = body.readInt16BE(at);
+    at += 2;
+    if (length < 0) return null;
+    const value = body.toString('utf8', at, at + length);
+    at += length;
+    return value;
+  };
+  const brokers = [];
+  const count = body.readInt32BE(at);
+  at += 4;
+  for (let i = 0; i < count; i++) {
+    const nodeId = body.readInt32BE(at);
+    at += 4;
+    const brokerHost = string();
+    const brokerPort = body.readInt32BE(at);
+    at += 4;
+    string(); // rack
+    brokers.push({ nodeId, host: brokerHost, port: brokerPort });
+  }
+  const clusterId = string();
+  const controllerId = body.readInt32BE(at);
+  return { brokers, clusterId, controllerId };
+}
