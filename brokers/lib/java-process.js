@@ -27,11 +27,18 @@ export function requireJava(minimum = 17) {
   return major;
 }
 
-/** The last `lines` lines of a log file, for an error message. */
-export function logTail(file, lines = 40) {
-  if (!existsSync(file)) return `(no log at ${file})`;
-  const text = readFileSync(file, 'utf8').trimEnd().split('\n');
-  return text.slice(-lines).join('\n');
+/** The last `lines` lines of a Java program's output without its stack frames, for an error message. */
+export function lastLines(text, lines = 25) {
+  const messages = text
+    .trimEnd()
+    .split('\n')
+    .filter((line) => !/^\s+(at |\.\.\. \d+ more)/.test(line));
+  return messages.slice(-lines).join('\n');
+}
+
+/** The last lines of a log file, for an error message. */
+export function logTail(file, lines = 25) {
+  return existsSync(file) ? lastLines(readFileSync(file, 'utf8'), lines) : `(no log at ${file})`;
 }
 
 /** Whether something accepts TCP connections on 127.0.0.1:`port`. */
@@ -107,7 +114,7 @@ export function startJava({ jvm, classPath, mainClass, args, logFile, pidFile, c
 export function runJava({ jvm = [], classPath, mainClass, args, cwd }) {
   const result = spawnSync('java', [...jvm, '-cp', classPath, mainClass, ...args], { cwd, encoding: 'utf8' });
   if (result.status !== 0) {
-    const output = `${result.stdout}${result.stderr}`.trimEnd().split('\n').slice(-30).join('\n');
+    const output = lastLines(`${result.stdout}${result.stderr}`);
     throw new BrokersError(`java ${mainClass} ${args.join(' ')} exited with ${result.status}:\n${output}`);
   }
   return result.stdout;

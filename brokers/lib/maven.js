@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import process from 'node:process';
-import { BrokersError } from './java-process.js';
+import { BrokersError, lastLines } from './java-process.js';
 
 /** Whether the jars of this layout are in the cache. */
 export function fetched(layout) {
@@ -43,7 +43,7 @@ export function fetchJars(layout, log) {
   }
   if (result.status !== 0) {
     rmSync(partial, { recursive: true, force: true });
-    const output = `${result.stdout}${result.stderr}`.trimEnd().split('\n').slice(-20).join('\n');
+    const output = lastLines(`${result.stdout}${result.stderr}`);
     throw new BrokersError(
       `Maven could not fetch ${layout.name} ${layout.version} (is Maven Central reachable?):\n${output}`,
     );
