@@ -2,13 +2,13 @@
 // ApiVersions v0 and Metadata v4 (both still served by Kafka 4, which dropped older Fetch, OffsetCommit,
 // CreateTopics and other versions in KIP-896).
 import { Buffer } from 'node:buffer';
-import { connect } from 'node:net';
+import { framedRequest } from './framed-request.js';
 
 const API_VERSIONS = 18;
 const METADATA = 3;
 const CLIENT_ID = 'oncemq-brokers';
 
-function request(apiKey, apiVersion, correlationId, body) {
+function frame(apiKey, apiVersion, correlationId, body) {
   const client = Buffer.from(CLIENT_ID);
   const header = Buffer.alloc(10);
   header.writeInt16BE(apiKey, 0);
@@ -24,32 +24,14 @@ function request(apiKey, apiVersion, correlationId, body) {
  * Sends one request (request header v1) to `host:port` and resolves the response body, after the
  * correlation id (response header v0).
  */
-export function kafkaRequest({ host, port, apiKey, apiVersion, body = Buffer.alloc(0), timeoutMs = 5000 }) {
-  return new Promise((resolve, reject) => {
-    const correlationId = Math.floor(Math.random() * 0x7fffffff);
-    const socket = connect({ host, port });
-    let received = Buffer.alloc(0);
-    const fail = (error) => {
-      socket.destroy();
-      reject(error);
-    };
-    socket.setTimeout(timeoutMs, () =>
-      fail(new Error(`no Kafka answer from ${host}:${port} in ${timeoutMs} ms`)),
-    );
-    socket.once('error', fail);
-    socket.once('connect', () => socket.write(request(apiKey, apiVersion, correlationId, body)));
-    socket.on('data', (chunk) => {
-      received = Buffer.concat([received, chunk]);
-      if (received.length < 4 || received.length < 4 + received.readInt32BE(0)) return;
-      socket.destroy();
-      if (received.readInt32BE(4) !== correlationId) {
-        reject(new Error(`Kafka answered another correlation id on ${host}:${port}`));
-        return;
-      }
-      resolve(received.subarray(8, 4 + received.readInt32BE(0)));
-    });
-    socket.once('close', () => reject(new Error(`${host}:${port} closed the connection without an answer`)));
-  });
+export async function kafkaRequest({ host, port, apiKey, apiVersion, body = Buffer.alloc(0), timeoutMs }) {
+  const correlationId = Math.floor(Math.random() * 0x7fffffff);
+  const request = frame(apiKey, apiVersion, correlationId, body);
+  const answer = await framedRequest({ host, port, request, broker: 'Kafka', timeoutMs });
+  if (answer.readInt32BE(0) !== correlationId) {
+    throw new Error(`Kafka answered another correlation id on ${host}:${port}`);
+  }
+  return answer.subarray(4);
 }
 
 /** ApiVersions v0: the versions of every API the broker serves. */

@@ -1,7 +1,7 @@
 // One RocketMQ remoting request over a raw TCP socket (JSON header), enough to ask the name server for
 // its cluster and routes, and a broker to create topics and subscription groups.
 import { Buffer } from 'node:buffer';
-import { connect } from 'node:net';
+import { framedRequest } from './framed-request.js';
 
 /** Request codes of org.apache.rocketmq.remoting.protocol.RequestCode used here. */
 export const RequestCode = Object.freeze({
@@ -28,36 +28,14 @@ function frame(code, extFields, body) {
  * Sends one request to `host:port` and resolves `{ code, remark, body }`; `code` 0 is success. The body
  * is left as text: the server writes fastjson, whose maps with number keys are not JSON.
  */
-export function remotingRequest({ host, port, code, extFields = {}, body, timeoutMs = 5000 }) {
+export async function remotingRequest({ host, port, code, extFields = {}, body, timeoutMs }) {
   const payload = body === undefined ? Buffer.alloc(0) : Buffer.from(JSON.stringify(body));
   const fields = Object.fromEntries(Object.entries(extFields).map(([key, value]) => [key, String(value)]));
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host, port });
-    let received = Buffer.alloc(0);
-    const fail = (error) => {
-      socket.destroy();
-      reject(error);
-    };
-    socket.setTimeout(timeoutMs, () =>
-      fail(new Error(`no RocketMQ answer from ${host}:${port} in ${timeoutMs} ms`)),
-    );
-    socket.once('error', fail);
-    socket.once('connect', () => socket.write(frame(code, fields, payload)));
-    socket.on('data', (chunk) => {
-      received = Buffer.concat([received, chunk]);
-      if (received.length < 4 || received.length < 4 + received.readInt32BE(0)) return;
-      socket.destroy();
-      const length = received.readInt32BE(0);
-      const headerLength = received.readInt32BE(4) & 0xffffff;
-      const header = JSON.parse(received.toString('utf8', 8, 8 + headerLength));
-      resolve({
-        code: header.code,
-        remark: header.remark ?? '',
-        body: received.toString('utf8', 8 + headerLength, 4 + length),
-      });
-    });
-    socket.once('close', () => reject(new Error(`${host}:${port} closed the connection without an answer`)));
-  });
+  const request = frame(code, fields, payload);
+  const answer = await framedRequest({ host, port, request, broker: 'RocketMQ', timeoutMs });
+  const headerLength = answer.readInt32BE(0) & 0xffffff;
+  const header = JSON.parse(answer.toString('utf8', 4, 4 + headerLength));
+  return { code: header.code, remark: header.remark ?? '', body: answer.toString('utf8', 4 + headerLength) };
 }
 
 /** Fails with the server's remark unless the answer is a success. */
