@@ -1,10 +1,9 @@
-// Two Kafka requests over a raw TCP socket, enough to tell that a broker really serves clients:
-// ApiVersions v0 and Metadata v4 (both still served by Kafka 4, which dropped older Fetch, OffsetCommit,
-// CreateTopics and other versions in KIP-896).
+// A Kafka request over a raw TCP socket, enough to tell that a broker really serves clients: Metadata v4
+// (still served by Kafka 4, which dropped older Fetch, OffsetCommit, CreateTopics and other versions in
+// KIP-896).
 import { Buffer } from 'node:buffer';
 import { framedRequest } from './framed-request.js';
 
-const API_VERSIONS = 18;
 const METADATA = 3;
 const CLIENT_ID = 'oncemq-brokers';
 
@@ -32,23 +31,6 @@ export async function kafkaRequest({ host, port, apiKey, apiVersion, body = Buff
     throw new Error(`Kafka answered another correlation id on ${host}:${port}`);
   }
   return answer.subarray(4);
-}
-
-/** ApiVersions v0: the versions of every API the broker serves. */
-export async function apiVersions(host, port) {
-  const body = await kafkaRequest({ host, port, apiKey: API_VERSIONS, apiVersion: 0 });
-  const errorCode = body.readInt16BE(0);
-  if (errorCode !== 0) throw new Error(`ApiVersions answered error code ${errorCode}`);
-  const count = body.readInt32BE(2);
-  const apis = [];
-  for (let i = 0, at = 6; i < count; i++, at += 6) {
-    apis.push({
-      apiKey: body.readInt16BE(at),
-      minVersion: body.readInt16BE(at + 2),
-      maxVersion: body.readInt16BE(at + 4),
-    });
-  }
-  return apis;
 }
 
 /** Metadata v4 for no topic: the brokers the cluster advertises, its id and its controller. */
