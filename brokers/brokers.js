@@ -36,11 +36,11 @@ const say = (line) => console.log(`brokers: ${line}`);
 
 /** The pids of a broker's processes that run; `complete` when every one of them does. */
 function processes(broker, layout) {
-  const running = broker.processes.map((process) => ({
-    ...process,
-    pid: runningPid(layout.pidFile(process.id), process.mainClass),
+  const running = broker.processes.map((jvm) => ({
+    ...jvm,
+    pid: runningPid(layout.pidFile(jvm.id), jvm.mainClass),
   }));
-  return { running, complete: running.every((process) => process.pid !== undefined) };
+  return { running, complete: running.every((jvm) => jvm.pid !== undefined) };
 }
 
 async function isReady(broker) {
@@ -59,14 +59,14 @@ async function fetch(broker, layout) {
 /** Stops whatever of the broker runs (the last started first) and removes its scratch data. */
 async function stopBroker(broker, layout) {
   const { running } = processes(broker, layout);
-  for (const process of [...running].reverse()) {
-    if (process.pid === undefined) continue;
-    const ended = await stopProcess(process.pid);
-    say(`${broker.name}: ${process.id} (pid ${process.pid}) ${ended}`);
-    rmSync(layout.pidFile(process.id), { force: true });
+  for (const jvm of [...running].reverse()) {
+    if (jvm.pid === undefined) continue;
+    const ended = await stopProcess(jvm.pid);
+    say(`${broker.name}: ${jvm.id} (pid ${jvm.pid}) ${ended}`);
+    rmSync(layout.pidFile(jvm.id), { force: true });
   }
   rmSync(layout.data, { recursive: true, force: true });
-  return running.some((process) => process.pid !== undefined);
+  return running.some((jvm) => jvm.pid !== undefined);
 }
 
 async function start(broker, layout) {
@@ -125,7 +125,7 @@ async function status(broker, layout) {
     where: broker.where,
     lib: layout.lib,
     processes: state.running.map(({ id, pid }) => ({ id, pid: pid ?? null })),
-    logs: broker.processes.map((process) => layout.logFile(process.id)),
+    logs: broker.processes.map((jvm) => layout.logFile(jvm.id)),
   };
 }
 

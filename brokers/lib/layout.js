@@ -43,7 +43,7 @@ export function brokerLayout(name) {
     run,
     data: join(run, 'data'),
     source: (file) => join(BROKERS_SOURCE, name, file),
-    pidFile: (process) => join(run, `${process}.pid`),
-    logFile: (process) => join(run, `${process}.log`),
+    pidFile: (id) => join(run, `${id}.pid`),
+    logFile: (id) => join(run, `${id}.log`),
   };
 }
