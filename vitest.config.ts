@@ -15,5 +15,6 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    globalSetup: ['test/support/brokers-setup.ts'],
   },
 });
