@@ -1,0 +1,89 @@
+import { randomUUID } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
+import type { TransportFactory } from 'oncemq/conformance';
+import { TcpProxy } from 'oncemq/testing';
+import type { ServiceSpec } from './services.js';
+
+export const NATS_SERVICE: ServiceSpec = { variable: 'ONCEMQ_NATS_URL', defaultUrl: 'nats://127.0.0.1:4222' };
+
+/** Settings that keep the tests quick: short pulls, a short failure backoff. */
+export const QUICK_NATS: NatsTransportConfig = Object.freeze({
+  pullExpires: '1s',
+  failureBackoff: '200ms',
+  requestTimeout: '2s',
+});
+
+/** Stream and subject prefixes of one test: nothing it creates is seen by another. */
+export function natsNamespace(): { streamPrefix: string; subjectPrefix: string } {
+  const id = randomUUID().slice(0, 8);
+  return { streamPrefix: `T${id}`, subjectPrefix: `t${id}` };
+}
+
+export async function directConnection(url: string): Promise<NatsConnection> {
+  return connect({ servers: url });
+}
+
+/** Deletes every stream whose name starts with `prefix` (with their consumers), through a direct connection. */
+export async function deleteStreams(url: string, prefix: string): Promise<void> {
+  const connection = await directConnection(url);
+  try {
+    const jsm = await jetstreamManager(connection);
+    for await (const name of jsm.streams.names()) {
+      if (name.startsWith(prefix)) await jsm.streams.delete(name);
+    }
+  } finally {
+    await connection.close();
+  }
+}
+
+/** A NATS transport reached through a {@link TcpProxy}, and everything needed to break and clean it. */
+export interface NatsUnderTest extends Awaited<ReturnType<TransportFactory>> {
+  readonly transport: NatsTransport;
+  readonly proxy: TcpProxy;
+  readonly streamPrefix: string;
+  readonly subjectPrefix: string;
+  /** Cuts the connection and waits until the transport saw it go (its deliveries in hand are stale). */
+  readonly dropConnections: () => Promise<void>;
+  /** Closes the proxy and deletes the streams (run after the transport is closed). */
+  readonly cleanup: () => Promise<void>;
+}
+
+async function until(condition: () => boolean, what: string, limitMs = 10_000): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** A fresh transport in its own namespace, its connection through a proxy. */
+export async function natsUnderTest(url: string, config: NatsTransportConfig = {}): Promise<NatsUnderTest> {
+  const target = new URL(url);
+  const proxy = await TcpProxy.start({
+    targetHost: target.hostname,
+    targetPort: Number(target.port || 4222),
+  });
+  const names = natsNamespace();
+  const transport = new NatsTransport({
+    ...QUICK_NATS,
+    ...names,
+    servers: `nats://127.0.0.1:${proxy.port}`,
+    ...config,
+  });
+  return {
+    transport,
+    proxy,
+    ...names,
+    dropConnections: async () => {
+      const before = transport.connectionLosses;
+      proxy.dropConnections();
+      await until(() => transport.connectionLosses > before, 'the transport to see the connection lost');
+    },
+    cleanup: async () => {
+      await proxy.close();
+      await deleteStreams(url, names.streamPrefix);
+    },
+  };
+}
