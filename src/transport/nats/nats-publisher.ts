@@ -2,6 +2,7 @@ import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import type { NatsSettings } from './nats-config.js';
 import type { NatsDriver } from './nats-driver.js';
+import type { NatsSession } from './nats-session.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -22,24 +23,25 @@ export class NatsPublisher {
   readonly #js: JetStreamClient;
   readonly #driver: NatsDriver;
   readonly #settings: NatsSettings;
+  readonly #session: NatsSession;
 
-  constructor(js: JetStreamClient, driver: NatsDriver, settings: NatsSettings) {
+  constructor(js: JetStreamClient, driver: NatsDriver, settings: NatsSettings, session: NatsSession) {
     this.#js = js;
     this.#driver = driver;
     this.#settings = settings;
+    this.#session = session;
   }
 
   /** One send, confirmed within `requestTimeout`, or a rejection (the outcome is then unknown). */
-  send(message: NatsOutgoing): Promise<PubAck> {
+  async send(message: NatsOutgoing): Promise<PubAck> {
     const headers = this.#driver.headers();
     try {
       for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
     } catch (error) {
-      return Promise.reject(
-        new ConfigError('headers', `NATS refuses a header: ${errorText(error)}`, { cause: error }),
-      );
+      throw new ConfigError('headers', `NATS refuses a header: ${errorText(error)}`, { cause: error });
     }
-    return this.#js.publish(message.subject, message.body, {
+    await this.#session.ready(this.#settings.requestTimeoutMs);
+    return await this.#js.publish(message.subject, message.body, {
       msgID: message.msgId,
       headers,
       timeout: this.#settings.requestTimeoutMs,
@@ -55,6 +57,7 @@ export class NatsPublisher {
     const deadline = Date.now() + this.#settings.publishTimeoutMs;
     for (let attempt = 1; ; attempt++) {
       try {
+        await this.#session.ready(Math.max(1, deadline - Date.now()));
         await beforeSend();
         return await this.send(message);
       } catch (error) {

@@ -1,3 +1,4 @@
+import { TransportUnavailableError } from '../../core/errors.js';
 import type { NatsConnectionLike } from './nats-driver.js';
 
 /**
@@ -54,6 +55,22 @@ export class NatsSession {
   whenConnected(): Promise<void> {
     if (this.#connected) return Promise.resolve();
     return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /**
+   * Waits up to `limitMs` for the connection; rejects when it is still down. A request sent while
+   * the client waits to reconnect is lost (it times out even when the connection comes back), so
+   * every request waits for the connection first.
+   */
+  async ready(limitMs: number): Promise<void> {
+    if (this.#connected) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, limitMs)));
+    await Promise.race([this.whenConnected(), late]);
+    clearTimeout(timer);
+    if (!this.#connected) {
+      throw new TransportUnavailableError(`the NATS connection is down (waited ${limitMs}ms for it)`);
+    }
   }
 
   /** Resolves when the status stream ends (the connection closed). */

@@ -72,6 +72,7 @@ export class NatsTransport implements Transport {
     this.#settings = resolveNatsSettings(config);
     this.deadLetters = new NatsDeadLetters(async () => {
       const open = await this.#connect();
+      await open.session.ready(this.#settings.requestTimeoutMs);
       return { settings: this.#settings, jsm: open.jsm, topology: open.topology, publisher: open.publisher };
     });
   }
@@ -141,7 +142,7 @@ export class NatsTransport implements Transport {
         js,
         jsm,
         topology: new NatsTopology(jsm, settings),
-        publisher: new NatsPublisher(js, driver, settings),
+        publisher: new NatsPublisher(js, driver, settings, session),
       };
       this.#open = open;
       return open;
@@ -208,6 +209,7 @@ export class NatsTransport implements Transport {
     if (ackWaitMs < 100) throw new ConfigError('visibility', 'must be at least 100ms');
     const open = await this.#connect();
     const settings = this.#settings;
+    await open.session.ready(settings.requestTimeoutMs);
     const { topology } = open;
     const name = consumerName(group);
     await topology.retryStream();
