@@ -68,7 +68,7 @@ export class NatsSession {
     const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, limitMs)));
     await Promise.race([this.whenConnected(), late]);
     clearTimeout(timer);
-    if (!this.#connected) {
+    if (!this.connected) {
       throw new TransportUnavailableError(`the NATS connection is down (waited ${limitMs}ms for it)`);
     }
   }
