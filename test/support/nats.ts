@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import type { TransportFactory } from 'oncemq/conformance';
@@ -50,14 +50,6 @@ export interface NatsUnderTest extends Awaited<ReturnType<TransportFactory>> {
   readonly cleanup: () => Promise<void>;
 }
 
-async function until(condition: () => boolean, what: string, limitMs = 10_000): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
-
 /** A fresh transport in its own namespace, its connection through a proxy. */
 export async function natsUnderTest(url: string, config: NatsTransportConfig = {}): Promise<NatsUnderTest> {
   const target = new URL(url);
@@ -79,11 +71,31 @@ export async function natsUnderTest(url: string, config: NatsTransportConfig = {
     dropConnections: async () => {
       const before = transport.connectionLosses;
       proxy.dropConnections();
-      await until(() => transport.connectionLosses > before, 'the transport to see the connection lost');
+      await eventually(() => transport.connectionLosses > before, 'the transport to see the connection lost');
     },
     cleanup: async () => {
       await proxy.close();
       await deleteStreams(url, names.streamPrefix);
     },
   };
+}
+
+/** A JetStream manager on a direct connection (not through the proxy), for what a test inspects or breaks. */
+export async function adminOf(url: string): Promise<{ jsm: JetStreamManager; close: () => Promise<void> }> {
+  const connection = await directConnection(url);
+  const jsm = await jetstreamManager(connection);
+  return { jsm, close: () => connection.close() };
+}
+
+/** Waits for `condition` (polled), or fails naming `what`. */
+export async function eventually(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  limitMs = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting ${limitMs}ms for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
