@@ -60,6 +60,28 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     await eventually(() => started === 10, 'every message');
   });
 
+  it('does not settle a delivery on a new connection after its own was lost while the handler ran: the same copy comes back after the ack wait (#1)', async () => {
+    const test = await open();
+    const receipt = await test.transport.publish({ topic: 'orders', key: 'k', body: {} });
+    const seen: Envelope[] = [];
+    await test.transport.subscribe(
+      'g',
+      ['orders'],
+      answering(async (envelope) => {
+        seen.push(envelope);
+        if (seen.length === 1) {
+          await test.dropConnections();
+          // Reconnected: a publish goes through again before this handler answers.
+          await test.transport.publish({ topic: 'other', key: 'probe', body: {} });
+        }
+        return 'ack';
+      }),
+      { visibility: 1000 },
+    );
+    await eventually(() => seen.length === 2, 'the copy again');
+    expect(seen.map((envelope) => envelope.brokerId)).toEqual([receipt.brokerId, receipt.brokerId]);
+  });
+
   it('sends an uncharged retry (a busy key) back with its delay: the server holds it, never requeues it at once (#3)', async () => {
     const test = await open();
     await test.transport.publish({ topic: 'orders', key: 'busy', body: {} });
