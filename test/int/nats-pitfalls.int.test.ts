@@ -67,7 +67,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     await test.transport.subscribe(
       'g',
       ['orders'],
-      answering(async (envelope) => {
+      answering(async (envelope): Promise<Answer> => {
         seen.push(envelope);
         if (seen.length === 1) {
           await test.dropConnections();
