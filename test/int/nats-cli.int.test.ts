@@ -4,7 +4,8 @@ import type { Envelope } from 'oncemq';
 import { dlqCommand } from 'oncemq/cli/commands/dlq';
 import { NatsTransport } from 'oncemq/nats';
 import { outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
-import { adminOf, eventually, NATS_SERVICE, QUICK_NATS } from '../support/nats.js';
+import { waitUntil } from '../support/local-points.js';
+import { adminOf, NATS_SERVICE, QUICK_NATS } from '../support/nats.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(NATS_SERVICE);
@@ -57,7 +58,7 @@ describe.skipIf(!service.available)('oncemq dlq --transport nats', () => {
       seen.push(envelope);
       return Promise.resolve(outcomeFor(envelope, healed ? 'ack' : 'dead-letter', 0));
     });
-    await eventually(
+    await waitUntil(
       async () => (await transport?.deadLetters.list({ group }))?.length === 2,
       'two dead letters',
     );
@@ -74,7 +75,7 @@ describe.skipIf(!service.available)('oncemq dlq --transport nats', () => {
     healed = true;
     const replay = await dlq('replay', '--group', group, letters[0]?.id ?? '');
     expect(replay).toEqual({ code: 0, output: 'replayed 1 of 1' });
-    await eventually(
+    await waitUntil(
       () => seen.filter((envelope) => envelope.headers['oncemq-key'] === 'evt-1').length === 2,
       'the replay',
     );

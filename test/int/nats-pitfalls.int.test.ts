@@ -1,8 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Envelope, Outcome } from 'oncemq';
 import type { NatsTransportConfig } from 'oncemq/nats';
 import { outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
-import { adminOf, eventually, NATS_SERVICE, natsUnderTest, type NatsUnderTest } from '../support/nats.js';
+import { waitUntil } from '../support/local-points.js';
+import { NATS_SERVICE, natsTestBed, type NatsUnderTest } from '../support/nats.js';
 import { sleep } from '../support/points.js';
 import { findService } from '../support/services.js';
 
@@ -10,24 +11,8 @@ const service = await findService(NATS_SERVICE);
 
 /** Each case of TRANSPORTS.md's NATS list that applies, named by what the transport does about it. */
 describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
-  let under: NatsUnderTest | undefined;
-  let admin: Awaited<ReturnType<typeof adminOf>>;
-
-  beforeEach(async () => {
-    admin = await adminOf(service.url);
-  });
-
-  afterEach(async () => {
-    await under?.transport.close();
-    await under?.cleanup();
-    under = undefined;
-    await admin.close();
-  });
-
-  const open = async (config: NatsTransportConfig = {}): Promise<NatsUnderTest> => {
-    under = await natsUnderTest(service.url, config);
-    return under;
-  };
+  const bed = natsTestBed(service.url);
+  const open = (config: NatsTransportConfig = {}): Promise<NatsUnderTest> => bed.open(config);
   const answering =
     (answer: (envelope: Envelope) => Answer | Promise<Answer>, delayMs = 300) =>
     async (envelope: Envelope): Promise<Outcome> =>
@@ -51,13 +36,13 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
       }),
       { concurrency: 2 },
     );
-    await eventually(() => started === 2, 'two deliveries started');
+    await waitUntil(() => started === 2, 'two deliveries started');
     await sleep(300);
-    const info = await admin.jsm.consumers.info(topicStream(test), 'g');
+    const info = await bed.admin.consumers.info(topicStream(test), 'g');
     expect(info.num_ack_pending).toBe(2);
     expect(info.num_pending).toBe(8);
     release();
-    await eventually(() => started === 10, 'every message');
+    await waitUntil(() => started === 10, 'every message');
   });
 
   it('does not settle a delivery on a new connection after its own was lost while the handler ran: the same copy comes back after the ack wait (#1)', async () => {
@@ -78,7 +63,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
       }),
       { visibility: 1000 },
     );
-    await eventually(() => seen.length === 2, 'the copy again');
+    await waitUntil(() => seen.length === 2, 'the copy again');
     expect(seen.map((envelope) => envelope.brokerId)).toEqual([receipt.brokerId, receipt.brokerId]);
   });
 
@@ -91,7 +76,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
       ['orders'],
       answering(() => (at.push(Date.now()), at.length === 1 ? 'retry-uncharged' : 'ack'), 800),
     );
-    await eventually(() => at.length === 2, 'the copy again');
+    await waitUntil(() => at.length === 2, 'the copy again');
     expect((at[1] ?? 0) - (at[0] ?? 0)).toBeGreaterThanOrEqual(720);
   });
 
@@ -100,7 +85,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     await test.transport.publish({ topic: 'orders', key: 'stuck', body: {} });
     let deliveries = 0;
     await test.transport.subscribe('g', ['orders'], () => (deliveries++, Promise.reject(new Error('down'))));
-    await eventually(
+    await waitUntil(
       async () => (await test.transport.deadLetters.list({ group: 'g' })).length === 1,
       'the dead letter',
     );
@@ -108,8 +93,8 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     expect(letter).toMatchObject({ key: 'stuck', reason: 'max-deliveries', deliveryCount: 1 });
     expect(letter?.error).toMatch(/delivered 3 times .*the processor threw: Error: down/);
     expect(deliveries).toBe(3);
-    await eventually(
-      async () => (await admin.jsm.consumers.info(topicStream(test), 'g')).num_ack_pending === 0,
+    await waitUntil(
+      async () => (await bed.admin.consumers.info(topicStream(test), 'g')).num_ack_pending === 0,
       'nothing pending',
     );
   });
@@ -126,10 +111,10 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
         visibility: 1000,
       },
     );
-    await eventually(() => deliveries === 1, 'the delivery');
+    await waitUntil(() => deliveries === 1, 'the delivery');
     await sleep(2000);
     expect(deliveries).toBe(1);
-    expect((await admin.jsm.consumers.info(topicStream(test), 'g')).num_ack_pending).toBe(0);
+    expect((await bed.admin.consumers.info(topicStream(test), 'g')).num_ack_pending).toBe(0);
   });
 
   it('keeps the original unacked when its charged retry copy cannot be stored: the same copy comes back, its count unchanged', async () => {
@@ -140,7 +125,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
       answering(() => 'ack'),
     );
     // The retry stream now refuses every copy (the message is larger than it allows).
-    await admin.jsm.streams.update(`${test.streamPrefix}-RETRY`, { max_msg_size: 1 });
+    await bed.admin.streams.update(`${test.streamPrefix}-RETRY`, { max_msg_size: 1 });
     await test.transport.publish({ topic: 'orders', key: 'retried', body: { some: 'body' } });
     const seen: Envelope[] = [];
     await test.transport.subscribe(
@@ -151,7 +136,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
       ),
       { visibility: 1000 },
     );
-    await eventually(() => seen.length === 2, 'the original again');
+    await waitUntil(() => seen.length === 2, 'the original again');
     expect(seen.map((envelope) => [envelope.brokerId, envelope.deliveryCount])).toEqual([
       [seen[0]?.brokerId, 1],
       [seen[0]?.brokerId, 1],
@@ -165,7 +150,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
       ['orders'],
       answering(() => 'ack'),
     );
-    await admin.jsm.streams.update(`${test.streamPrefix}-DLQ`, { max_msg_size: 1 });
+    await bed.admin.streams.update(`${test.streamPrefix}-DLQ`, { max_msg_size: 1 });
     await test.transport.publish({ topic: 'orders', key: 'poison', body: { some: 'body' } });
     let deliveries = 0;
     await test.transport.subscribe(
@@ -176,7 +161,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
         visibility: 1000,
       },
     );
-    await eventually(() => deliveries === 2, 'the message again');
+    await waitUntil(() => deliveries === 2, 'the message again');
   });
 
   it('drops a producer resend of a key inside the duplicate window and says so: one stored copy (#5)', async () => {
@@ -186,7 +171,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     const again = await test.transport.publish({ topic: 'orders', key: 'pay-1', body: { n: 1 } });
     expect(first).toMatchObject({ duplicate: false, messageId: 'pay-1' });
     expect(again).toMatchObject({ duplicate: true, brokerId: first.brokerId });
-    expect((await admin.jsm.streams.info(topicStream(test))).state.messages).toBe(1);
+    expect((await bed.admin.streams.info(topicStream(test))).state.messages).toBe(1);
   });
 
   it('gives each replay an id of its own: a dead letter replayed, dead-lettered again and replayed again is delivered both times (#5)', async () => {
@@ -199,8 +184,8 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
       answering(() => (deliveries++, 'dead-letter')),
     );
     for (let round = 1; round <= 3; round++) {
-      await eventually(() => deliveries === round, `delivery ${round}`);
-      await eventually(
+      await waitUntil(() => deliveries === round, `delivery ${round}`);
+      await waitUntil(
         async () => (await test.transport.deadLetters.list({ group: 'g' })).length === 1,
         `dead letter ${round}`,
       );
@@ -227,7 +212,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
         }),
       );
     }
-    await eventually(() => counts.get('a')?.length === 2 && counts.get('b')?.length === 2, 'both retries');
+    await waitUntil(() => counts.get('a')?.length === 2 && counts.get('b')?.length === 2, 'both retries');
     expect(Object.fromEntries(counts)).toEqual({ a: [1, 2], b: [1, 2] });
   });
 });

@@ -1,15 +1,9 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ConfigError, TransportUnavailableError, type Envelope, type Outcome } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
-import {
-  adminOf,
-  eventually,
-  NATS_SERVICE,
-  natsUnderTest,
-  QUICK_NATS,
-  type NatsUnderTest,
-} from '../support/nats.js';
+import { waitUntil } from '../support/local-points.js';
+import { NATS_SERVICE, natsTestBed, QUICK_NATS, type NatsUnderTest } from '../support/nats.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(NATS_SERVICE);
@@ -20,41 +14,23 @@ const ack = (seen: Envelope[]) => (envelope: Envelope) => {
 };
 
 describe.skipIf(!service.available)('NATS topology, connection and publishing', () => {
-  let under: NatsUnderTest | undefined;
-  const others: NatsTransport[] = [];
-  let admin: Awaited<ReturnType<typeof adminOf>>;
-
-  beforeEach(async () => {
-    admin = await adminOf(service.url);
-  });
-
-  afterEach(async () => {
-    for (const transport of others.splice(0)) await transport.close();
-    await under?.transport.close();
-    await under?.cleanup();
-    under = undefined;
-    await admin.close();
-  });
-
-  const open = async (config: NatsTransportConfig = {}): Promise<NatsUnderTest> => {
-    under = await natsUnderTest(service.url, config);
-    return under;
-  };
+  const bed = natsTestBed(service.url);
+  const open = (config: NatsTransportConfig = {}): Promise<NatsUnderTest> => bed.open(config);
   /** Another transport on the same namespace, straight to the server. */
   const sibling = (test: NatsUnderTest, config: NatsTransportConfig): NatsTransport => {
-    const transport = new NatsTransport({
-      ...QUICK_NATS,
-      servers: service.url,
-      streamPrefix: test.streamPrefix,
-      subjectPrefix: test.subjectPrefix,
-      ...config,
-    });
-    others.push(transport);
-    return transport;
+    return bed.track(
+      new NatsTransport({
+        ...QUICK_NATS,
+        servers: service.url,
+        streamPrefix: test.streamPrefix,
+        subjectPrefix: test.subjectPrefix,
+        ...config,
+      }),
+    );
   };
   const streamNames = async (prefix: string): Promise<string[]> => {
     const names: string[] = [];
-    for await (const name of admin.jsm.streams.names()) if (name.startsWith(prefix)) names.push(name);
+    for await (const name of bed.admin.streams.names()) if (name.startsWith(prefix)) names.push(name);
     return names.sort();
   };
 
@@ -80,7 +56,7 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
     const seen: Envelope[] = [];
     await check.subscribe('g', ['orders'], ack(seen));
     await check.publish({ topic: 'orders', key: 'k', body: {} });
-    await eventually(() => seen.length > 0, 'a delivery through the checked topology');
+    await waitUntil(() => seen.length > 0, 'a delivery through the checked topology');
   });
 
   it('subscribes one group to several topics on a 2.9 server: one durable consumer per topic stream (#7)', async () => {
@@ -89,7 +65,7 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
     await test.transport.subscribe('g', ['orders', 'refunds'], ack(seen));
     await test.transport.publish({ topic: 'orders', key: 'o-1', body: {} });
     await test.transport.publish({ topic: 'refunds', key: 'r-1', body: {} });
-    await eventually(() => seen.length === 2, 'both topics');
+    await waitUntil(() => seen.length === 2, 'both topics');
     expect(seen.map((envelope) => envelope.topic).sort()).toEqual(['orders', 'refunds']);
   });
 
@@ -98,10 +74,10 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
     const seen: Envelope[] = [];
     await test.transport.subscribe('g', ['orders'], ack(seen));
     await test.transport.publish({ topic: 'orders', key: 'before', body: {} });
-    await eventually(() => seen.length === 1, 'the first delivery');
-    await admin.jsm.consumers.delete(`${test.streamPrefix}_orders`, 'g');
+    await waitUntil(() => seen.length === 1, 'the first delivery');
+    await bed.admin.consumers.delete(`${test.streamPrefix}_orders`, 'g');
     await test.transport.publish({ topic: 'orders', key: 'after', body: {} });
-    await eventually(
+    await waitUntil(
       () => seen.some((envelope) => envelope.headers['oncemq-key'] === 'after'),
       'consumption again',
     );
@@ -111,18 +87,18 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
     const test = await open({ requestTimeout: '500ms' });
     await test.transport.publish({ topic: 'orders', key: 'warm-up', body: {} });
     const outage = test.proxy.outage(1500);
-    await eventually(() => test.transport.connectionLosses > 0, 'the outage seen');
+    await waitUntil(() => test.transport.connectionLosses > 0, 'the outage seen');
     const receipt = await test.transport.publish({ topic: 'orders', key: 'during', body: {} });
     await outage;
     expect(receipt.duplicate).toBe(false);
-    expect((await admin.jsm.streams.info(`${test.streamPrefix}_orders`)).state.messages).toBe(2);
+    expect((await bed.admin.streams.info(`${test.streamPrefix}_orders`)).state.messages).toBe(2);
   });
 
   it('rejects a publish it cannot get confirmed within publishTimeout with TransportUnavailableError', async () => {
     const test = await open({ requestTimeout: '300ms', publishTimeout: '1s' });
     await test.transport.publish({ topic: 'orders', key: 'warm-up', body: {} });
     const outage = test.proxy.outage(3000);
-    await eventually(() => test.transport.connectionLosses > 0, 'the outage seen');
+    await waitUntil(() => test.transport.connectionLosses > 0, 'the outage seen');
     await expect(test.transport.publish({ topic: 'orders', key: 'lost', body: {} })).rejects.toBeInstanceOf(
       TransportUnavailableError,
     );

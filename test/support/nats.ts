@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach } from 'vitest';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import type { TransportFactory } from 'oncemq/conformance';
 import { TcpProxy } from 'oncemq/testing';
+import { waitUntil } from './local-points.js';
 import type { ServiceSpec } from './services.js';
 
 export const NATS_SERVICE: ServiceSpec = { variable: 'ONCEMQ_NATS_URL', defaultUrl: 'nats://127.0.0.1:4222' };
@@ -71,7 +73,7 @@ export async function natsUnderTest(url: string, config: NatsTransportConfig = {
     dropConnections: async () => {
       const before = transport.connectionLosses;
       proxy.dropConnections();
-      await eventually(() => transport.connectionLosses > before, 'the transport to see the connection lost');
+      await waitUntil(() => transport.connectionLosses > before, 'the transport to see the connection lost');
     },
     cleanup: async () => {
       await proxy.close();
@@ -87,15 +89,40 @@ export async function adminOf(url: string): Promise<{ jsm: JetStreamManager; clo
   return { jsm, close: () => connection.close() };
 }
 
-/** Waits for `condition` (polled), or fails naming `what`. */
-export async function eventually(
-  condition: () => boolean | Promise<boolean>,
-  what: string,
-  limitMs = 20_000,
-): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting ${limitMs}ms for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/** What each case of a NATS describe block gets: its own transport, an admin manager, extra transports closed after it. */
+export interface NatsTestBed {
+  /** A fresh transport in its own namespace, through a proxy; closed and cleaned after the test. */
+  open(config?: NatsTransportConfig): Promise<NatsUnderTest>;
+  /** A manager on a direct connection, for what a test inspects or breaks. */
+  readonly admin: JetStreamManager;
+  /** Closes `transport` after the test, before the namespace is removed. */
+  track<T extends { close(): Promise<void> }>(transport: T): T;
+}
+
+/** Registers the hooks of a describe block whose cases each open a NATS transport. */
+export function natsTestBed(url: string): NatsTestBed {
+  let under: NatsUnderTest | undefined;
+  let admin: Awaited<ReturnType<typeof adminOf>> | undefined;
+  const tracked: { close(): Promise<void> }[] = [];
+  beforeEach(async () => {
+    admin = await adminOf(url);
+  });
+  afterEach(async () => {
+    for (const transport of tracked.splice(0)) await transport.close();
+    await under?.transport.close();
+    await under?.cleanup();
+    under = undefined;
+    await admin?.close();
+  });
+  return {
+    open: async (config = {}) => {
+      under = await natsUnderTest(url, config);
+      return under;
+    },
+    get admin() {
+      if (admin === undefined) throw new Error('the admin connection opens before each test');
+      return admin.jsm;
+    },
+    track: (transport) => (tracked.push(transport), transport),
+  };
 }
