@@ -3,7 +3,13 @@ import { ConfigError, TransportUnavailableError, type Envelope, type Outcome } f
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
-import { NATS_SERVICE, natsTestBed, QUICK_NATS, type NatsUnderTest } from '../support/nats.js';
+import {
+  directConnection,
+  NATS_SERVICE,
+  natsTestBed,
+  QUICK_NATS,
+  type NatsUnderTest,
+} from '../support/nats.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(NATS_SERVICE);
@@ -103,6 +109,28 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
       TransportUnavailableError,
     );
     await outage;
+  });
+
+  it('works on the connection it is given and leaves it open when it closes', async () => {
+    const test = await open();
+    const connection = await directConnection(service.url);
+    try {
+      const mine = new NatsTransport({
+        ...QUICK_NATS,
+        connection,
+        streamPrefix: test.streamPrefix,
+        subjectPrefix: test.subjectPrefix,
+      });
+      const seen: Envelope[] = [];
+      await mine.subscribe('g', ['orders'], ack(seen));
+      await mine.publish({ topic: 'orders', key: 'k', body: {} });
+      await waitUntil(() => seen.length === 1, 'the delivery');
+      await mine.close();
+      expect(connection.isClosed()).toBe(false);
+      await connection.flush();
+    } finally {
+      await connection.close();
+    }
   });
 
   it('refuses topics a stream name cannot carry, and a batch larger than the concurrency', async () => {
