@@ -113,7 +113,8 @@ function oneOf<T extends string>(value: T, allowed: readonly T[], field: string)
   return value;
 }
 
-function wholeNumber(value: number, min: number, field: string): number {
+/** `value` when it is a whole number >= `min`, else a `ConfigError` naming `field`. */
+export function wholeNumber(value: number, min: number, field: string): number {
   if (!Number.isInteger(value) || value < min) {
     throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
   }

@@ -15,7 +15,12 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import { resolveNatsSettings, type NatsSettings, type NatsTransportConfig } from './nats-config.js';
+import {
+  resolveNatsSettings,
+  wholeNumber,
+  type NatsSettings,
+  type NatsTransportConfig,
+} from './nats-config.js';
 import { NatsDeadLetters } from './nats-dead-letters.js';
 import type { DeliverySource } from './nats-delivery.js';
 import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
@@ -47,12 +52,6 @@ interface Open {
 
 /** How a member of a group reads its part (see docs/transports/nats.md). */
 export type NatsSubscribeOptions = SubscribeOptions;
-
-function wholeNumber(value: number, field: string): number {
-  if (!Number.isInteger(value) || value < 1)
-    throw new ConfigError(field, `must be a whole number >= 1, got ${value}`);
-  return value;
-}
 
 /**
  * NATS JetStream: a stream per topic, a durable pull consumer per group (members of a group pull
@@ -195,10 +194,11 @@ export class NatsTransport implements Transport {
     const target = toProcessor(processor);
     const concurrency = wholeNumber(
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+      1,
       'concurrency',
     );
     const batchSize =
-      target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 'batchSize');
+      target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 1, 'batchSize');
     if (batchSize > concurrency) {
       throw new ConfigError(
         'batchSize',
