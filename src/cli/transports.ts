@@ -1,5 +1,6 @@
 import type { Transport } from '../transport/transport.js';
 import { UsageError } from './command.js';
+import { resolveServiceUrl } from './connection.js';
 
 /** What the CLI's inspecting tools need to reach one transport: where it is, and that nothing is created. */
 export interface ToolTransportOptions {
@@ -21,6 +22,8 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
     await broker.init();
     return broker;
   },
+  nats: async ({ url }) =>
+    (await import('../transport/nats/nats-tool.js')).openNatsForTool(resolveServiceUrl('nats', url).url),
 });
 
 /** Names `--transport` accepts. */

@@ -1,0 +1,177 @@
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError } from '../../core/errors.js';
+import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { STREAM_PREFIX_PATTERN, SUBJECT_PREFIX_PATTERN, type NatsNames } from './nats-names.js';
+import type { NatsConnectionLike } from './nats-driver.js';
+
+/** `create`: streams and consumers are created (or updated) at start; `check`: nothing is created. */
+export type NatsTopology = 'create' | 'check';
+
+export interface NatsTransportConfig {
+  /**
+   * Your connection, from `connect()` of `@nats-io/transport-node` 3; oncemq uses it and does not
+   * close it. Give it `maxReconnectAttempts: -1` so that it never gives up reconnecting.
+   * @default none: oncemq connects to `servers` and closes that connection on `close()`
+   */
+  readonly connection?: NatsConnectionLike;
+  /** Where oncemq connects when no `connection` is given. @default 'nats://127.0.0.1:4222' */
+  readonly servers?: string | readonly string[];
+  /**
+   * `create`: streams and durable consumers are created when missing (and the settings oncemq owns
+   * updated) at start. `check`: nothing is created or changed; a missing stream or consumer is a
+   * `ConfigError` naming it (what the CLI tools use). @default 'create'
+   */
+  readonly topology?: NatsTopology;
+  /** Prefix of stream names: `ONCEMQ_<topic>`, `ONCEMQ-RETRY`, `ONCEMQ-DLQ`. @default 'ONCEMQ' */
+  readonly streamPrefix?: string;
+  /** Prefix of subjects: `oncemq.<topic>`, `oncemq-retry.<group>`, `oncemq-dlq.<group>`. @default 'oncemq' */
+  readonly subjectPrefix?: string;
+  /**
+   * The streams' duplicate window: a publish whose `Nats-Msg-Id` (the business key) the stream saw
+   * this recently is dropped by the server. An extra filter before the ledger, never its replacement.
+   * @default '2m'
+   */
+  readonly duplicateWindow?: Duration;
+  /** Topic streams drop messages older than this; 0 keeps them until an operator limits them. @default 0 */
+  readonly maxAge?: Duration;
+  /** Storage of the streams oncemq creates. @default 'file' */
+  readonly storage?: 'file' | 'memory';
+  /** Replicas of the streams oncemq creates (a clustered server). @default 1 */
+  readonly replicas?: number;
+  /**
+   * Deliveries of one stored copy that end neither acked nor charged (a processor that throws, a busy
+   * key, a lost connection) before the transport dead-letters it with reason `max-deliveries`: a
+   * backstop, since a charged retry is a new copy. The consumers' `max_deliver` is this plus
+   * {@link MAX_DELIVER_GRACE}. @default 64
+   */
+  readonly maxDeliver?: number;
+  /**
+   * `max_ack_pending` of the consumers (all members together); -1 for no limit. Copies waiting for
+   * a delayed `nak` are pending too, so a limit can stall the group behind them. @default -1
+   */
+  readonly maxAckPending?: number;
+  /** How long one pull request waits for messages; `close()` waits for the pulls in progress. @default '5s' */
+  readonly pullExpires?: Duration;
+  /** Wait before a copy whose processor threw is delivered again (never charged). @default '1s' */
+  readonly failureBackoff?: Duration;
+  /** Deadline of one JetStream request: a publish confirm, an ack confirm, a management call. @default '5s' */
+  readonly requestTimeout?: Duration;
+  /**
+   * How long `publish` keeps sending again (same `Nats-Msg-Id`) while the server cannot be reached
+   * before it rejects with `TransportUnavailableError`. @default '30s'
+   */
+  readonly publishTimeout?: Duration;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+/** Deliveries the server still makes past `maxDeliver`, so a copy whose consumer died on its last delivery can still be dead-lettered. */
+export const MAX_DELIVER_GRACE = 3;
+
+export const DEFAULT_NATS_TRANSPORT_CONFIG = Object.freeze({
+  servers: 'nats://127.0.0.1:4222',
+  topology: 'create',
+  streamPrefix: 'ONCEMQ',
+  subjectPrefix: 'oncemq',
+  duplicateWindow: '2m',
+  maxAge: 0,
+  storage: 'file',
+  replicas: 1,
+  maxDeliver: 64,
+  maxAckPending: -1,
+  pullExpires: '5s',
+  failureBackoff: '1s',
+  requestTimeout: '5s',
+  publishTimeout: '30s',
+} as const);
+
+/** A validated, frozen {@link NatsTransportConfig}, durations in milliseconds. */
+export interface NatsSettings extends NatsNames {
+  readonly connection: NatsConnectionLike | undefined;
+  readonly servers: readonly string[];
+  readonly topology: NatsTopology;
+  readonly duplicateWindowMs: number;
+  readonly maxAgeMs: number;
+  readonly storage: 'file' | 'memory';
+  readonly replicas: number;
+  readonly maxDeliver: number;
+  readonly maxAckPending: number;
+  readonly pullExpiresMs: number;
+  readonly failureBackoffMs: number;
+  readonly requestTimeoutMs: number;
+  readonly publishTimeoutMs: number;
+  readonly logger: Logger;
+}
+
+function oneOf<T extends string>(value: T, allowed: readonly T[], field: string): T {
+  if (!allowed.includes(value)) {
+    throw new ConfigError(
+      field,
+      `expected ${allowed.map((a) => `'${a}'`).join(' or ')}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+/** `value` when it is a whole number >= `min`, else a `ConfigError` naming `field`. */
+export function wholeNumber(value: number, min: number, field: string): number {
+  if (!Number.isInteger(value) || value < min) {
+    throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
+  }
+  return value;
+}
+
+function matching(value: string, pattern: RegExp, field: string, what: string): string {
+  if (typeof value !== 'string' || !pattern.test(value)) {
+    throw new ConfigError(field, `${JSON.stringify(value)} is not valid; use ${what}`);
+  }
+  return value;
+}
+
+/** Validates a config at construction: a bad value fails at start-up, naming the field. */
+export function resolveNatsSettings(config: NatsTransportConfig): NatsSettings {
+  const d = DEFAULT_NATS_TRANSPORT_CONFIG;
+  const servers = config.servers ?? d.servers;
+  const serverList = typeof servers === 'string' ? [servers] : [...servers];
+  if (config.connection === undefined && (serverList.length === 0 || serverList.some((s) => s === ''))) {
+    throw new ConfigError('servers', 'name at least one server URL, or pass your connection');
+  }
+  const maxAckPending = config.maxAckPending ?? d.maxAckPending;
+  if (maxAckPending !== -1) wholeNumber(maxAckPending, 1, 'maxAckPending');
+  const pullExpiresMs = parseDuration(config.pullExpires ?? d.pullExpires, 'pullExpires');
+  if (pullExpiresMs < 1000)
+    throw new ConfigError('pullExpires', 'must be at least 1s (the client refuses less)');
+  const requestTimeoutMs = parseDuration(config.requestTimeout ?? d.requestTimeout, 'requestTimeout');
+  if (requestTimeoutMs < 1) throw new ConfigError('requestTimeout', 'must be longer than 0');
+  const duplicateWindowMs = parseDuration(config.duplicateWindow ?? d.duplicateWindow, 'duplicateWindow');
+  if (duplicateWindowMs < 1)
+    throw new ConfigError('duplicateWindow', 'must be longer than 0 (JetStream requires a window)');
+  return Object.freeze({
+    connection: config.connection,
+    servers: Object.freeze(serverList),
+    topology: oneOf(config.topology ?? d.topology, ['create', 'check'], 'topology'),
+    streamPrefix: matching(
+      config.streamPrefix ?? d.streamPrefix,
+      STREAM_PREFIX_PATTERN,
+      'streamPrefix',
+      'letters, digits, _ or -',
+    ),
+    subjectPrefix: matching(
+      config.subjectPrefix ?? d.subjectPrefix,
+      SUBJECT_PREFIX_PATTERN,
+      'subjectPrefix',
+      'dot-separated tokens of letters, digits, _ or -',
+    ),
+    duplicateWindowMs,
+    maxAgeMs: parseDuration(config.maxAge ?? d.maxAge, 'maxAge'),
+    storage: oneOf(config.storage ?? d.storage, ['file', 'memory'], 'storage'),
+    replicas: wholeNumber(config.replicas ?? d.replicas, 1, 'replicas'),
+    maxDeliver: wholeNumber(config.maxDeliver ?? d.maxDeliver, 2, 'maxDeliver'),
+    maxAckPending,
+    pullExpiresMs,
+    failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
+    requestTimeoutMs,
+    publishTimeoutMs: parseDuration(config.publishTimeout ?? d.publishTimeout, 'publishTimeout'),
+    logger: config.logger ?? SILENT_LOGGER,
+  });
+}

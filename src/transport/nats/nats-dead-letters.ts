@@ -1,0 +1,152 @@
+import type { JetStreamManager, MsgRequest, NextMsgRequest, StoredMsg } from '@nats-io/jetstream';
+import { DELIVERY_COUNT_HEADER } from '../../core/envelope.js';
+import { TransportUnavailableError } from '../../core/errors.js';
+import { validateGroup } from '../../core/group.js';
+import {
+  DEFAULT_DEAD_LETTER_LIMIT,
+  readDeadLetter,
+  replayHeaders,
+  type DeadLetter,
+  type DeadLetterQuery,
+  type DeadLetters,
+} from '../dead-letters.js';
+import type { NatsSettings } from './nats-config.js';
+import {
+  deadLetterStream,
+  deadLetterSubject,
+  RETRY_DUE_HEADER,
+  RETRY_PUBLISHED_HEADER,
+  RETRY_TOPIC_HEADER,
+  retrySubject,
+} from './nats-names.js';
+import type { NatsPublisher } from './nats-publisher.js';
+import type { NatsTopology } from './nats-topology.js';
+
+/** What the dead-letter queue needs, once the transport is open. */
+export interface NatsDeadLetterParts {
+  readonly settings: NatsSettings;
+  readonly jsm: JetStreamManager;
+  readonly topology: NatsTopology;
+  readonly publisher: NatsPublisher;
+}
+
+function textHeaders(message: StoredMsg): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const name of message.header.keys()) headers[name] = message.header.get(name);
+  return headers;
+}
+
+function unavailable(what: string, error: unknown): TransportUnavailableError {
+  return new TransportUnavailableError(`NATS: ${what} failed: ${(error as Error).message}`, { cause: error });
+}
+
+/**
+ * Dead letters in the `ONCEMQ-DLQ` stream, one subject per group; a dead letter's id is its
+ * sequence in that stream. A replay stores a copy on the group's retry subject (only that group's
+ * retry consumer reads it), due at once, with delivery count 1 and a `Nats-Msg-Id` of its own —
+ * never the business key, which the topic's duplicate window may still hold — then deletes the
+ * dead letter.
+ */
+export class NatsDeadLetters implements DeadLetters {
+  readonly #open: () => Promise<NatsDeadLetterParts>;
+
+  constructor(open: () => Promise<NatsDeadLetterParts>) {
+    this.#open = open;
+  }
+
+  async list(query: DeadLetterQuery): Promise<readonly DeadLetter[]> {
+    const group = validateGroup(query.group);
+    const limit = query.limit ?? DEFAULT_DEAD_LETTER_LIMIT;
+    const parts = await this.#ready();
+    const stream = deadLetterStream(parts.settings);
+    const subject = deadLetterSubject(parts.settings, group);
+    const letters: DeadLetter[] = [];
+    for (let seq = 1; letters.length < limit;) {
+      let message: StoredMsg | null;
+      try {
+        // The server (2.9+) answers "next by subject"; the manager's type names only seq and last-by-subject.
+        const next: NextMsgRequest = { next_by_subj: subject, seq };
+        message = await parts.jsm.streams.getMessage(stream, next as unknown as MsgRequest);
+      } catch (error) {
+        throw unavailable(`reading dead letters of group ${group}`, error);
+      }
+      if (message === null) break;
+      seq = message.seq + 1;
+      const letter = this.#letter(stream, message);
+      if (query.reason === undefined || letter.reason === query.reason) letters.push(letter);
+    }
+    return letters;
+  }
+
+  async replay(group: string, ids: readonly string[]): Promise<number> {
+    validateGroup(group);
+    const parts = await this.#ready();
+    await parts.topology.retryStream();
+    let replayed = 0;
+    for (const id of ids) {
+      const message = await this.#find(parts, group, id);
+      if (message === null) continue;
+      const letter = this.#letter(deadLetterStream(parts.settings), message);
+      await parts.publisher.send({
+        subject: retrySubject(parts.settings, group),
+        body: letter.body,
+        headers: {
+          ...replayHeaders(letter),
+          [DELIVERY_COUNT_HEADER]: '1',
+          [RETRY_TOPIC_HEADER]: letter.topic,
+          [RETRY_DUE_HEADER]: String(Date.now()),
+          [RETRY_PUBLISHED_HEADER]: String(Date.now()),
+        },
+        // Unique to this dead letter: a replay repeated after a crash inside the window is dropped.
+        msgId: `replay:${deadLetterStream(parts.settings)}:${message.seq}`,
+      });
+      if (await this.#delete(parts, message.seq)) replayed++;
+    }
+    return replayed;
+  }
+
+  async purge(group: string, ids: readonly string[]): Promise<number> {
+    validateGroup(group);
+    const parts = await this.#ready();
+    let purged = 0;
+    for (const id of ids) {
+      const message = await this.#find(parts, group, id);
+      if (message !== null && (await this.#delete(parts, message.seq))) purged++;
+    }
+    return purged;
+  }
+
+  async #ready(): Promise<NatsDeadLetterParts> {
+    const parts = await this.#open();
+    await parts.topology.deadLetterStream();
+    return parts;
+  }
+
+  #letter(stream: string, message: StoredMsg): DeadLetter {
+    return readDeadLetter(String(message.seq), textHeaders(message), message.data, {
+      stream,
+      seq: message.seq,
+    });
+  }
+
+  /** The dead letter `id` of `group`, or null when it is not there (or belongs to another group). */
+  async #find(parts: NatsDeadLetterParts, group: string, id: string): Promise<StoredMsg | null> {
+    if (!/^[1-9]\d{0,15}$/.test(id)) return null;
+    let message: StoredMsg | null;
+    try {
+      message = await parts.jsm.streams.getMessage(deadLetterStream(parts.settings), { seq: Number(id) });
+    } catch (error) {
+      throw unavailable(`reading dead letter ${id}`, error);
+    }
+    return message !== null && message.subject === deadLetterSubject(parts.settings, group) ? message : null;
+  }
+
+  async #delete(parts: NatsDeadLetterParts, seq: number): Promise<boolean> {
+    try {
+      return await parts.jsm.streams.deleteMessage(deadLetterStream(parts.settings), seq, false);
+    } catch (error) {
+      if ((error as Error).message.includes('no message found')) return false;
+      throw unavailable(`deleting dead letter ${seq}`, error);
+    }
+  }
+}

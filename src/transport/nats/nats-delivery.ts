@@ -1,0 +1,244 @@
+import type { JsMsg } from '@nats-io/jetstream';
+import {
+  createEnvelope,
+  DELIVERY_COUNT_HEADER,
+  readDeliveryCount,
+  type Envelope,
+} from '../../core/envelope.js';
+import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import type { DeadLetterReason, Outcome } from '../../core/outcome.js';
+import { deadLetterHeaders } from '../dead-letters.js';
+import type { NatsSettings } from './nats-config.js';
+import type { NatsConnectionLike } from './nats-driver.js';
+import {
+  brokerIdOf,
+  deadLetterSubject,
+  INTERNAL_HEADERS,
+  RETRY_DUE_HEADER,
+  RETRY_PUBLISHED_HEADER,
+  RETRY_TOPIC_HEADER,
+  retrySubject,
+} from './nats-names.js';
+import type { NatsPublisher } from './nats-publisher.js';
+import type { NatsSession } from './nats-session.js';
+
+/** Reason of a copy dead-lettered by the `maxDeliver` backstop. */
+export const MAX_DELIVERIES_REASON = 'max-deliveries';
+
+/** What a delivery of one subscription needs to settle itself. */
+export interface DeliveryContext {
+  readonly group: string;
+  readonly settings: NatsSettings;
+  readonly connection: NatsConnectionLike;
+  readonly session: NatsSession;
+  readonly publisher: NatsPublisher;
+}
+
+/** Where a delivery came from: a topic's stream, or (topic `null`) the group's retry stream. */
+export interface DeliverySource {
+  readonly stream: string;
+  readonly consumer: string;
+  readonly topic: string | null;
+  /** How often a long handler's keep-alive tells the server it is still working. */
+  readonly keepAliveEveryMs: number;
+}
+
+/** What became of processing one delivery: an outcome, or the processor threw. */
+export type DeliveryResult = { readonly outcome: Outcome } | { readonly error: unknown };
+
+type Settle = 'ack' | 'nak' | 'term' | 'working';
+
+function textHeaders(msg: JsMsg): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const name of msg.headers?.keys() ?? []) headers[name] = msg.headers?.get(name) ?? '';
+  return headers;
+}
+
+function epochMs(text: string | undefined): number | undefined {
+  if (text === undefined || !/^\d{1,16}$/.test(text)) return undefined;
+  return Number(text);
+}
+
+/**
+ * One message handed to this member. Settled at most once, and only in the session it arrived in:
+ * after the connection was lost its settle is dropped and the server delivers the copy again
+ * after the ack wait (same broker id), which the ledger absorbs.
+ */
+export class NatsDelivery {
+  readonly msg: JsMsg;
+  readonly envelope: Envelope;
+  readonly generation: number;
+  /** Retry copies only: when the copy is due, in milliseconds since the epoch. */
+  readonly dueAt: number | undefined;
+  readonly #ctx: DeliveryContext;
+  #settled = false;
+
+  constructor(ctx: DeliveryContext, source: DeliverySource, msg: JsMsg) {
+    this.#ctx = ctx;
+    this.msg = msg;
+    this.generation = ctx.session.generation;
+    const raw = textHeaders(msg);
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(raw)) {
+      if (!INTERNAL_HEADERS.has(name) && !name.toLowerCase().startsWith('nats-')) headers[name] = value;
+    }
+    this.dueAt = source.topic === null ? epochMs(raw[RETRY_DUE_HEADER]) : undefined;
+    const publishedAt = source.topic === null ? epochMs(raw[RETRY_PUBLISHED_HEADER]) : msg.time.getTime();
+    this.envelope = createEnvelope({
+      brokerId: brokerIdOf(msg.info.stream, msg.seq),
+      topic: source.topic ?? raw[RETRY_TOPIC_HEADER] ?? '',
+      headers,
+      body: msg.data,
+      deliveryCount: readDeliveryCount(headers),
+      brokerDeliveryCount: msg.info.deliveryCount,
+      ...(publishedAt === undefined ? {} : { publishedAt: new Date(publishedAt) }),
+      keepAlive: {
+        everyMs: source.keepAliveEveryMs,
+        extend: () =>
+          this.#settled || this.stale
+            ? Promise.reject(
+                new TransportUnavailableError('the delivery is settled or its connection was lost'),
+              )
+            : this.#send('working'),
+      },
+    });
+  }
+
+  /** The connection was lost since this delivery arrived. */
+  get stale(): boolean {
+    return this.generation !== this.#ctx.session.generation;
+  }
+
+  /** A retry copy that came before it is due goes back for the rest of its delay, unprocessed and uncharged. */
+  async postpone(delayMs: number): Promise<void> {
+    if (this.#begin()) await this.#guard(() => this.#send('nak', delayMs));
+  }
+
+  /** A copy that arrives while its subscription closes goes back at once, for another member. */
+  async giveBack(): Promise<void> {
+    if (this.#begin()) await this.#guard(() => this.#send('nak', 0));
+  }
+
+  /** Acts on the result: ack, retry (a new copy, or a delayed nak when not charged), or dead-letter. */
+  async settle(result: DeliveryResult): Promise<void> {
+    if (!this.#begin()) return;
+    const { settings } = this.#ctx;
+    await this.#guard(async () => {
+      const outcome = 'outcome' in result ? result.outcome : undefined;
+      if (outcome?.action === 'ack') return this.#send('ack');
+      if (outcome?.action === 'dead-letter') return this.#deadLetter(outcome.reason, outcome.error);
+      if (outcome?.action === 'retry' && outcome.nextDeliveryCount !== this.envelope.deliveryCount) {
+        return this.#retryCopy(outcome.delayMs, outcome.nextDeliveryCount);
+      }
+      // Not charged: a busy key, an unreachable ledger, a processor that threw.
+      const why =
+        outcome === undefined
+          ? `the processor threw: ${errorText((result as { error: unknown }).error)}`
+          : uncharged(outcome);
+      if (this.msg.info.deliveryCount >= settings.maxDeliver) {
+        return this.#deadLetter(
+          MAX_DELIVERIES_REASON,
+          `delivered ${this.msg.info.deliveryCount} times without being settled (maxDeliver ${settings.maxDeliver}); last: ${why}`,
+        );
+      }
+      if (outcome === undefined) {
+        settings.logger.error(
+          'oncemq: the processor threw; the NATS delivery comes back after the failure backoff',
+          {
+            group: this.#ctx.group,
+            brokerId: this.envelope.brokerId,
+            error: why,
+          },
+        );
+      }
+      return this.#send('nak', outcome?.action === 'retry' ? outcome.delayMs : settings.failureBackoffMs);
+    });
+  }
+
+  #begin(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    if (!this.stale) return true;
+    this.#ctx.settings.logger.debug('oncemq: dropped the settle of a delivery from a lost NATS connection', {
+      group: this.#ctx.group,
+      brokerId: this.envelope.brokerId,
+    });
+    return false;
+  }
+
+  async #guard(work: () => Promise<void>): Promise<void> {
+    try {
+      await work();
+    } catch (error) {
+      this.#ctx.settings.logger.warn(
+        'oncemq: a NATS settle was not confirmed; the copy may come back after the ack wait',
+        {
+          group: this.#ctx.group,
+          brokerId: this.envelope.brokerId,
+          error: errorText(error),
+        },
+      );
+    }
+  }
+
+  /** A charged retry: a new copy on the group's retry subject with the new count, confirmed, then the ack. */
+  async #retryCopy(delayMs: number, nextDeliveryCount: number): Promise<void> {
+    const { envelope } = this;
+    const { group, settings } = this.#ctx;
+    await this.#ctx.publisher.send({
+      subject: retrySubject(settings, group),
+      body: envelope.body,
+      headers: {
+        ...envelope.headers,
+        [DELIVERY_COUNT_HEADER]: String(nextDeliveryCount),
+        [RETRY_TOPIC_HEADER]: envelope.topic,
+        [RETRY_DUE_HEADER]: String(Date.now() + delayMs),
+        [RETRY_PUBLISHED_HEADER]: String((envelope.publishedAt ?? new Date()).getTime()),
+      },
+      // The same id when this copy fails again after a lost ack: the window drops the second retry copy.
+      msgId: `retry:${group}:${envelope.brokerId}:${nextDeliveryCount}`,
+    });
+    if (!this.stale) await this.#send('ack');
+  }
+
+  /** A copy in the group's dead-letter subject, confirmed, then `+TERM` so the server never redelivers it. */
+  async #deadLetter(reason: DeadLetterReason, error: unknown): Promise<void> {
+    const { envelope } = this;
+    const { group, settings } = this.#ctx;
+    await this.#ctx.publisher.send({
+      subject: deadLetterSubject(settings, group),
+      body: envelope.body,
+      headers: deadLetterHeaders(envelope, { group, reason, error }),
+      msgId: `dead:${group}:${envelope.brokerId}`,
+    });
+    if (!this.stale) await this.#send('term');
+  }
+
+  /** Sends an ack of the given kind as a request, so that a lost one is known. */
+  async #send(kind: Settle, delayMs = 0): Promise<void> {
+    const timeout = this.#ctx.settings.requestTimeoutMs;
+    if (kind === 'ack') {
+      await this.msg.ackAck({ timeout });
+      return;
+    }
+    // A plain +TERM: servers before 2.10.4 ignore a TERM that carries a reason (the copy stays pending).
+    const payload =
+      kind === 'term'
+        ? '+TERM'
+        : kind === 'working'
+          ? '+WPI'
+          : delayMs > 0
+            ? `-NAK ${JSON.stringify({ delay: Math.round(delayMs) * 1_000_000 })}`
+            : '-NAK';
+    const reply = (this.msg as JsMsg & { readonly reply?: string }).reply;
+    if (reply === undefined || reply === '')
+      throw new TransportUnavailableError('the delivery has no reply subject to settle on');
+    await this.#ctx.connection.request(reply, payload, { timeout });
+  }
+}
+
+function uncharged(outcome: Outcome): string {
+  if (outcome.kind === 'busy') return 'the key was busy';
+  if (outcome.kind === 'retry') return `not charged: ${errorText(outcome.error)}`;
+  return outcome.kind;
+}

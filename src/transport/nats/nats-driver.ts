@@ -1,0 +1,49 @@
+import type {
+  JetStreamClient,
+  JetStreamManager,
+  JetStreamManagerOptions,
+  JetStreamOptions,
+} from '@nats-io/jetstream';
+import type { ConnectionOptions, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
+import { ConfigError } from '../../core/errors.js';
+
+/**
+ * The part of a NATS connection oncemq calls itself. Pass a connection made by `connect()` of
+ * `@nats-io/transport-node` 3: the JetStream client built on it needs the whole of it.
+ */
+export interface NatsConnectionLike {
+  status(): AsyncIterable<{ readonly type: string }>;
+  request(subject: string, payload?: string | Uint8Array, options?: { timeout: number }): Promise<unknown>;
+  isClosed(): boolean;
+  close(): Promise<void>;
+}
+
+/** The functions oncemq takes from `@nats-io/transport-node` and `@nats-io/jetstream`. */
+export interface NatsDriver {
+  connect(options: ConnectionOptions): Promise<NatsConnection>;
+  headers(): MsgHdrs;
+  jetstream(connection: NatsConnection, options: JetStreamOptions): JetStreamClient;
+  jetstreamManager(connection: NatsConnection, options: JetStreamManagerOptions): Promise<JetStreamManager>;
+}
+
+const INSTALL = 'npm install @nats-io/transport-node@3 @nats-io/jetstream@3';
+
+/** Loads the NATS packages when a NATS transport opens (oncemq itself loads no driver). */
+export async function loadNatsDriver(): Promise<NatsDriver> {
+  try {
+    const [transport, jetstream] = await Promise.all([
+      import('@nats-io/transport-node'),
+      import('@nats-io/jetstream'),
+    ]);
+    return {
+      connect: (options) => transport.connect(options),
+      headers: () => transport.headers(),
+      jetstream: (connection, options) => jetstream.jetstream(connection, options),
+      jetstreamManager: (connection, options) => jetstream.jetstreamManager(connection, options),
+    };
+  } catch (error) {
+    throw new ConfigError('connection', `the NATS transport needs the NATS client packages (${INSTALL})`, {
+      cause: error,
+    });
+  }
+}

@@ -1,0 +1,210 @@
+import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import { errorText } from '../../core/errors.js';
+import type { Outcome } from '../../core/outcome.js';
+import type { Processor, Subscription } from '../transport.js';
+import { DeliverySlots } from './delivery-slots.js';
+import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What a subscription is made of; the transport builds it once the topology is in place. */
+export interface NatsSubscriptionParts {
+  readonly ctx: DeliveryContext;
+  readonly js: JetStreamClient;
+  /** One topic's consumer per topic, then the group's retry consumer. */
+  readonly sources: readonly DeliverySource[];
+  /** Creates (topology `create`) or checks a source's stream and consumer again after a pull failed. */
+  readonly ensure: (source: DeliverySource) => Promise<void>;
+  readonly processor: Processor;
+  readonly concurrency: number;
+  /** Deliveries handed to `processBatch` at once; 1 hands them one by one to `process`. */
+  readonly batchSize: number;
+}
+
+/**
+ * One member of a group: a pull loop per source (each topic's durable consumer and the group's
+ * retry consumer), sharing `concurrency` slots. A loop pulls only as many messages as there are free
+ * slots, so no message waits in a client buffer while its ack wait runs; each delivery is settled
+ * after its outcome, in the session it arrived in.
+ */
+export class NatsSubscription implements Subscription {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly #parts: NatsSubscriptionParts;
+  readonly #slots: DeliverySlots;
+  readonly #inflight = new Set<Promise<void>>();
+  readonly #pulls = new Set<ConsumerMessages>();
+  #loops: Promise<void>[] = [];
+  #pending: NatsDelivery[] = [];
+  #flushScheduled = false;
+  #closing = false;
+  #closed: Promise<void> | undefined;
+  #signalClose: () => void = () => undefined;
+  readonly #closingSignal = new Promise<void>((resolve) => (this.#signalClose = resolve));
+  #offLoss: () => void = () => undefined;
+  /** Called once closed (the transport forgets it). */
+  onClose: () => void = () => undefined;
+
+  constructor(group: string, topics: readonly string[], parts: NatsSubscriptionParts) {
+    this.group = group;
+    this.topics = Object.freeze([...topics]);
+    this.#parts = parts;
+    this.#slots = new DeliverySlots(parts.concurrency);
+  }
+
+  /** Read through a method: the loops check it again after every wait. */
+  #isClosing(): boolean {
+    return this.#closing;
+  }
+
+  start(): void {
+    // A lost connection ends its session: its pulls stop (what they still bring is redelivered later).
+    this.#offLoss = this.#parts.ctx.session.onLoss(() => {
+      for (const pull of this.#pulls) pull.stop();
+    });
+    this.#loops = this.#parts.sources.map((source) => this.#pullLoop(source));
+  }
+
+  async #pullLoop(source: DeliverySource): Promise<void> {
+    const { ctx, js, batchSize, concurrency } = this.#parts;
+    let consumer: Consumer | undefined;
+    while (!this.#closing) {
+      await Promise.race([ctx.session.whenConnected(), this.#closingSignal]);
+      if (this.#isClosing() || ctx.connection.isClosed()) break;
+      const want = await this.#slots.acquire(batchSize > 1 ? batchSize : concurrency);
+      if (want === 0) break;
+      let got = 0;
+      try {
+        consumer ??= await js.consumers.get(source.stream, source.consumer);
+        const pull = await consumer.fetch({ max_messages: want, expires: ctx.settings.pullExpiresMs });
+        this.#pulls.add(pull);
+        try {
+          for await (const msg of pull) {
+            got++;
+            this.#receive(source, msg, got <= want);
+          }
+        } finally {
+          this.#pulls.delete(pull);
+        }
+      } catch (error) {
+        consumer = undefined;
+        await this.#recover(source, error);
+      } finally {
+        this.#slots.release(Math.max(0, want - got));
+      }
+    }
+  }
+
+  /** A pull failed (heartbeats missed, consumer deleted, no responders): check the consumer, then pull again. */
+  async #recover(source: DeliverySource, error: unknown): Promise<void> {
+    if (this.#closing) return;
+    const { logger, failureBackoffMs } = this.#parts.ctx.settings;
+    const fields = { group: this.group, stream: source.stream, consumer: source.consumer };
+    logger.warn('oncemq: a NATS pull failed; checking the consumer and pulling again', {
+      ...fields,
+      error: errorText(error),
+    });
+    try {
+      await this.#parts.ensure(source);
+    } catch (failure) {
+      logger.error('oncemq: the NATS consumer cannot be used; trying again', {
+        ...fields,
+        error: errorText(failure),
+      });
+    }
+    await Promise.race([sleep(Math.max(100, failureBackoffMs)), this.#closingSignal]);
+  }
+
+  #receive(source: DeliverySource, msg: JsMsg, holdsSlot: boolean): void {
+    const delivery = new NatsDelivery(this.#parts.ctx, source, msg);
+    const release = (): void => {
+      if (holdsSlot) this.#slots.release(1);
+    };
+    if (!holdsSlot || this.#closing) {
+      this.#track(delivery.giveBack(), release);
+      return;
+    }
+    const wait = (delivery.dueAt ?? 0) - Date.now();
+    if (wait > 0) {
+      this.#track(delivery.postpone(wait), release);
+      return;
+    }
+    if (this.#parts.batchSize <= 1) {
+      this.#track(this.#processOne(delivery), release);
+      return;
+    }
+    this.#pending.push(delivery);
+    if (this.#pending.length >= this.#parts.batchSize) this.#flush();
+    else if (!this.#flushScheduled) {
+      // What one pull brought arrives in one burst: hand it over as one batch.
+      this.#flushScheduled = true;
+      setImmediate(() => this.#flush());
+    }
+  }
+
+  #flush(): void {
+    this.#flushScheduled = false;
+    const batch = this.#pending.splice(0);
+    if (batch.length > 0) this.#track(this.#processBatch(batch), () => this.#slots.release(batch.length));
+  }
+
+  #track(work: Promise<void>, done: () => void): void {
+    const tracked = work.finally(() => {
+      this.#inflight.delete(tracked);
+      done();
+    });
+    this.#inflight.add(tracked);
+  }
+
+  async #processOne(delivery: NatsDelivery): Promise<void> {
+    try {
+      const outcome = await this.#parts.processor.process(delivery.envelope);
+      await delivery.settle({ outcome });
+    } catch (error) {
+      await delivery.settle({ error });
+    }
+  }
+
+  async #processBatch(batch: readonly NatsDelivery[]): Promise<void> {
+    const { processor } = this.#parts;
+    if (processor.processBatch === undefined) {
+      await Promise.all(batch.map((delivery) => this.#processOne(delivery)));
+      return;
+    }
+    let outcomes: readonly (Outcome | undefined)[];
+    try {
+      outcomes = await processor.processBatch(batch.map((delivery) => delivery.envelope));
+    } catch (error) {
+      await Promise.all(batch.map((delivery) => delivery.settle({ error })));
+      return;
+    }
+    await Promise.all(
+      batch.map((delivery, index) => {
+        const outcome = outcomes[index];
+        return outcome === undefined
+          ? delivery.settle({ error: new Error(`processBatch answered no outcome for delivery ${index}`) })
+          : delivery.settle({ outcome });
+      }),
+    );
+  }
+
+  /**
+   * Stops pulling (what the pulls in progress still bring goes back at once, for another member),
+   * waits for every delivery in hand to reach its outcome and be settled, then leaves.
+   */
+  close(): Promise<void> {
+    this.#closed ??= this.#close();
+    return this.#closed;
+  }
+
+  async #close(): Promise<void> {
+    this.#closing = true;
+    this.#signalClose();
+    this.#slots.close();
+    await Promise.all(this.#loops);
+    this.#flush();
+    while (this.#inflight.size > 0) await Promise.all([...this.#inflight]);
+    this.#offLoss();
+    this.onClose();
+  }
+}

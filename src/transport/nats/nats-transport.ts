@@ -1,0 +1,290 @@
+import { randomUUID } from 'node:crypto';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { parseDuration } from '../../core/duration.js';
+import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
+import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { validateGroup } from '../../core/group.js';
+import {
+  DEFAULT_SUBSCRIBE_OPTIONS,
+  toProcessor,
+  type OutgoingMessage,
+  type ProcessorLike,
+  type PublishReceipt,
+  type SubscribeOptions,
+  type Transport,
+  type TransportCapabilities,
+} from '../transport.js';
+import {
+  resolveNatsSettings,
+  wholeNumber,
+  type NatsSettings,
+  type NatsTransportConfig,
+} from './nats-config.js';
+import { NatsDeadLetters } from './nats-dead-letters.js';
+import type { DeliverySource } from './nats-delivery.js';
+import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
+import {
+  brokerIdOf,
+  consumerName,
+  retryStream,
+  retrySubject,
+  topicStream,
+  topicSubject,
+  validNatsTopic,
+} from './nats-names.js';
+import { NatsPublisher } from './nats-publisher.js';
+import { NatsSession } from './nats-session.js';
+import { NatsSubscription } from './nats-subscription.js';
+import { NatsTopology } from './nats-topology.js';
+
+/** What an open transport holds. */
+interface Open {
+  readonly driver: NatsDriver;
+  readonly connection: NatsConnection;
+  readonly owned: boolean;
+  readonly session: NatsSession;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  readonly topology: NatsTopology;
+  readonly publisher: NatsPublisher;
+}
+
+/** How a member of a group reads its part (see docs/transports/nats.md). */
+export type NatsSubscribeOptions = SubscribeOptions;
+
+/**
+ * NATS JetStream: a stream per topic, a durable pull consumer per group (members of a group pull
+ * from it together), confirmed publishes with the business key as `Nats-Msg-Id`, charged retries
+ * as new copies on the group's retry subject, dead letters in a stream of their own.
+ */
+export class NatsTransport implements Transport {
+  readonly name = 'nats';
+  readonly deadLetters: NatsDeadLetters;
+  readonly #settings: NatsSettings;
+  readonly #subscriptions = new Set<NatsSubscription>();
+  #opening: Promise<Open> | undefined;
+  #open: Open | undefined;
+  #closed = false;
+
+  constructor(config: NatsTransportConfig = {}) {
+    this.#settings = resolveNatsSettings(config);
+    this.deadLetters = new NatsDeadLetters(async () => {
+      const open = await this.#connect();
+      await open.session.ready(this.#settings.requestTimeoutMs);
+      return { settings: this.#settings, jsm: open.jsm, topology: open.topology, publisher: open.publisher };
+    });
+  }
+
+  get capabilities(): TransportCapabilities {
+    return Object.freeze({
+      delay: true,
+      deadLetter: true,
+      ordering: false,
+      brokerDedupWindowMs: this.#open?.topology.duplicateWindowMs ?? this.#settings.duplicateWindowMs,
+      halfMessages: false,
+      batch: true,
+      keepAlive: true,
+    });
+  }
+
+  /** How many times the connection was lost so far (each loss ends a session; see the docs). */
+  get connectionLosses(): number {
+    return this.#open?.session.generation ?? 0;
+  }
+
+  /** Connects and loads the JetStream client. Idempotent; the other methods call it. */
+  async init(): Promise<void> {
+    await this.#connect();
+  }
+
+  #connect(): Promise<Open> {
+    if (this.#closed) return Promise.reject(new ClosedError('NATS transport'));
+    if (this.#open !== undefined) return Promise.resolve(this.#open);
+    this.#opening ??= this.#start().catch((error: unknown) => {
+      this.#opening = undefined;
+      throw error;
+    });
+    return this.#opening;
+  }
+
+  async #start(): Promise<Open> {
+    const settings = this.#settings;
+    const driver = await loadNatsDriver();
+    let connection: NatsConnection;
+    const owned = settings.connection === undefined;
+    try {
+      connection =
+        (settings.connection as NatsConnection | undefined) ??
+        (await driver.connect({
+          servers: [...settings.servers],
+          name: 'oncemq',
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 500,
+        }));
+    } catch (error) {
+      throw new TransportUnavailableError(
+        `cannot connect to NATS at ${settings.servers.join(', ')}: ${errorText(error)}`,
+        { cause: error },
+      );
+    }
+    try {
+      const options = { timeout: settings.requestTimeoutMs };
+      const jsm = await driver.jetstreamManager(connection, options);
+      const js = driver.jetstream(connection, options);
+      const session = new NatsSession(connection);
+      const open: Open = {
+        driver,
+        connection,
+        owned,
+        session,
+        js,
+        jsm,
+        topology: new NatsTopology(jsm, settings),
+        publisher: new NatsPublisher(js, driver, settings, session),
+      };
+      this.#open = open;
+      return open;
+    } catch (error) {
+      if (owned) await connection.close().catch(() => undefined);
+      throw new TransportUnavailableError(`NATS JetStream is not available: ${errorText(error)}`, {
+        cause: error,
+      });
+    }
+  }
+
+  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    const topic = validNatsTopic(message.topic);
+    const open = await this.#connect();
+    const headers: Record<string, string> = { ...message.headers };
+    const producerId = headers['Nats-Msg-Id'];
+    delete headers['Nats-Msg-Id'];
+    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
+    const orderingKey = message.orderingKey ?? message.headers?.[ORDERING_KEY_HEADER];
+    if (orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = orderingKey;
+    // The business key is the producer's id: a resend of it inside the window is dropped by the server.
+    const msgId = message.key ?? producerId ?? randomUUID();
+    let sends = 0;
+    const ack = await open.publisher.publish(
+      { subject: topicSubject(this.#settings, topic), body: encodeBody(message.body), headers, msgId },
+      async () => {
+        // A resend checks the stream again: it may have been deleted (topology 'create' makes it anew).
+        if (sends++ > 0) open.topology.forget(topicStream(this.#settings, topic));
+        await open.topology.topicStream(topic);
+      },
+    );
+    return {
+      brokerId: brokerIdOf(ack.stream, ack.seq),
+      topic,
+      messageId: msgId,
+      duplicate: ack.duplicate,
+      position: { stream: ack.stream, seq: ack.seq },
+    };
+  }
+
+  async subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options: NatsSubscribeOptions = {},
+  ): Promise<NatsSubscription> {
+    validateGroup(group);
+    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
+    for (const topic of topics) validNatsTopic(topic);
+    const target = toProcessor(processor);
+    const concurrency = wholeNumber(
+      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+      1,
+      'concurrency',
+    );
+    const batchSize =
+      target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 1, 'batchSize');
+    if (batchSize > concurrency) {
+      throw new ConfigError(
+        'batchSize',
+        `${batchSize} is more than concurrency ${concurrency}; a batch is held at once`,
+      );
+    }
+    const ackWaitMs = parseDuration(options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility, 'visibility');
+    if (ackWaitMs < 100) throw new ConfigError('visibility', 'must be at least 100ms');
+    const open = await this.#connect();
+    const settings = this.#settings;
+    await open.session.ready(settings.requestTimeoutMs);
+    const { topology } = open;
+    const name = consumerName(group);
+    await topology.retryStream();
+    await topology.deadLetterStream();
+    const specs = new Map<DeliverySource, () => Promise<void>>();
+    const sources: DeliverySource[] = [];
+    const addSource = async (
+      topic: string | null,
+      stream: string,
+      ensureStream: () => Promise<unknown>,
+      filterSubject?: string,
+    ): Promise<void> => {
+      const ensure = async (): Promise<number> => {
+        await ensureStream();
+        const info = await topology.consumer({
+          stream,
+          name,
+          ackWaitMs,
+          ...(filterSubject === undefined ? {} : { filterSubject }),
+        });
+        return (info.config.ack_wait ?? ackWaitMs * 1_000_000) / 1_000_000;
+      };
+      const ackWait = await ensure();
+      // Well inside the ack wait: a keep-alive that is late once still lands in time.
+      const source = {
+        stream,
+        consumer: name,
+        topic,
+        keepAliveEveryMs: Math.max(1, Math.floor(ackWait / 3)),
+      };
+      sources.push(source);
+      specs.set(source, async () => {
+        await ensure();
+      });
+    };
+    for (const topic of topics) {
+      await addSource(topic, topicStream(settings, topic), () => topology.topicStream(topic));
+    }
+    await addSource(null, retryStream(settings), () => topology.retryStream(), retrySubject(settings, group));
+    const subscription = new NatsSubscription(group, topics, {
+      ctx: { group, settings, connection: open.connection, session: open.session, publisher: open.publisher },
+      js: open.js,
+      sources,
+      ensure: async (source) => {
+        topology.forget(source.stream);
+        await specs.get(source)?.();
+      },
+      processor: target,
+      concurrency,
+      batchSize,
+    });
+    if (options.consumerName !== undefined) {
+      settings.logger.debug(
+        'oncemq: NATS members of a group are anonymous; consumerName only names this one in logs',
+        {
+          group,
+          consumerName: options.consumerName,
+        },
+      );
+    }
+    this.#subscriptions.add(subscription);
+    subscription.onClose = () => this.#subscriptions.delete(subscription);
+    subscription.start();
+    return subscription;
+  }
+
+  /** Closes every subscription (each drains), then the connection when oncemq opened it. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
+    const open = this.#open ?? (await this.#opening?.catch(() => undefined));
+    if (open?.owned === true) {
+      await open.connection.close().catch(() => undefined);
+      await open.session.ended();
+    }
+  }
+}
