@@ -1,4 +1,4 @@
-export { DEFAULT_REDIS_LEDGER_CONFIG, RedisLedger, redisTtl } from './ledger/redis/redis-ledger.js';
+export { DEFAULT_REDIS_LEDGER_CONFIG, RedisLedger } from './ledger/redis/redis-ledger.js';
 export type { RedisLedgerConfig } from './ledger/redis/redis-ledger.js';
 export { fromIoredis, fromNodeRedis, toRedisLike } from './ledger/redis/redis-like.js';
 export type {
@@ -7,4 +7,4 @@ export type {
   RedisClientInput,
   RedisLike,
 } from './ledger/redis/redis-like.js';
-export { redisKey, REDIS_PREFIX_PATTERN } from './ledger/redis/redis-record.js';
+export { redisKey, redisTtl, REDIS_PREFIX_PATTERN } from './ledger/redis/redis-record.js';

@@ -87,7 +87,7 @@ export async function processBatch<Tx, T>(
 ): Promise<Outcome[]> {
   const { ledger } = internals;
   const leased = internals.mode === 'leased';
-  const many = leased || !ledger.capabilities.batchClaim ? undefined : ledger.transactionMany?.bind(ledger);
+  const many = leased || !ledger.capabilities.batchClaim ? undefined : ledger.transactionMany.bind(ledger);
   if (!leased && many === undefined) {
     const outcomes: Outcome[] = [];
     for (const envelope of envelopes) outcomes.push(await internals.process(envelope));

@@ -64,11 +64,11 @@ export function describeLedgerHostileInput<Tx>(
 
   describe('hostile input', () => {
     it(
-      'stores keys, groups and broker ids with SQL metacharacters, quotes, emoji and whitespace exactly, each distinct',
+      'stores keys and broker ids with SQL metacharacters, quotes, emoji and whitespace, and groups of every allowed character, exactly, each distinct',
       run(async (ns) => {
         const ledger = await ns.open();
         for (const [i, text] of HOSTILE_STRINGS.entries()) {
-          const request = conformanceRequest({ key: text, group: `g'${i};--`, brokerId: text });
+          const request = conformanceRequest({ key: text, group: `g.${i}:_%|-`, brokerId: text });
           expect((await claimVia(ledger, caps, request)).status).toBe('acquired');
           expect(await ledger.get(request.group, text)).toMatchObject({
             key: text,

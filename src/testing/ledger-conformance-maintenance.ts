@@ -91,8 +91,7 @@ export function describeLedgerMaintenance<Tx>(
         await succeed(ledger, caps, conformanceRequest({ group: 'inspect-other' }));
         now += 5000;
 
-        const list = ledger.list?.bind(ledger);
-        if (list === undefined) throw new Error('inspect capability without list()');
+        const list = ledger.list.bind(ledger);
         const stuckRows = await list({ group, status: 'PROCESSING', leaseExpiredBefore: new Date(now) });
         expect(stuckRows.map((r) => r.key)).toEqual([stuck.key]);
         const failedRows = await list({ group, status: 'FAIL' });
@@ -108,8 +107,7 @@ export function describeLedgerMaintenance<Tx>(
       'reset deletes a stuck or failed row, keeps a SUCCESS row unless forced, and says whether it deleted',
       run(async (ns) => {
         const ledger = await ns.open();
-        const reset = ledger.reset?.bind(ledger);
-        if (reset === undefined) throw new Error('inspect capability without reset()');
+        const reset = ledger.reset.bind(ledger);
         const stuck = conformanceRequest();
         wonClaim(await ledger.claim(stuck));
         const failed = conformanceRequest();
@@ -128,13 +126,10 @@ export function describeLedgerMaintenance<Tx>(
       }),
     );
 
-    it.skipIf(!caps.inspect || !caps.concurrentConnections)(
+    it.skipIf(!caps.maintenanceLock || !caps.concurrentConnections)(
       'the maintenance lock is held by one instance at a time and is free again after release',
       run(async (ns) => {
         const [a, b] = [await ns.open(), await ns.open()];
-        if (a.tryMaintenanceLock === undefined || b.tryMaintenanceLock === undefined) {
-          throw new Error('inspect capability without tryMaintenanceLock()');
-        }
         const held = await a.tryMaintenanceLock();
         expect(held).toBeDefined();
         expect(await b.tryMaintenanceLock()).toBeUndefined();
@@ -152,8 +147,7 @@ export function describeLedgerMaintenance<Tx>(
       'claims a batch in one transaction: new keys are won, committed keys are duplicates, failed keys are reclaimed, reused keys conflict',
       run(async (ns) => {
         const ledger = await ns.open();
-        const many = ledger.transactionMany?.bind(ledger);
-        if (many === undefined) throw new Error('batchClaim capability without transactionMany()');
+        const many = ledger.transactionMany.bind(ledger);
         const fresh = conformanceRequest();
         const done = conformanceRequest();
         const failed = conformanceRequest();
@@ -205,8 +199,7 @@ export function describeLedgerMaintenance<Tx>(
       'work that throws rolls back the whole batch and every key is free again',
       run(async (ns) => {
         const ledger = await ns.open();
-        const many = ledger.transactionMany?.bind(ledger);
-        if (many === undefined) throw new Error('batchClaim capability without transactionMany()');
+        const many = ledger.transactionMany.bind(ledger);
         const failed = conformanceRequest();
         await ledger.recordFailure(failed, 'first attempt failed');
         const batch = [conformanceRequest(), conformanceRequest(), failed];
@@ -233,8 +226,7 @@ export function describeLedgerMaintenance<Tx>(
         await Promise.all(
           ledgers.map((ledger, i) => {
             const rotated = [...keys.slice(i * 100), ...keys.slice(0, i * 100)];
-            const many = ledger.transactionMany?.bind(ledger);
-            if (many === undefined) throw new Error('batchClaim capability without transactionMany()');
+            const many = ledger.transactionMany.bind(ledger);
             return many(rotated, (tx, won) => {
               for (const { claim } of won) wins.set(claim.key, (wins.get(claim.key) ?? 0) + 1);
               return applyThen(

@@ -42,14 +42,12 @@ function line(record: LedgerRecord): string {
   return `${record.group}  ${record.key}  ${record.status}  attempt ${record.attempt}  ${when}${remark}`;
 }
 
-function inspectable(ledger: Ledger): Required<Pick<Ledger, 'list' | 'reset'>> {
-  if (!ledger.capabilities.inspect || ledger.list === undefined || ledger.reset === undefined) {
+function inspectable(ledger: Ledger): Pick<Ledger, 'list' | 'reset'> {
+  if (!ledger.capabilities.inspect)
     throw new UsageError(`the ${ledger.name} ledger cannot list or reset rows`);
-  }
   return {
-    list: (query) => (ledger.list as NonNullable<Ledger['list']>).call(ledger, query),
-    reset: (group, key, options) =>
-      (ledger.reset as NonNullable<Ledger['reset']>).call(ledger, group, key, options),
+    list: (query) => ledger.list(query),
+    reset: (group, key, options) => ledger.reset(group, key, options),
   };
 }
 

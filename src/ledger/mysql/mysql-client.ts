@@ -99,18 +99,3 @@ export function mysqlIdentifier(value: unknown, field: string, maxLength = 64): 
   }
   return `\`${name}\``;
 }
-
-/** Text of a VARBINARY or text column as mysql2 returns it (a Buffer, or a string under typeCast). */
-export function columnText(value: unknown): string {
-  if (Buffer.isBuffer(value)) return value.toString('utf8');
-  return String(value);
-}
-
-export function nullableText(value: unknown): string | null {
-  return value === null || value === undefined ? null : columnText(value);
-}
-
-/** BIGINT columns arrive as numbers, or as strings under supportBigNumbers/bigNumberStrings. */
-export function nullableNumber(value: unknown): number | null {
-  return value === null || value === undefined ? null : Number(value);
-}
