@@ -1,3 +1,4 @@
+import { decideExisting } from './claim-decision.js';
 import { isWon, type Claim, type ClaimRequest, type ClaimResult, type LedgerRecord } from './ledger.js';
 
 /**
@@ -61,8 +62,9 @@ export function wonClaims(results: readonly (ClaimResult | undefined)[]): { inde
  * its first copy left: a different fingerprint is a conflict, a SUCCESS row a duplicate, a running
  * lease busy. A row that would be taken over is busy: a batch claims a key once.
  */
-export function twinResult(record: LedgerRecord): ClaimResult {
-  return { status: 'duplicate', record };
+export function twinResult(record: LedgerRecord, request: ClaimRequest, now: number): ClaimResult {
+  const decision = decideExisting(record, request, now);
+  return { status: decision === 'reclaim' ? 'busy' : decision, record };
 }
 
 /**
@@ -74,6 +76,7 @@ export function answerTwins(
   requests: readonly ClaimRequest[],
   results: readonly (ClaimResult | undefined)[],
   row: (request: ClaimRequest) => LedgerRecord | undefined,
+  now: number,
 ): ClaimResult[] {
   const { firstOf } = planBatch(requests);
   return results.map((result, index) => {
@@ -82,6 +85,6 @@ export function answerTwins(
     if (firstIndex === index) return first;
     const request = requests[index] as ClaimRequest;
     const record = row(request) ?? (isWon(first) ? undefined : first.record);
-    return record === undefined ? (result ?? first) : twinResult(record);
+    return record === undefined ? (result ?? first) : twinResult(record, request, now);
   });
 }

@@ -8,6 +8,7 @@ import {
   wonClaim,
   type LedgerConformanceFactory,
 } from './ledger-conformance-fixture.js';
+import { describeLedgerBatchClaims } from './ledger-conformance-batch.js';
 import { describeLedgerHostileInput } from './ledger-conformance-hostile.js';
 import { describeLedgerMaintenance } from './ledger-conformance-maintenance.js';
 
@@ -386,6 +387,7 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
     });
 
     describeLedgerMaintenance(factory, caps);
+    describeLedgerBatchClaims(factory, caps);
     describeLedgerHostileInput(factory, caps);
   });
 }

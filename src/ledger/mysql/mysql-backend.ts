@@ -259,7 +259,7 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
       (claimed) => wonClaims(claimed).length > 0,
       (conn, claimed, nested) =>
         finishBatchOnMysql(conn, requests, claimed, work as BatchWork<never>, context(nested)),
-      (claimed) => answerTwins(requests, claimed, () => undefined),
+      (claimed) => answerTwins(requests, claimed, () => undefined, this.#clock()),
     );
   }
 

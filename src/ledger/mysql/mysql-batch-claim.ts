@@ -115,5 +115,5 @@ export async function finishBatchOnMysql(
     twins.length === 0
       ? new Map<string, LedgerRecord>()
       : await selectMany(conn, context.table, twins, context.nested);
-  return answerTwins(requests, results, (r) => found.get(rowIdentity(r.group, r.key)));
+  return answerTwins(requests, results, (r) => found.get(rowIdentity(r.group, r.key)), context.clock());
 }

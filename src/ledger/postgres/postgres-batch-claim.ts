@@ -130,5 +130,5 @@ export async function pgClaimMany(
           context.sql,
           twins.map((i) => requests[i] as ClaimRequest),
         );
-  return answerTwins(requests, results, (r) => rows.get(rowIdentity(r.group, r.key)));
+  return answerTwins(requests, results, (r) => rows.get(rowIdentity(r.group, r.key)), context.now);
 }

@@ -212,7 +212,7 @@ export class SqliteBackend<Db extends SqliteDatabaseLike>
       (s) => claimBatchOnSqlite(s, requests, now),
       () => true,
       (db, results) => work(db, wonClaims(results)),
-      (s, results, stored) => finishBatchOnSqlite(s, requests, results, wonClaims(results), stored),
+      (s, results, stored) => finishBatchOnSqlite(s, requests, results, wonClaims(results), stored, now),
       () => [],
     );
   }

@@ -68,10 +68,11 @@ export function finishBatchOnSqlite(
   results: readonly (ClaimResult | undefined)[],
   won: readonly { readonly claim: Claim }[],
   stored: readonly (string | null)[],
+  now: number,
 ): ClaimResult[] {
   won.forEach(({ claim }, i) => {
     const result = stored[i] ?? null;
     if (result !== null) s.storeResult.run(result, claim.group, claim.key);
   });
-  return answerTwins(requests, results, (r) => sqliteRecord(s, r.group, r.key));
+  return answerTwins(requests, results, (r) => sqliteRecord(s, r.group, r.key), now);
 }
