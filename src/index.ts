@@ -82,8 +82,8 @@ export type {
 } from './ledger/ledger.js';
 export { quoteIdentifier, SQL_IDENTIFIER, sqlIdentifier } from './ledger/sql-identifier.js';
 export { transition } from './ledger/transition.js';
-export type { TransitionResult, TransitionSpec } from './ledger/transition.js';
-export type { PgQueryableLike, TransitionValue } from './ledger/transition-dialects.js';
+export type { TransitionResult, TransitionSpec, TransitionValue } from './ledger/transition.js';
+export type { SqlDialect, SqlValue } from './ledger/sql-dialect.js';
 export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
 export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';
 export { TransportUnavailableError } from './core/errors.js';

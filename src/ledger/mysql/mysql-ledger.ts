@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
+import type { SqlDialect } from '../sql-dialect.js';
 import { MysqlBackend } from './mysql-backend.js';
 import {
   MAX_MYSQL_TABLE_LENGTH,
@@ -54,6 +55,8 @@ export const DEFAULT_MYSQL_LEDGER_CONFIG = Object.freeze({
  * claim and the handler's writes in one InnoDB transaction on the application's pool or connection.
  */
 export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike> extends RuntimeLedger<Conn> {
+  /** How statements run in the handler's transaction (`transition(ledger.dialect, ctx.tx, …)`). */
+  declare readonly dialect: SqlDialect<Conn>;
   /** The quoted, possibly database-qualified table name. */
   readonly table: string;
 

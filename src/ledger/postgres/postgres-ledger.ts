@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
+import type { SqlDialect } from '../sql-dialect.js';
 import { sqlIdentifier } from '../sql-identifier.js';
 import { PostgresBackend } from './postgres-backend.js';
 import type { PgClientLike, PgPoolLike } from './postgres-client.js';
@@ -76,6 +77,8 @@ export const MAX_POSTGRES_TABLE_LENGTH = 48;
  * Transactions run in the server's default READ COMMITTED isolation.
  */
 export class PostgresLedger extends RuntimeLedger<PgClientLike> {
+  /** How statements run in the handler's transaction (`transition(ledger.dialect, ctx.tx, …)`). */
+  declare readonly dialect: SqlDialect<PgClientLike>;
   readonly schema: string;
   readonly table: string;
 

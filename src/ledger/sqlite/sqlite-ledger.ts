@@ -2,6 +2,7 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
+import type { SqlDialect } from '../sql-dialect.js';
 import { sqlIdentifier } from '../sql-identifier.js';
 import { SqliteBackend } from './sqlite-backend.js';
 import { SQLITE_BATCH_INSERT_ROWS } from './sqlite-batch-claim.js';
@@ -56,6 +57,8 @@ export const DEFAULT_SQLITE_LEDGER_CONFIG = Object.freeze({
  * write lock (`BEGIN IMMEDIATE`, with the busy timeout).
  */
 export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> extends RuntimeLedger<Db> {
+  /** How statements run in the handler's transaction (`transition(ledger.dialect, ctx.tx, …)`). */
+  declare readonly dialect: SqlDialect<Db>;
   readonly table: string;
 
   /** Rows per multi-row INSERT of a batch claim (8 bound values each, well under SQLite's limit). */
