@@ -10,6 +10,7 @@ import {
 } from './ledger-conformance-fixture.js';
 import { describeLedgerBatchClaims } from './ledger-conformance-batch.js';
 import { describeLedgerHostileInput } from './ledger-conformance-hostile.js';
+import { describeLedgerLimits } from './ledger-conformance-limits.js';
 import { describeLedgerMaintenance } from './ledger-conformance-maintenance.js';
 
 /** A transaction held open inside its work until `finish`; `result` settles after that. */
@@ -389,5 +390,6 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
     describeLedgerMaintenance(factory, caps);
     describeLedgerBatchClaims(factory, caps);
     describeLedgerHostileInput(factory, caps);
+    describeLedgerLimits(factory, caps);
   });
 }
