@@ -1,21 +1,13 @@
 import type { ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
-import { LeaseLostError, LedgerUnavailableError, type ClaimRequest } from 'oncemq';
+import { LeaseLostError, LedgerUnavailableError } from 'oncemq';
 import { fitMetadata } from '../../src/ledger/claim-request.js';
 import { sleep } from '../support/points.js';
-import { ledgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
+import { ledgerTables, mysqlRequest, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
 
 const service = await mysqlService();
 
-const request = (key: string, extra: Partial<ClaimRequest> = {}): ClaimRequest => ({
-  group: 'points',
-  key,
-  fingerprint: 'fp-1',
-  brokerId: 'b1',
-  topic: 'payments',
-  leaseMs: 30_000,
-  ...extra,
-});
+const request = mysqlRequest;
 
 describe.skipIf(!service.available)('MysqlLedger on MariaDB', () => {
   const pool = testPool(service.url, { size: 24 });

@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPackage, type Finished } from '../support/built-package.js';
+import { buildPackage, runNode } from '../support/built-package.js';
 import { dropLedgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
 
 const mariadb = await mysqlService();
@@ -54,20 +53,6 @@ await pool.end();
 process.stdout.write(JSON.stringify({ won, errors, retried }));
 `;
 
-function runClaimer(file: string, args: readonly string[]): Promise<Finished> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [file, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
 describe.skipIf(!mariadb.available)('MariaDB claims from several processes at once', () => {
   let build: ReturnType<typeof buildPackage>;
   const admin = testPool(mariadb.url, { size: 1 });
@@ -89,7 +74,7 @@ describe.skipIf(!mariadb.available)('MariaDB claims from several processes at on
     const processes = 4;
     const outputs = await Promise.all(
       Array.from({ length: processes }, (_, p) =>
-        runClaimer(join(build.dir, 'claimer.mjs'), [
+        runNode(join(build.dir, 'claimer.mjs'), [
           mariadb.url,
           table,
           JSON.stringify(keys),

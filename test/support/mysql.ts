@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
+import type { ClaimRequest } from 'oncemq';
 import { MysqlLedger } from 'oncemq/mysql';
 import { findService, type Service } from './services.js';
 
@@ -52,5 +53,18 @@ export function ledgerTables(pool: mysql.Pool) {
     drop: async (): Promise<void> => {
       for (const table of tables) await dropLedgerTables(pool, table);
     },
+  };
+}
+
+/** A claim request of group `points` for `key` with fingerprint `fp-1`, broker id `b1`. */
+export function mysqlRequest(key: string, extra: Partial<ClaimRequest> = {}): ClaimRequest {
+  return {
+    group: 'points',
+    key,
+    fingerprint: 'fp-1',
+    brokerId: 'b1',
+    topic: 'payments',
+    leaseMs: 30_000,
+    ...extra,
   };
 }

@@ -27,8 +27,8 @@ const won = (r: ClaimRequest): ClaimResult => ({
   claim: { group: r.group, key: r.key, owner: 'o', attempt: 1, leaseUntil: new Date(0) },
 });
 
-/** A backend that records what reaches it; `opens` lets a test hold or fail open(). */
-function recordingBackend(overrides: Partial<LedgerBackend<string>> = {}) {
+/** A backend that records what reaches it; open() settles with `opening` when given. */
+function recordingBackend(overrides: Partial<LedgerBackend<string>> = {}, opening?: Promise<void>) {
   const seen: { opens: number; closes: number; requests: ClaimRequest[]; stored: (string | null)[] } = {
     opens: 0,
     closes: 0,
@@ -40,7 +40,7 @@ function recordingBackend(overrides: Partial<LedgerBackend<string>> = {}) {
     retentionMs: 1000,
     open: () => {
       seen.opens++;
-      return Promise.resolve();
+      return opening ?? Promise.resolve();
     },
     close: () => {
       seen.closes++;
@@ -75,12 +75,7 @@ function gate(): { promise: Promise<void>; open: () => void } {
 describe('RuntimeLedger: the one wrapper around every backend', () => {
   it('opens the backend once for concurrent init() calls and the first calls of other methods', async () => {
     const held = gate();
-    const { backend, seen } = recordingBackend({
-      open: () => {
-        seen.opens++;
-        return held.promise;
-      },
-    });
+    const { backend, seen } = recordingBackend({}, held.promise);
     const ledger = new RuntimeLedger(backend);
     const calls = [ledger.init(), ledger.init(), ledger.get('points', 'evt-1'), ledger.init()];
     held.open();
@@ -134,12 +129,7 @@ describe('RuntimeLedger: the one wrapper around every backend', () => {
 
   it('closes after an open in flight has settled, and never opens again', async () => {
     const held = gate();
-    const { backend, seen } = recordingBackend({
-      open: () => {
-        seen.opens++;
-        return held.promise;
-      },
-    });
+    const { backend, seen } = recordingBackend({}, held.promise);
     const ledger = new RuntimeLedger(backend);
     const opening = ledger.init();
     const closing = ledger.close();
