@@ -1,8 +1,9 @@
-import { parseDuration, type Duration } from '../../core/duration.js';
+import { parseDuration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { SILENT_LOGGER } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
 import type { SqlDialect } from '../sql-dialect.js';
+import { DEFAULT_SQL_LEDGER_CONFIG, type SqlLedgerConfig } from '../sql-ledger-config.js';
 import { MysqlBackend } from './mysql-backend.js';
 import {
   MAX_MYSQL_TABLE_LENGTH,
@@ -11,7 +12,9 @@ import {
   type MysqlPoolLike,
 } from './mysql-client.js';
 
-export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConnectionLike> {
+export interface MysqlLedgerConfig<
+  Conn extends MysqlConnectionLike = MysqlConnectionLike,
+> extends SqlLedgerConfig {
   /**
    * The application's mysql2/promise pool: each transactional claim takes a connection, opens the
    * transaction, runs the handler with that connection as `ctx.tx` and commits. Give `pool` or
@@ -27,27 +30,13 @@ export interface MysqlLedgerConfig<Conn extends MysqlConnectionLike = MysqlConne
   readonly database?: string;
   /** Ledger table name (at most 57 characters). @default 'oncemq_ledger' */
   readonly table?: string;
-  /** How long finished rows are kept. Must outlast the redelivery horizon. @default '7d' */
-  readonly retention?: Duration;
   /** Times a claim transaction is run again after a deadlock or a lock-wait timeout. @default 3 */
   readonly lockRetries?: number;
-  /**
-   * Creates or upgrades the table from init(). With `false`, init() only checks that the database and
-   * the table exist at the schema version this oncemq knows, and throws a ConfigError naming them and
-   * the `oncemq migrate` command otherwise; it never creates anything. @default true
-   */
-  readonly migrate?: boolean;
-  /** Where the ledger reports that it is ready or closed, and the lock conflicts it retries (debug). @default silent */
-  readonly logger?: Logger;
-  /** Clock in epoch milliseconds, for leases and timestamps. @default Date.now */
-  readonly clock?: () => number;
 }
 
 export const DEFAULT_MYSQL_LEDGER_CONFIG = Object.freeze({
-  table: 'oncemq_ledger',
-  retention: '7d',
+  ...DEFAULT_SQL_LEDGER_CONFIG,
   lockRetries: 3,
-  migrate: true,
 } as const);
 
 /**

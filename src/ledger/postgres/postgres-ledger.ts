@@ -1,13 +1,13 @@
-import { parseDuration, type Duration } from '../../core/duration.js';
+import { parseDuration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import type { Logger } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
 import type { SqlDialect } from '../sql-dialect.js';
+import { DEFAULT_SQL_LEDGER_CONFIG, type SqlLedgerConfig } from '../sql-ledger-config.js';
 import { sqlIdentifier } from '../sql-identifier.js';
 import { PostgresBackend } from './postgres-backend.js';
 import type { PgClientLike, PgPoolLike } from './postgres-client.js';
 
-export interface PostgresLedgerConfig {
+export interface PostgresLedgerConfig extends SqlLedgerConfig {
   /**
    * The application's pg `Pool`. Each transactional claim checks out a client, opens the
    * transaction, and hands the client to the handler as `ctx.tx`. Give exactly one of `pool`,
@@ -27,8 +27,6 @@ export interface PostgresLedgerConfig {
   readonly schema?: string;
   /** Ledger table name (at most 48 characters: index names derive from it). @default 'oncemq_ledger' */
   readonly table?: string;
-  /** How long finished rows are kept. Must outlast the redelivery horizon. @default '7d' */
-  readonly retention?: Duration;
   /**
    * Prepares oncemq's statements once per connection (named statements). Turn off behind a pooler
    * that cannot keep them (PgBouncer in transaction mode before 1.21). @default true
@@ -40,31 +38,14 @@ export interface PostgresLedgerConfig {
    * per claim; leased claims then run in a short transaction). See docs/ledgers/postgres.md. @default false
    */
   readonly partitioned?: false | 'daily';
-  /**
-   * Runs migrate() from init(). With `false` (migrations run in a deploy step, or a read-only tool),
-   * init() only checks that the table exists at the schema version this oncemq knows, and throws a
-   * ConfigError naming the table and the `oncemq migrate` command otherwise; it never creates anything.
-   * @default true
-   */
-  readonly migrate?: boolean;
-  /** Where the ledger reports that it is ready or closed. @default silent */
-  readonly logger?: Logger;
-  /**
-   * Clock in epoch milliseconds for leases and timestamps. Leases use the application's clock (not
-   * the database's), so hosts sharing a ledger must keep their clocks in sync well within a lease.
-   * @default Date.now
-   */
-  readonly clock?: () => number;
 }
 
 export const DEFAULT_POSTGRES_LEDGER_CONFIG = Object.freeze({
+  ...DEFAULT_SQL_LEDGER_CONFIG,
   schema: 'public',
-  table: 'oncemq_ledger',
-  retention: '7d',
   poolSize: 10,
   preparedStatements: true,
   partitioned: false,
-  migrate: true,
 } as const);
 
 /** Longest table name: `<table>_status_updated` must stay within PostgreSQL's 63-byte identifiers. */

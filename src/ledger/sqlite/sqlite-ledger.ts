@@ -1,8 +1,8 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import type { Logger } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
 import type { SqlDialect } from '../sql-dialect.js';
+import { DEFAULT_SQL_LEDGER_CONFIG, type SqlLedgerConfig } from '../sql-ledger-config.js';
 import { sqlIdentifier } from '../sql-identifier.js';
 import { SqliteBackend } from './sqlite-backend.js';
 import { SQLITE_BATCH_INSERT_ROWS } from './sqlite-batch-claim.js';
@@ -10,16 +10,14 @@ import type { SqliteDatabaseLike } from './sqlite-database.js';
 
 export type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite-database.js';
 
-export interface SqliteLedgerConfig<Db extends SqliteDatabaseLike = SqliteDatabaseLike> {
+export interface SqliteLedgerConfig<
+  Db extends SqliteDatabaseLike = SqliteDatabaseLike,
+> extends SqlLedgerConfig {
   /**
    * The database: an open better-sqlite3 `Database` (the handler's writes through `ctx.tx` then share
    * the claim's transaction), or a file path that oncemq opens (`:memory:` for a private in-memory one).
    */
   readonly database: Db | string;
-  /** Ledger table name. @default 'oncemq_ledger' */
-  readonly table?: string;
-  /** How long finished rows are kept. Must outlast the redelivery horizon. @default '7d' */
-  readonly retention?: Duration;
   /** How long to wait for another process's write lock (only for a database oncemq opens). @default '5s' */
   readonly busyTimeout?: Duration;
   /**
@@ -28,24 +26,12 @@ export interface SqliteLedgerConfig<Db extends SqliteDatabaseLike = SqliteDataba
    * were processed). @default 'full'
    */
   readonly synchronous?: 'full' | 'normal';
-  /**
-   * Creates or upgrades the table from init(). With `false`, init() only checks that the table exists
-   * at the schema version this oncemq knows (a file given by path must exist) and throws a
-   * ConfigError naming the table and the `oncemq migrate` command otherwise. @default true
-   */
-  readonly migrate?: boolean;
-  /** Where the ledger reports that it is ready or closed. @default silent */
-  readonly logger?: Logger;
-  /** Clock in epoch milliseconds, for leases and timestamps. @default Date.now */
-  readonly clock?: () => number;
 }
 
 export const DEFAULT_SQLITE_LEDGER_CONFIG = Object.freeze({
-  table: 'oncemq_ledger',
-  retention: '7d',
+  ...DEFAULT_SQL_LEDGER_CONFIG,
   busyTimeout: '5s',
   synchronous: 'full',
-  migrate: true,
 } as const);
 
 /**
