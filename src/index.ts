@@ -68,6 +68,7 @@ export type {
   BatchWork,
   ListQuery,
   MaintenanceLock,
+  ResetOptions,
   Claim,
   ClaimRequest,
   ClaimResult,
@@ -80,6 +81,18 @@ export type {
   PurgeResult,
   TransactionWork,
 } from './ledger/ledger.js';
+export { RuntimeLedger } from './ledger/runtime-ledger.js';
+export type { RuntimeLedgerOptions } from './ledger/runtime-ledger.js';
+export type {
+  BatchClaim,
+  LeasedClaims,
+  LedgerBackend,
+  LedgerInspection,
+  LedgerTraits,
+  MaintenanceLockTaker,
+  Purge,
+  TransactionalClaims,
+} from './ledger/ledger-backend.js';
 export { quoteIdentifier, SQL_IDENTIFIER, sqlIdentifier } from './ledger/sql-identifier.js';
 export { transition } from './ledger/transition.js';
 export type { TransitionResult, TransitionSpec, TransitionValue } from './ledger/transition.js';
