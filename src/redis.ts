@@ -7,4 +7,4 @@ export type {
   RedisClientInput,
   RedisLike,
 } from './ledger/redis/redis-like.js';
-export { redisKey, redisTtl, REDIS_PREFIX_PATTERN } from './ledger/redis/redis-record.js';
+export { redisKey, REDIS_PREFIX_PATTERN } from './ledger/redis/redis-record.js';
