@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ClosedError, LeaseLostError } from '../core/errors.js';
+import { LeaseLostError } from '../core/errors.js';
 import type { ClaimRequest, ClaimResult, Ledger } from '../ledger/ledger.js';
 import {
   applyThen,
@@ -10,6 +10,7 @@ import {
 } from './ledger-conformance-fixture.js';
 import { describeLedgerBatchClaims } from './ledger-conformance-batch.js';
 import { describeLedgerHostileInput } from './ledger-conformance-hostile.js';
+import { describeLedgerLifecycle } from './ledger-conformance-lifecycle.js';
 import { describeLedgerLimits } from './ledger-conformance-limits.js';
 import { describeLedgerMaintenance } from './ledger-conformance-maintenance.js';
 
@@ -352,41 +353,7 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
       );
     });
 
-    describe('lifecycle', () => {
-      it(
-        'init() again resolves at once; after close() every method is refused with ClosedError, and close() again resolves',
-        oneLedger(async ({ ledger, request }) => {
-          await Promise.all([ledger.init(), ledger.init()]);
-          await ledger.close();
-          await ledger.close();
-          const claim = {
-            group: request.group,
-            key: request.key,
-            owner: 'o',
-            attempt: 1,
-            leaseUntil: new Date(),
-          };
-          const calls: (() => Promise<unknown>)[] = [
-            () => ledger.init(),
-            () => ledger.transaction(request, () => null),
-            () => ledger.recordFailure(request, 'closed'),
-            () => ledger.transactionMany([request], () => []),
-            () => ledger.claim(request),
-            () => ledger.renew(claim, 1000),
-            () => ledger.complete(claim, null),
-            () => ledger.fail(claim, 'closed'),
-            () => ledger.release(claim),
-            () => ledger.get(request.group, request.key),
-            () => ledger.list({}),
-            () => ledger.reset(request.group, request.key),
-            () => ledger.tryMaintenanceLock(),
-            () => ledger.purge({ olderThan: new Date() }),
-          ];
-          for (const call of calls) await expect(call()).rejects.toBeInstanceOf(ClosedError);
-        }),
-      );
-    });
-
+    describeLedgerLifecycle(factory);
     describeLedgerMaintenance(factory, caps);
     describeLedgerBatchClaims(factory, caps);
     describeLedgerHostileInput(factory, caps);
