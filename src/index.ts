@@ -32,6 +32,7 @@ export {
 export type { DeliveryKeepAlive, Envelope, EnvelopeInit } from './core/envelope.js';
 export {
   ClosedError,
+  CommitRejectedError,
   ConfigError,
   ConflictError,
   errorText,
@@ -70,6 +71,7 @@ export type {
   BatchWork,
   ListQuery,
   MaintenanceLock,
+  ResetOptions,
   Claim,
   ClaimRequest,
   ClaimResult,
@@ -82,9 +84,24 @@ export type {
   PurgeResult,
   TransactionWork,
 } from './ledger/ledger.js';
+// For custom ledgers (docs/ledgers/custom.md): the runtime every backend runs under, and the shared claim decision.
+export { decideExisting } from './ledger/claim-decision.js';
+export type { ExistingRowDecision } from './ledger/claim-decision.js';
+export { RuntimeLedger } from './ledger/runtime-ledger.js';
+export type { RuntimeLedgerOptions } from './ledger/runtime-ledger.js';
+export type {
+  BatchClaim,
+  LeasedClaims,
+  LedgerBackend,
+  LedgerInspection,
+  LedgerTraits,
+  MaintenanceLockTaker,
+  Purge,
+  TransactionalClaims,
+} from './ledger/ledger-backend.js';
 export { transition } from './ledger/transition.js';
-export type { TransitionResult, TransitionSpec } from './ledger/transition.js';
-export type { PgQueryableLike, TransitionValue } from './ledger/transition-dialects.js';
+export type { TransitionResult, TransitionSpec, TransitionValue } from './ledger/transition.js';
+export type { SqlDialect, SqlValue } from './ledger/sql-dialect.js';
 export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
 export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';
 export { TransportUnavailableError } from './core/errors.js';

@@ -7,4 +7,5 @@ export type {
   MysqlPoolLike,
   MysqlValue,
 } from './ledger/mysql/mysql-client.js';
-export { MYSQL_GROUP_BYTES, MYSQL_KEY_BYTES } from './ledger/mysql/mysql-schema.js';
+export { mysqlDialect } from './ledger/mysql/mysql-dialect.js';
+export type { MysqlExecutorLike } from './ledger/mysql/mysql-dialect.js';

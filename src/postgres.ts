@@ -1,7 +1,5 @@
 export {
   DEFAULT_POSTGRES_LEDGER_CONFIG,
-  MAX_POSTGRES_KEY_BYTES,
-  MAX_POSTGRES_REMARK_LENGTH,
   MAX_POSTGRES_TABLE_LENGTH,
   PostgresLedger,
 } from './ledger/postgres/postgres-ledger.js';
@@ -12,3 +10,4 @@ export type {
   PgPoolLike,
   PgQueryResultLike,
 } from './ledger/postgres/postgres-client.js';
+export { postgresDialect } from './ledger/postgres/postgres-dialect.js';

@@ -1,4 +1,4 @@
-export { DEFAULT_REDIS_LEDGER_CONFIG, RedisLedger, redisTtl } from './ledger/redis/redis-ledger.js';
+export { DEFAULT_REDIS_LEDGER_CONFIG, RedisLedger } from './ledger/redis/redis-ledger.js';
 export type { RedisLedgerConfig } from './ledger/redis/redis-ledger.js';
 export { fromIoredis, fromNodeRedis, toRedisLike } from './ledger/redis/redis-like.js';
 export type {

@@ -1,7 +1,4 @@
 export { DEFAULT_SQLITE_LEDGER_CONFIG, SqliteLedger } from './ledger/sqlite/sqlite-ledger.js';
-export { MAX_REMARK_LENGTH } from './ledger/ledger.js';
-export type {
-  SqliteDatabaseLike,
-  SqliteLedgerConfig,
-  SqliteStatementLike,
-} from './ledger/sqlite/sqlite-ledger.js';
+export type { SqliteLedgerConfig } from './ledger/sqlite/sqlite-ledger.js';
+export type { SqliteDatabaseLike, SqliteStatementLike } from './ledger/sqlite/sqlite-database.js';
+export { sqliteDialect } from './ledger/sqlite/sqlite-dialect.js';

@@ -16,7 +16,50 @@ export interface StoreTarget {
   readonly url?: string;
   /** `--table`. */
   readonly table?: string;
+  /** `--schema`: the PostgreSQL schema of the table. */
+  readonly schema?: string;
+  /** `--database`: the MySQL database of the table (default: the URL's). */
+  readonly database?: string;
+  /**
+   * Create or upgrade the table when opening (`oncemq migrate`). Without it (`oncemq ledger`) the
+   * ledger only checks that the table is there, and never creates a file, schema or table.
+   */
+  readonly migrate: boolean;
 }
+
+/** The `parseArgs` options that pick a store and its table, shared by `migrate` and `ledger`. */
+export const STORE_ARGS = Object.freeze({
+  store: { type: 'string' },
+  url: { type: 'string' },
+  table: { type: 'string' },
+  schema: { type: 'string' },
+  database: { type: 'string' },
+} as const);
+
+/** Their usage lines. */
+export function storeUsage(): string {
+  return `  --store S        ${STORE_NAMES.join(', ')} (default: from the --url scheme)
+  --url URL        connection URL (database file path for sqlite); default: ONCEMQ_POSTGRES_URL /
+                   ONCEMQ_MYSQL_URL, else the loopback default
+  --table NAME     ledger table (default oncemq_ledger)
+  --schema NAME    PostgreSQL schema of the table (default public)
+  --database NAME  MySQL/MariaDB database of the table (default: the URL's)`;
+}
+
+/** The store a command's parsed options name. */
+export function storeTarget(
+  values: { readonly [K in keyof typeof STORE_ARGS]?: string | undefined },
+  migrate: boolean,
+): StoreTarget {
+  const { url, table, schema, database } = values;
+  return { url, table, schema, database, migrate };
+}
+
+/** Which stores take `--schema` and `--database`. */
+const STORE_OPTIONS: Readonly<Record<'schema' | 'database', string>> = {
+  schema: 'postgres',
+  database: 'mysql',
+};
 
 type StoreOpener = (target: StoreTarget) => Promise<OpenedStore>;
 
@@ -42,10 +85,7 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
     }
     const path = target.url.replace(/^sqlite:(\/\/)?/, '');
     const { SqliteLedger } = await import('../ledger/sqlite/sqlite-ledger.js');
-    const ledger = new SqliteLedger({
-      database: path,
-      ...(target.table === undefined ? {} : { table: target.table }),
-    });
+    const ledger = new SqliteLedger({ database: path, table: target.table, migrate: target.migrate });
     return { ledger, location: path, close: () => ledger.close() };
   },
   async mysql(target) {
@@ -53,7 +93,8 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
     const mysql = await loadDriver(() => import('mysql2/promise'), 'mysql2');
     const { MysqlLedger } = await import('../ledger/mysql/mysql-ledger.js');
     const pool = mysql.createPool({ uri, connectionLimit: 2 });
-    const ledger = new MysqlLedger({ pool, ...(target.table === undefined ? {} : { table: target.table }) });
+    const { table, database, migrate } = target;
+    const ledger = new MysqlLedger({ pool, table, database, migrate });
     return {
       ledger,
       location: redactedLocation(uri),
@@ -66,11 +107,8 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
   async postgres(target) {
     const { url: connectionString } = url('postgres', target);
     const { PostgresLedger } = await import('../ledger/postgres/postgres-ledger.js');
-    const ledger = new PostgresLedger({
-      connectionString,
-      poolSize: 2,
-      ...(target.table === undefined ? {} : { table: target.table }),
-    });
+    const { table, schema, migrate } = target;
+    const ledger = new PostgresLedger({ connectionString, poolSize: 2, table, schema, migrate });
     return { ledger, location: redactedLocation(connectionString), close: () => ledger.close() };
   },
 };
@@ -97,7 +135,10 @@ export function storeOfUrl(value: string | undefined): string | undefined {
   return undefined;
 }
 
-/** Opens the ledger of `--store` (or the store `--url` names), without initializing it. */
+/**
+ * Opens the ledger of `--store` (or the store `--url` names), without initializing it; `--schema`
+ * and `--database` are refused for a store that has no such thing.
+ */
 export async function openStore(store: string | undefined, target: StoreTarget): Promise<OpenedStore> {
   const name = store ?? storeOfUrl(target.url);
   if (name === undefined) {
@@ -106,6 +147,11 @@ export async function openStore(store: string | undefined, target: StoreTarget):
   const opener = Object.hasOwn(STORES, name) ? STORES[name] : undefined;
   if (opener === undefined) {
     throw new UsageError(`unknown store '${name}'; use one of ${STORE_NAMES.join(', ')}`);
+  }
+  for (const [option, only] of Object.entries(STORE_OPTIONS)) {
+    if (target[option as keyof typeof STORE_OPTIONS] !== undefined && name !== only) {
+      throw new UsageError(`--${option} is for --store ${only}, not ${name}`);
+    }
   }
   return opener(target);
 }

@@ -61,14 +61,11 @@ async function runTransactional<Tx, T>(
   outcomes: (Outcome | undefined)[],
 ): Promise<void> {
   const { runner, started } = input;
-  const many = runner.ledger.transactionMany?.bind(runner.ledger);
-  if (many === undefined)
-    throw new Error(`ledger '${runner.ledger.name}' declares batch claims but has none`);
   const values = new Map<number, unknown>();
   const stop = runner.keepAlive(claimable.map(({ delivery }) => delivery.envelope));
   let claimed: readonly ClaimResult[] | undefined;
   try {
-    claimed = await many(
+    claimed = await runner.ledger.transactionMany(
       claimable.map(({ delivery }) => delivery.request),
       async (tx, won) => {
         const items = won.map(({ index, claim }) => {

@@ -233,6 +233,9 @@ export class DeliveryRunner<Tx, T> {
     try {
       claimed = await this.config.ledger.claim(delivery.request);
     } catch (error) {
+      // A request the ledger can never store (a key past its limits) is a dead letter, not an outage.
+      if (error instanceof PermanentError)
+        return this.config.outcomes.failed(delivery.envelope, delivery.key, error, started);
       return this.unavailable(delivery, error, started);
     }
     if (!isWon(claimed)) return this.notWon(delivery, claimed, started);
@@ -315,7 +318,7 @@ export class DeliveryRunner<Tx, T> {
     }
     let leaseLost = false;
     try {
-      await this.config.ledger.complete(claim, stored);
+      await this.#completeWithResult(delivery, claim, stored);
     } catch (error) {
       if (!(error instanceof LeaseLostError)) return this.unavailable(delivery, error, started);
       leaseLost = true;
@@ -329,6 +332,24 @@ export class DeliveryRunner<Tx, T> {
       );
     }
     return this.executed(delivery, claimed, started, value, leaseLost);
+  }
+
+  /**
+   * Completes a leased claim with its stored result; a result the ledger refuses to store (past its
+   * size limit) is left out — the effect has happened, so the claim is completed without it.
+   */
+  async #completeWithResult(delivery: Readable<T>, claim: Claim, stored: string | null): Promise<void> {
+    try {
+      await this.config.ledger.complete(claim, stored);
+    } catch (error) {
+      if (!(error instanceof PermanentError) || stored === null) throw error;
+      this.config.logger.warn('oncemq: the ledger cannot store the result; duplicates get no result', {
+        group: this.config.group,
+        key: delivery.key,
+        error: errorText(error),
+      });
+      await this.config.ledger.complete(claim, null);
+    }
   }
 
   /**

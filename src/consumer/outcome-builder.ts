@@ -2,6 +2,7 @@ import type { Envelope } from '../core/envelope.js';
 import { ConflictError, PermanentError } from '../core/errors.js';
 import type { ExecutedOutcome, Outcome, OutcomeBase } from '../core/outcome.js';
 import type { Serializer } from '../core/serializer.js';
+import { fitMetadata } from '../ledger/claim-request.js';
 import type { Claim, ClaimResult } from '../ledger/ledger.js';
 import type { Mode } from './handler-context.js';
 import type { RetryPolicy } from './retry-policy.js';
@@ -79,7 +80,8 @@ export class OutcomeBuilder {
           elapsedMs: base.elapsedMs,
           kind: 'duplicate',
           action: 'ack',
-          source: record.brokerId === envelope.brokerId ? 'redelivery' : 'republish',
+          // The ledger stores a long broker id as its digest: compare in the stored form.
+          source: record.brokerId === fitMetadata(envelope.brokerId) ? 'redelivery' : 'republish',
           result: this.#replay(record.result),
         };
       case 'busy': {

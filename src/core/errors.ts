@@ -10,7 +10,8 @@ export type OncemqErrorCode =
   | 'transport-closed'
   | 'conflict'
   | 'closed'
-  | 'transport-unavailable';
+  | 'transport-unavailable'
+  | 'commit-rejected';
 
 export class OncemqError extends Error {
   override name = 'OncemqError';
@@ -83,6 +84,20 @@ export class LedgerUnavailableError extends OncemqError {
 
   constructor(message: string, options?: ErrorOptions) {
     super('ledger-unavailable', message, options);
+  }
+}
+
+/**
+ * The database refused the transaction for what it holds — a constraint or a check failed, at a
+ * statement or at COMMIT (a deferred constraint) — not because it was unreachable. Retrying the same
+ * message cannot help until the data or the handler changes, so unlike {@link LedgerUnavailableError}
+ * it is charged to the message: it is retried by the retry policy and then dead-lettered.
+ */
+export class CommitRejectedError extends OncemqError {
+  override name = 'CommitRejectedError' as const;
+
+  constructor(message: string, options?: ErrorOptions) {
+    super('commit-rejected', message, options);
   }
 }
 

@@ -1,10 +1,10 @@
-import { ConfigError } from '../core/errors.js';
+import { decideExisting } from './claim-decision.js';
 import { isWon, type Claim, type ClaimRequest, type ClaimResult, type LedgerRecord } from './ledger.js';
 
 /**
  * The part of a batch claim every SQL backend shares: which requests are the first of their
- * `(group, key)` in the batch (later copies are answered as duplicates of the first), and how the
- * answers are put back in request order.
+ * `(group, key)` in the batch (later copies are decided on the row their first copy left), and how
+ * the answers are put back in request order.
  */
 export interface BatchPlan {
   /** Indexes of the first request of each distinct `(group, key)`, in a canonical (sorted) order. */
@@ -13,9 +13,12 @@ export interface BatchPlan {
   readonly firstOf: readonly number[];
 }
 
-/** Identity of a ledger row inside one batch. */
+/**
+ * Identity of a ledger row inside one batch: the group's length first, so that no two pairs share
+ * it whatever `:` the group and key hold (`('a:b', 'c')` and `('a', 'b:c')` are two rows).
+ */
 export function rowIdentity(group: string, key: string): string {
-  return `${group}\u0000${key}`;
+  return `${group.length}:${group}:${key}`;
 }
 
 /**
@@ -40,6 +43,11 @@ export function planBatch(requests: readonly ClaimRequest[]): BatchPlan {
   return { distinct, firstOf };
 }
 
+/** Indexes of the requests that repeat a key seen earlier in the batch. */
+export function twinsOf(plan: BatchPlan): number[] {
+  return plan.firstOf.flatMap((first, index) => (first === index ? [] : [index]));
+}
+
 /** The won claims of a batch, in request order, as handed to the batch's work. */
 export function wonClaims(results: readonly (ClaimResult | undefined)[]): { index: number; claim: Claim }[] {
   const won: { index: number; claim: Claim }[] = [];
@@ -49,20 +57,34 @@ export function wonClaims(results: readonly (ClaimResult | undefined)[]): { inde
   return won;
 }
 
-/** Checks the work returned one result per won claim. */
-export function checkBatchResults(results: unknown, expected: number): readonly (string | null)[] {
-  if (!Array.isArray(results) || results.length !== expected) {
-    throw new ConfigError(
-      'transactionMany.work',
-      `must return one result (a string or null) per won claim: expected ${expected}, got ${
-        Array.isArray(results) ? results.length : typeof results
-      }`,
-    );
-  }
-  return results as (string | null)[];
+/**
+ * A later copy of a key within the batch, decided exactly as a later delivery would be on the row
+ * its first copy left: a different fingerprint is a conflict, a SUCCESS row a duplicate, a running
+ * lease busy. A row that would be taken over is busy: a batch claims a key once.
+ */
+export function twinResult(record: LedgerRecord, request: ClaimRequest, now: number): ClaimResult {
+  const decision = decideExisting(record, request, now);
+  return { status: decision === 'reclaim' ? 'busy' : decision, record };
 }
 
-/** A later copy of a key within the batch: a duplicate of the row its first copy left. */
-export function twinResult(record: LedgerRecord): ClaimResult {
-  return { status: 'duplicate', record };
+/**
+ * Fills in the answers of the later copies of each key (left undefined by the claim): each is
+ * decided by {@link twinResult} on `row(request)`, the row as it stands after the batch's work, or
+ * on the row its first copy was answered with when the batch won nothing.
+ */
+export function answerTwins(
+  requests: readonly ClaimRequest[],
+  results: readonly (ClaimResult | undefined)[],
+  row: (request: ClaimRequest) => LedgerRecord | undefined,
+  now: number,
+): ClaimResult[] {
+  const { firstOf } = planBatch(requests);
+  return results.map((result, index) => {
+    const firstIndex = firstOf[index] ?? index;
+    const first = results[firstIndex] as ClaimResult;
+    if (firstIndex === index) return first;
+    const request = requests[index] as ClaimRequest;
+    const record = row(request) ?? (isWon(first) ? undefined : first.record);
+    return record === undefined ? (result ?? first) : twinResult(record, request, now);
+  });
 }

@@ -1,12 +1,14 @@
 /**
  * The ledger: the durable record of claimed and processed keys, one row per `(group, key)`.
- * Backends implement {@link Ledger}; the pipeline branches on {@link LedgerCapabilities}, never on names.
+ * The pipeline and the CLI use {@link Ledger}; backends implement the smaller `LedgerBackend`
+ * (ledger-backend.ts) and `RuntimeLedger` (runtime-ledger.ts) wraps each once. The pipeline branches on
+ * {@link LedgerCapabilities}, never on names.
  */
+import type { SqlDialect } from './sql-dialect.js';
+
+export { MAX_REMARK_LENGTH } from './claim-request.js';
 
 export type LedgerStatus = 'PROCESSING' | 'SUCCESS' | 'FAIL';
-
-/** Longest remark stored; error texts beyond it are cut (the cause stays in the logs). */
-export const MAX_REMARK_LENGTH = 2000;
 
 /** One ledger row as stored. */
 export interface LedgerRecord {
@@ -77,9 +79,13 @@ export function isWon(result: ClaimResult): result is WonClaim {
  */
 export type TransactionWork<Tx> = (tx: Tx, claim: Claim) => string | null | Promise<string | null>;
 
-/** What a backend can do. New capabilities get a default in {@link DEFAULT_LEDGER_CAPABILITIES}. */
+/**
+ * What a ledger can do. Each optional feature is declared once, by the backend implementing it (see
+ * `LedgerBackend`); the runtime derives these flags from that, so a flag and its methods never disagree.
+ * A method whose feature is missing is still there and throws a ConfigError saying so.
+ */
 export interface LedgerCapabilities {
-  /** Claim, the handler's writes and completion can share one local transaction ({@link Ledger.transaction}). */
+  /** Claim, the handler's writes and completion can share one local transaction ({@link Ledger.transaction}, {@link Ledger.recordFailure}). */
   readonly transactional: boolean;
   /** Leased claims with owner-checked renew, complete, fail and release. */
   readonly leased: boolean;
@@ -93,8 +99,11 @@ export interface LedgerCapabilities {
   readonly batchClaim: boolean;
   /** Lists rows by status and lease ({@link Ledger.list}) and resets them on purpose ({@link Ledger.reset}). */
   readonly inspect: boolean;
+  /** A ledger-wide lock so that one instance at a time runs retention ({@link Ledger.tryMaintenanceLock}). */
+  readonly maintenanceLock: boolean;
 }
 
+/** The capabilities of a ledger with leased claims and purge, and nothing else (a start for hand-written test ledgers). */
 export const DEFAULT_LEDGER_CAPABILITIES: LedgerCapabilities = Object.freeze({
   transactional: false,
   leased: true,
@@ -103,6 +112,7 @@ export const DEFAULT_LEDGER_CAPABILITIES: LedgerCapabilities = Object.freeze({
   purge: true,
   batchClaim: false,
   inspect: false,
+  maintenanceLock: false,
 });
 
 /** Input of {@link Ledger.purge}. */
@@ -141,14 +151,36 @@ export type BatchWork<Tx> = (
   won: readonly { readonly index: number; readonly claim: Claim }[],
 ) => readonly (string | null)[] | Promise<readonly (string | null)[]>;
 
+/** Options of {@link Ledger.reset}. */
+export interface ResetOptions {
+  /** Deletes a SUCCESS row too (its effect would be applied again). */
+  readonly force?: boolean;
+}
+
+/**
+ * A ledger as the pipeline and the CLI use it: every method is present, and one whose capability is
+ * missing throws a ConfigError. Built-in ledgers (`new PostgresLedger({ pool })`…) and custom ones
+ * (`new RuntimeLedger(backend)`) all come out of the same runtime wrapper: it initializes once,
+ * refuses use after close() with ClosedError, fits requests to the stored limits, checks owners and
+ * wraps stray driver errors.
+ */
 export interface Ledger<Tx = unknown> {
   /** Backend name, for logs and metrics. */
   readonly name: string;
   readonly capabilities: LedgerCapabilities;
   /** How long finished rows are kept; checked against the redelivery horizon at start-up. */
   readonly retentionMs: number;
+  /**
+   * How statements run in the handler's transaction `Tx`, for helpers such as `transition()`;
+   * `undefined` for a ledger without SQL (Redis).
+   */
+  readonly dialect: SqlDialect<Tx> | undefined;
 
-  /** Prepares the store (runs migrations). Idempotent. */
+  /**
+   * Prepares the store: runs migrations, or only checks the table when the ledger was configured
+   * with `migrate: false`. Idempotent and cheap once done; concurrent calls share one run, a failed
+   * one is run again by the next call. Every other method calls it first.
+   */
   init(): Promise<void>;
 
   /**
@@ -180,22 +212,24 @@ export interface Ledger<Tx = unknown> {
    * ones; work returns one serialized result per won claim, in order. If work throws, the whole
    * batch rolls back. Requires `capabilities.batchClaim`.
    */
-  transactionMany?(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]>;
+  transactionMany(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]>;
 
   get(group: string, key: string): Promise<LedgerRecord | undefined>;
   /** Rows matching `query`, oldest update first. Requires `capabilities.inspect`. */
-  list?(query: ListQuery): Promise<readonly LedgerRecord[]>;
+  list(query: ListQuery): Promise<readonly LedgerRecord[]>;
   /**
    * Deletes the row of a stuck (PROCESSING) or failed (FAIL) claim so the next delivery claims afresh.
    * A SUCCESS row is only deleted with `force` (its effect would be applied again). Returns whether a
    * row was deleted. Requires `capabilities.inspect`.
    */
-  reset?(group: string, key: string, options?: { readonly force?: boolean }): Promise<boolean>;
+  reset(group: string, key: string, options?: ResetOptions): Promise<boolean>;
   /**
    * Takes the ledger-wide maintenance lock when free, so that one instance at a time runs retention;
-   * `undefined` when another instance holds it.
+   * `undefined` when another instance holds it. Requires `capabilities.maintenanceLock`.
    */
-  tryMaintenanceLock?(): Promise<MaintenanceLock | undefined>;
+  tryMaintenanceLock(): Promise<MaintenanceLock | undefined>;
+  /** Deletes finished rows older than the cut-off, in bounded batches. Requires `capabilities.purge`. */
   purge(options: PurgeOptions): Promise<PurgeResult>;
+  /** Lets go of what the ledger opened (never the caller's pool or client); every later call is refused with ClosedError. */
   close(): Promise<void>;
 }

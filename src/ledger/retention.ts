@@ -63,6 +63,12 @@ export interface Retention {
  * time when the ledger has a maintenance lock (instances that find it taken skip the run).
  */
 export function startRetention(ledger: Ledger, config: RetentionConfig = {}): Retention {
+  if (!ledger.capabilities.purge) {
+    throw new ConfigError(
+      'ledger',
+      `the ${ledger.name} ledger purges nothing (capabilities.purge is false): its finished rows expire on their own`,
+    );
+  }
   const everyMs = parseDuration(config.every ?? DEFAULT_RETENTION_CONFIG.every, 'every');
   if (everyMs < 1) throw new ConfigError('every', 'must be at least 1ms');
   const olderThanMs =
@@ -105,7 +111,7 @@ export function startRetention(ledger: Ledger, config: RetentionConfig = {}): Re
     let batches = 0;
     let lock;
     try {
-      lock = ledger.tryMaintenanceLock
+      lock = ledger.capabilities.maintenanceLock
         ? await ledger.tryMaintenanceLock()
         : { release: () => Promise.resolve() };
     } catch (error) {

@@ -1,6 +1,9 @@
 import { ConfigError } from '../core/errors.js';
+import type { SqlDialect, SqlValue } from './sql-dialect.js';
 import { sqlIdentifier } from './sql-identifier.js';
-import { detectDialect, type TransitionValue } from './transition-dialects.js';
+
+/** A value bound in a transition: a status, an id or a `set` value. */
+export type TransitionValue = SqlValue;
 
 /** A state change of one business row, applied only from the expected states. */
 export interface TransitionSpec {
@@ -34,20 +37,25 @@ function qualified(name: string, field: string, quote: (part: string) => string)
 
 /**
  * Moves one row from one of `from` to `to` with a conditional `UPDATE … WHERE id = ? AND status IN
- * (from)`, inside the caller's transaction `tx` (a pg client, a mysql2 connection or a better-sqlite3
- * database). Only one of two concurrent identical transitions applies; the other sees `already`.
- * Driver errors propagate unchanged: the statement runs on the caller's tables in the caller's
- * transaction, like the caller's own SQL.
+ * (from)`, inside the caller's transaction `tx`, through `dialect`: the ledger's own
+ * (`transition(ledger.dialect, ctx.tx, spec)`), or `postgresDialect`, `mysqlDialect`,
+ * `sqliteDialect` for a transaction of your own. Only one of two concurrent identical transitions
+ * applies; the other sees `already`. Driver errors propagate unchanged: the statement runs on the
+ * caller's tables in the caller's transaction, like the caller's own SQL.
  */
-export async function transition(tx: unknown, spec: TransitionSpec): Promise<TransitionResult> {
-  const dialect = detectDialect(tx);
-  if (dialect === undefined) {
+export async function transition<Tx>(
+  dialect: SqlDialect<Tx> | undefined,
+  tx: Tx,
+  spec: TransitionSpec,
+): Promise<TransitionResult> {
+  const shape = dialect as Partial<SqlDialect<Tx>> | null | undefined;
+  if (typeof shape?.execute !== 'function' || typeof shape.query !== 'function' || dialect === undefined) {
     throw new ConfigError(
-      'tx',
-      'expected a pg client, a mysql2/promise connection or a better-sqlite3 database',
+      'dialect',
+      'pass the SQL dialect of the database: ledger.dialect of a SQL ledger, or postgresDialect, mysqlDialect, sqliteDialect',
     );
   }
-  const q = dialect.quote;
+  const q = (name: string): string => dialect.quote(name);
   const table = qualified(spec.table, 'table', q);
   const id = q(sqlIdentifier(spec.idColumn, 'idColumn'));
   const status = q(sqlIdentifier(spec.statusColumn, 'statusColumn'));
@@ -71,7 +79,8 @@ export async function transition(tx: unknown, spec: TransitionSpec): Promise<Tra
     assignments.push(`${q(name)} = ${bind(value)}`);
   }
   const where = `${id} = ${bind(spec.id)} AND ${status} IN (${from.map(bind).join(', ')})`;
-  const changed = await dialect.update(
+  const changed = await dialect.execute(
+    tx,
     `UPDATE ${table} SET ${assignments.join(', ')} WHERE ${where}`,
     values,
   );
@@ -82,7 +91,8 @@ export async function transition(tx: unknown, spec: TransitionSpec): Promise<Tra
     );
   }
   if (changed === 1) return { status: 'applied' };
-  const found = await dialect.select(
+  const found = await dialect.query(
+    tx,
     `SELECT ${status} AS current_status FROM ${table} WHERE ${id} = ${dialect.placeholder(1)}${dialect.lockingRead}`,
     [spec.id],
   );

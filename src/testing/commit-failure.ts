@@ -53,17 +53,13 @@ export function injectCommitFailures<L extends Ledger>(ledger: L, hooks: CommitF
   const target = ledger as unknown as Ledger<Tx>;
   const transaction = (request: ClaimRequest, work: TransactionWork<Tx>) =>
     target.transaction(request, (tx, claim) => failingAfter(work(tx, claim), () => [request.key], hooks));
-  const transactionMany = (requests: readonly ClaimRequest[], work: BatchWork<Tx>) => {
-    if (target.transactionMany === undefined)
-      throw new TypeError('the wrapped ledger has no transactionMany');
-    return target.transactionMany(requests, (tx, won) =>
+  const transactionMany = (requests: readonly ClaimRequest[], work: BatchWork<Tx>) =>
+    target.transactionMany(requests, (tx, won) =>
       failingAfter(work(tx, won), () => won.map(({ claim }) => claim.key), hooks),
     );
-  };
   const complete = (claim: Claim, result: string | null): Promise<void> =>
     hooks.commitFailure(claim.key) ? Promise.reject(commitFailed(claim.key)) : target.complete(claim, result);
-  const replaced: Partial<Record<PropertyKey, unknown>> = { transaction, complete };
-  if (target.transactionMany !== undefined) replaced.transactionMany = transactionMany;
+  const replaced: Partial<Record<PropertyKey, unknown>> = { transaction, transactionMany, complete };
   return new Proxy(ledger, {
     get(object, prop) {
       if (Object.hasOwn(replaced, prop)) return replaced[prop];

@@ -3,6 +3,7 @@ import { createPipeline } from '../consumer/pipeline.js';
 import { createEnvelope, KEY_HEADER } from '../core/envelope.js';
 import { ConfigError, PermanentError } from '../core/errors.js';
 import { HASHED_KEY_PREFIX } from '../core/key.js';
+import { fitMetadata } from '../ledger/claim-request.js';
 import type { ClaimRequest, ClaimResult, Ledger, LedgerCapabilities } from '../ledger/ledger.js';
 import {
   conformanceRequest,
@@ -41,20 +42,6 @@ function claimVia(ledger: Ledger, caps: LedgerCapabilities, request: ClaimReques
   return caps.transactional ? ledger.transaction(request, () => null) : ledger.claim(request);
 }
 
-/**
- * Either the ledger stores the value exactly, or it refuses it with a PermanentError (a clear,
- * non-retryable answer). A raw driver error or a silent change is a failure.
- */
-async function storedExactlyOrRefused(attempt: () => Promise<unknown>): Promise<'stored' | 'refused'> {
-  try {
-    await attempt();
-    return 'stored';
-  } catch (error) {
-    expect(error).toBeInstanceOf(PermanentError);
-    return 'refused';
-  }
-}
-
 /** Keys, groups, broker ids and table names chosen to break naive code. */
 export function describeLedgerHostileInput<Tx>(
   factory: LedgerConformanceFactory<Tx>,
@@ -64,11 +51,11 @@ export function describeLedgerHostileInput<Tx>(
 
   describe('hostile input', () => {
     it(
-      'stores keys, groups and broker ids with SQL metacharacters, quotes, emoji and whitespace exactly, each distinct',
+      'stores keys and broker ids with SQL metacharacters, quotes, emoji and whitespace, and groups of every allowed character, exactly, each distinct',
       run(async (ns) => {
         const ledger = await ns.open();
         for (const [i, text] of HOSTILE_STRINGS.entries()) {
-          const request = conformanceRequest({ key: text, group: `g'${i};--`, brokerId: text });
+          const request = conformanceRequest({ key: text, group: `g.${i}:_%|-`, brokerId: text });
           expect((await claimVia(ledger, caps, request)).status).toBe('acquired');
           expect(await ledger.get(request.group, text)).toMatchObject({
             key: text,
@@ -89,27 +76,68 @@ export function describeLedgerHostileInput<Tx>(
     );
 
     it(
-      'a key with NUL bytes or of 10 kB is stored exactly or refused as a permanent error, never a driver error',
+      'a key with NUL bytes or of 10 kB is refused as a permanent invalid-key error, never a driver error',
       run(async (ns) => {
         const ledger = await ns.open();
-        for (const key of ['nul\u0000inside', 'k'.repeat(10_240), '🦄'.repeat(2600)]) {
+        for (const key of [
+          'nul\u0000inside',
+          'k'.repeat(10_240),
+          '🦄'.repeat(2600),
+          'lone \ud800 surrogate',
+        ]) {
           const request = conformanceRequest({ key });
-          const outcome = await storedExactlyOrRefused(() => claimVia(ledger, caps, request));
-          if (outcome === 'stored') expect((await ledger.get(request.group, key))?.key).toBe(key);
+          const error: unknown = await claimVia(ledger, caps, request).catch((e: unknown) => e);
+          expect(error, JSON.stringify(key.slice(0, 20))).toBeInstanceOf(PermanentError);
+          expect((error as PermanentError).reason).toBe('invalid-key');
         }
       }),
     );
 
     it(
-      'NUL bytes in a broker id, topic or failure remark never make a claim or a failure record fail',
+      'a broker id or topic with NUL bytes is stored as its digest, and a failure remark with one keeps the rest of its text',
       run(async (ns) => {
         const ledger = await ns.open();
         const request = conformanceRequest({ brokerId: 'id\u0000x', topic: 't\u0000' });
         expect((await claimVia(ledger, caps, request)).status).toBe('acquired');
+        expect(await ledger.get(request.group, request.key)).toMatchObject({
+          brokerId: fitMetadata(request.brokerId),
+          topic: fitMetadata(request.topic),
+        });
         if (caps.transactional) {
           const failing = conformanceRequest({ brokerId: '\u0000' });
           await ledger.recordFailure(failing, 'remark with \u0000 inside');
-          expect((await ledger.get(failing.group, failing.key))?.remark).toMatch(/^remark with .* inside$/);
+          expect((await ledger.get(failing.group, failing.key))?.remark).toBe('remark with \uFFFD inside');
+        }
+      }),
+    );
+
+    it(
+      "joins group and key unambiguously although groups may hold ':': ('a:b', 'c') and ('a', 'b:c') are two rows, one by one and in one batch",
+      run(async (ns) => {
+        const ledger = await ns.open();
+        const pairs = [
+          ['a:b', 'c'],
+          ['a', 'b:c'],
+          ['a:', 'b'],
+          ['a', ':b'],
+        ] as const;
+        const requests = pairs.map(([group, key]) => conformanceRequest({ group, key }));
+        for (const request of requests)
+          expect((await claimVia(ledger, caps, request)).status).toBe('acquired');
+        for (const request of requests) {
+          expect(await ledger.get(request.group, request.key)).toMatchObject({
+            group: request.group,
+            key: request.key,
+            brokerId: request.brokerId,
+          });
+        }
+        if (caps.batchClaim) {
+          const batch = pairs.map(([group, key]) => conformanceRequest({ group, key: `${key}:batch` }));
+          const results = await ledger.transactionMany(batch, (_tx, won) => won.map(() => null));
+          expect(results.map((r) => r.status)).toEqual(['acquired', 'acquired', 'acquired', 'acquired']);
+          for (const request of batch) {
+            expect(await ledger.get(request.group, request.key)).toMatchObject({ status: 'SUCCESS' });
+          }
         }
       }),
     );

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ClaimRequest, Ledger, LedgerCapabilities } from '../ledger/ledger.js';
 import {
-  applyThen,
   conformanceRequest,
   withNamespace,
   wonClaim,
@@ -21,7 +20,7 @@ async function failOnce(ledger: Ledger, caps: LedgerCapabilities, request: Claim
   else await ledger.recordFailure(request, 'failed on purpose');
 }
 
-/** Purge, listing, reset, the maintenance lock and batch claims. */
+/** Purge, listing, reset and the maintenance lock. */
 export function describeLedgerMaintenance<Tx>(
   factory: LedgerConformanceFactory<Tx>,
   caps: LedgerCapabilities,
@@ -91,8 +90,7 @@ export function describeLedgerMaintenance<Tx>(
         await succeed(ledger, caps, conformanceRequest({ group: 'inspect-other' }));
         now += 5000;
 
-        const list = ledger.list?.bind(ledger);
-        if (list === undefined) throw new Error('inspect capability without list()');
+        const list = ledger.list.bind(ledger);
         const stuckRows = await list({ group, status: 'PROCESSING', leaseExpiredBefore: new Date(now) });
         expect(stuckRows.map((r) => r.key)).toEqual([stuck.key]);
         const failedRows = await list({ group, status: 'FAIL' });
@@ -108,8 +106,7 @@ export function describeLedgerMaintenance<Tx>(
       'reset deletes a stuck or failed row, keeps a SUCCESS row unless forced, and says whether it deleted',
       run(async (ns) => {
         const ledger = await ns.open();
-        const reset = ledger.reset?.bind(ledger);
-        if (reset === undefined) throw new Error('inspect capability without reset()');
+        const reset = ledger.reset.bind(ledger);
         const stuck = conformanceRequest();
         wonClaim(await ledger.claim(stuck));
         const failed = conformanceRequest();
@@ -128,13 +125,10 @@ export function describeLedgerMaintenance<Tx>(
       }),
     );
 
-    it.skipIf(!caps.inspect || !caps.concurrentConnections)(
+    it.skipIf(!caps.maintenanceLock || !caps.concurrentConnections)(
       'the maintenance lock is held by one instance at a time and is free again after release',
       run(async (ns) => {
         const [a, b] = [await ns.open(), await ns.open()];
-        if (a.tryMaintenanceLock === undefined || b.tryMaintenanceLock === undefined) {
-          throw new Error('inspect capability without tryMaintenanceLock()');
-        }
         const held = await a.tryMaintenanceLock();
         expect(held).toBeDefined();
         expect(await b.tryMaintenanceLock()).toBeUndefined();
@@ -143,116 +137,6 @@ export function describeLedgerMaintenance<Tx>(
         expect(next).toBeDefined();
         expect(await a.tryMaintenanceLock()).toBeUndefined();
         await next?.release();
-      }),
-    );
-  });
-
-  describe('batch claims', () => {
-    it.skipIf(!caps.batchClaim || !caps.transactional)(
-      'claims a batch in one transaction: new keys are won, committed keys are duplicates, failed keys are reclaimed, reused keys conflict',
-      run(async (ns) => {
-        const ledger = await ns.open();
-        const many = ledger.transactionMany?.bind(ledger);
-        if (many === undefined) throw new Error('batchClaim capability without transactionMany()');
-        const fresh = conformanceRequest();
-        const done = conformanceRequest();
-        const failed = conformanceRequest();
-        const reused = conformanceRequest();
-        const other = conformanceRequest();
-        await ledger.transaction(done, () => '"first"');
-        await ledger.recordFailure(failed, 'first attempt failed');
-        await ledger.transaction(reused, () => null);
-        const batch = [
-          fresh,
-          done,
-          other,
-          failed,
-          { ...reused, fingerprint: 'fp-2' },
-          { ...fresh, brokerId: 'twin' },
-        ];
-        const seen: number[] = [];
-        const results = await many(batch, async (tx, won) => {
-          for (const { index, claim } of won) {
-            seen.push(index);
-            await ns.effect?.apply(tx, claim.key);
-          }
-          return won.map(({ index }) => `"r${index}"`);
-        });
-        expect(results.map((r) => r.status)).toEqual([
-          'acquired',
-          'duplicate',
-          'acquired',
-          'reclaimed',
-          'conflict',
-          'duplicate',
-        ]);
-        expect(seen).toEqual([0, 2, 3]);
-        expect(results[1]).toMatchObject({ record: { result: '"first"', brokerId: done.brokerId } });
-        expect(results[3]).toMatchObject({ claim: { attempt: 2 } });
-        expect(await ledger.get(fresh.group, fresh.key)).toMatchObject({ status: 'SUCCESS', result: '"r0"' });
-        expect(await ledger.get(failed.group, failed.key)).toMatchObject({
-          status: 'SUCCESS',
-          result: '"r3"',
-        });
-        if (ns.effect) {
-          expect(await ns.effect.count(fresh.key)).toBe(1);
-          expect(await ns.effect.count(done.key)).toBe(0);
-        }
-      }),
-    );
-
-    it.skipIf(!caps.batchClaim || !caps.transactional)(
-      'work that throws rolls back the whole batch and every key is free again',
-      run(async (ns) => {
-        const ledger = await ns.open();
-        const many = ledger.transactionMany?.bind(ledger);
-        if (many === undefined) throw new Error('batchClaim capability without transactionMany()');
-        const failed = conformanceRequest();
-        await ledger.recordFailure(failed, 'first attempt failed');
-        const batch = [conformanceRequest(), conformanceRequest(), failed];
-        await expect(
-          many(batch, async (tx, won) => {
-            for (const { claim } of won) await ns.effect?.apply(tx, claim.key);
-            throw new Error('one poison message');
-          }),
-        ).rejects.toThrow('one poison message');
-        expect(await ledger.get(batch[0]?.group ?? '', batch[0]?.key ?? '')).toBeUndefined();
-        expect(await ledger.get(failed.group, failed.key)).toMatchObject({ status: 'FAIL', attempt: 1 });
-        if (ns.effect) expect(await ns.effect.count(batch[0]?.key ?? '')).toBe(0);
-        const again = await many(batch, (_tx, won) => won.map(() => null));
-        expect(again.map((r) => r.status)).toEqual(['acquired', 'acquired', 'reclaimed']);
-      }),
-    );
-
-    it.skipIf(!caps.batchClaim || !caps.transactional || !caps.concurrentConnections)(
-      'overlapping batches on separate connections win every key exactly once',
-      run(async (ns) => {
-        const ledgers = await Promise.all([ns.open(), ns.open(), ns.open(), ns.open()]);
-        const keys = Array.from({ length: 400 }, () => conformanceRequest());
-        const wins = new Map<string, number>();
-        await Promise.all(
-          ledgers.map((ledger, i) => {
-            const rotated = [...keys.slice(i * 100), ...keys.slice(0, i * 100)];
-            const many = ledger.transactionMany?.bind(ledger);
-            if (many === undefined) throw new Error('batchClaim capability without transactionMany()');
-            return many(rotated, (tx, won) => {
-              for (const { claim } of won) wins.set(claim.key, (wins.get(claim.key) ?? 0) + 1);
-              return applyThen(
-                ns,
-                tx,
-                won.map(({ claim }) => claim.key),
-                won.map(() => null),
-              );
-            });
-          }),
-        );
-        expect(wins.size).toBe(keys.length);
-        expect([...wins.values()].every((n) => n === 1)).toBe(true);
-        const effect = ns.effect;
-        if (effect) {
-          const counts = await Promise.all(keys.map((k) => effect.count(k.key)));
-          expect(counts.every((n) => n === 1)).toBe(true);
-        }
       }),
     );
   });

@@ -8,7 +8,10 @@ import {
   wonClaim,
   type LedgerConformanceFactory,
 } from './ledger-conformance-fixture.js';
+import { describeLedgerBatchClaims } from './ledger-conformance-batch.js';
 import { describeLedgerHostileInput } from './ledger-conformance-hostile.js';
+import { describeLedgerLifecycle } from './ledger-conformance-lifecycle.js';
+import { describeLedgerLimits } from './ledger-conformance-limits.js';
 import { describeLedgerMaintenance } from './ledger-conformance-maintenance.js';
 
 /** A transaction held open inside its work until `finish`; `result` settles after that. */
@@ -350,7 +353,10 @@ export function describeLedgerConformance<Tx>(name: string, factory: LedgerConfo
       );
     });
 
+    describeLedgerLifecycle(factory);
     describeLedgerMaintenance(factory, caps);
+    describeLedgerBatchClaims(factory, caps);
     describeLedgerHostileInput(factory, caps);
+    describeLedgerLimits(factory, caps);
   });
 }

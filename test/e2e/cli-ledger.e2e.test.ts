@@ -1,40 +1,16 @@
-import { execFile, execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimRequest, Ledger } from 'oncemq';
 import { MysqlLedger } from 'oncemq/mysql';
 import { SqliteLedger } from 'oncemq/sqlite';
+import { buildCli, oncemq, removeCli } from '../support/cli-run.js';
 import { dropLedgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
 import { scratchDir } from '../support/points.js';
 
-const run = promisify(execFile);
-const root = join(import.meta.dirname, '..', '..');
-const cli = join(root, 'dist', 'cli', 'oncemq.js');
 const mariadb = await mysqlService();
 
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-async function oncemq(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [cli, ...args], {
-      cwd: root,
-      env: { ...process.env, ...env },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code: number; stdout: string; stderr: string };
-    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
-  }
-}
-
-beforeAll(() => {
-  execFileSync('npm', ['run', 'build', '--silent'], { cwd: root, stdio: 'pipe' });
-}, 120_000);
+beforeAll(buildCli, 120_000);
+afterAll(removeCli);
 
 const request = (key: string, extra: Partial<ClaimRequest> = {}): ClaimRequest => ({
   group: 'points',

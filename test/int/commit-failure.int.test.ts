@@ -31,7 +31,8 @@ describeCommitFailure('a SQLite ledger (a deferred foreign key fails the real CO
   const count = (sql: string, value: string): number => (db.prepare(sql).get(value) as { n: number }).n;
   return {
     ledger,
-    commitError: /failed committing: FOREIGN KEY constraint failed/,
+    commitError: /CommitRejectedError: .*FOREIGN KEY constraint failed/,
+    refusedByDatabase: true,
     credit: (tx, event) => {
       tx.prepare(
         'INSERT INTO points VALUES (?, 100) ON CONFLICT (user_id) DO UPDATE SET balance = balance + 100',
@@ -78,7 +79,8 @@ describeCommitFailure(
       (await pool.query<{ n: number }>(sql, [value])).rows[0]?.n ?? 0;
     return {
       ledger,
-      commitError: /failed committing \[23503\]/,
+      commitError: /CommitRejectedError: .*\[23503\]/,
+      refusedByDatabase: true,
       credit: async (tx: PgClientLike, event) => {
         await tx.query(
           `INSERT INTO ${q('points')} VALUES ($1, 100)
@@ -134,6 +136,7 @@ describeCommitFailure(
     return {
       ledger: injectCommitFailures(ledger, { commitFailure: (key) => broken.has(key) }),
       commitError: /injected fault commit-failure/,
+      refusedByDatabase: false,
       credit: async (tx, event) => {
         await tx.execute(
           `INSERT INTO \`${points}\` VALUES (?, 100) ON DUPLICATE KEY UPDATE balance = balance + 100`,

@@ -3,6 +3,7 @@ import {
   createEnvelope,
   createPipeline,
   LedgerUnavailableError,
+  PermanentError,
   type DeliveryKeepAlive,
   type Envelope,
   type Ledger,
@@ -202,6 +203,59 @@ describe('a running handler keeps its delivery alive at the broker', () => {
       await sleep(200);
       expect(extensions).toBe(after);
     }
+    await ledger.close();
+  });
+});
+
+describe('what the ledger cannot store', () => {
+  const scratch = scratchFileEachTest('app.db');
+
+  it('a leased result past the ledger limit completes without it; duplicates get no result', async () => {
+    const ledger = new SqliteLedger({ database: scratch.path });
+    const pipeline = createPipeline({
+      ledger,
+      group: 'mail',
+      mode: 'leased',
+      key,
+      handler: () => 'x'.repeat(1_100_000),
+    });
+    expect(await pipeline.process(paymentEnvelope(payment(1)))).toMatchObject({ kind: 'executed' });
+    expect(await ledger.get('mail', 'evt-1')).toMatchObject({ status: 'SUCCESS', result: null });
+    const duplicate = await pipeline.process(paymentEnvelope(payment(1), 'copy'));
+    expect(duplicate).toMatchObject({ kind: 'duplicate' });
+    expect((duplicate as { result?: unknown }).result).toBeUndefined();
+    await ledger.close();
+  });
+
+  it('a claim the ledger refuses for good is a dead letter, not a retry', async () => {
+    const ledger = new SqliteLedger({ database: scratch.path });
+    const refusing = overriding(ledger, {
+      claim: () => Promise.reject(new PermanentError('invalid-key', 'the ledger cannot store this key')),
+    });
+    const outcome = await createPipeline({
+      ledger: refusing,
+      group: 'mail',
+      mode: 'leased',
+      key,
+      handler: () => undefined,
+    }).process(paymentEnvelope(payment(1)));
+    expect(outcome).toMatchObject({ kind: 'dead', reason: 'invalid-key' });
+    await ledger.close();
+  });
+
+  it('a broker id past the stored limit still tells a redelivery from a republish', async () => {
+    const ledger = new SqliteLedger({ database: scratch.path });
+    const pipeline = createPipeline({ ledger, group: 'points', key, handler: () => undefined });
+    const long = 'b'.repeat(2000);
+    expect(await pipeline.process(paymentEnvelope(payment(1), long))).toMatchObject({ kind: 'executed' });
+    expect(await pipeline.process(paymentEnvelope(payment(1), long))).toMatchObject({
+      kind: 'duplicate',
+      source: 'redelivery',
+    });
+    expect(await pipeline.process(paymentEnvelope(payment(1), `${long}-other`))).toMatchObject({
+      kind: 'duplicate',
+      source: 'republish',
+    });
     await ledger.close();
   });
 });

@@ -106,7 +106,8 @@ describe.skipIf(!service.available)('PostgresLedger specifics', () => {
       await client.query('BEGIN');
       expect((await joined.transaction(request('join-config'), () => null)).status).toBe('acquired');
       await client.query('COMMIT');
-      expect(() => joined.claim(request('join-config-leased'))).toThrow(ConfigError);
+      expect(joined.capabilities.leased).toBe(false);
+      await expect(joined.claim(request('join-config-leased'))).rejects.toBeInstanceOf(ConfigError);
     } finally {
       client.release();
     }

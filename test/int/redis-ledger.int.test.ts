@@ -223,6 +223,8 @@ describe.skipIf(!service.available)('RedisLedger', () => {
         const { ledger: countedRedis, calls } = counting(redis.redis);
         const batched = new RedisLedger({ client: countedRedis, prefix: redis.prefix, clock: () => now });
         expect(batched.batching).toBe(true);
+        await batched.init();
+        calls.clear();
         const keys = Array.from({ length: 100 }, (_, i) => `evt-${i}`);
         const claims = await Promise.all(
           [...keys, ...keys].map((k, i) => batched.claim(request(k, { brokerId: `b-${i}` }))),
@@ -285,6 +287,8 @@ describe.skipIf(!service.available)('RedisLedger', () => {
         const { ledger: countedRedis, calls } = counting(redis.redis);
         const single = new RedisLedger({ client: countedRedis, prefix: redis.prefix, batch: false });
         expect(single.batching).toBe(false);
+        await single.init();
+        calls.clear();
         await Promise.all(['x', 'y', 'z'].map((k) => single.claim(request(k))));
         expect(Object.fromEntries(calls)).toEqual({ setNxGet: 3 });
       });

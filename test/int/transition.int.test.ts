@@ -3,7 +3,10 @@ import Database from 'better-sqlite3';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, transition } from 'oncemq';
+import { ConfigError, transition, type ClaimRequest, type Ledger, type SqlDialect } from 'oncemq';
+import { MysqlLedger, mysqlDialect } from 'oncemq/mysql';
+import { PostgresLedger, postgresDialect } from 'oncemq/postgres';
+import { SqliteLedger, sqliteDialect } from 'oncemq/sqlite';
 import { findService } from '../support/services.js';
 import { MYSQL_SERVICE } from '../support/mysql.js';
 
@@ -15,9 +18,13 @@ const mariadb = await findService(MYSQL_SERVICE);
 
 /** One database under test: a connection to pass as `tx`, plus raw SQL on the orders table. */
 interface Target {
+  /** The dialect exported for this database. */
+  readonly dialect: SqlDialect<unknown>;
   /** Two independent connections (transactions race between them). */
   readonly tx: [unknown, unknown];
   readonly table: string;
+  /** A transactional ledger on the same database, whose transactions the transition joins. */
+  readonly ledger: Ledger;
   exec(sql: string): Promise<void>;
   statusOf(id: number): Promise<{ status: string; note: string | null } | undefined>;
   begin(tx: unknown): Promise<void>;
@@ -34,8 +41,10 @@ const targets: { name: string; available: boolean; open: () => Promise<Target> }
     open: () => {
       const db = new Database(':memory:');
       return Promise.resolve({
+        dialect: sqliteDialect,
         tx: [db, db],
         table: 'orders',
+        ledger: new SqliteLedger({ database: db }),
         exec: (sql) => Promise.resolve(void db.exec(sql)),
         statusOf: (id) =>
           Promise.resolve(
@@ -56,8 +65,10 @@ const targets: { name: string; available: boolean; open: () => Promise<Target> }
       const schema = `t_transition_${suffix}`;
       const [a, b] = [await pool.connect(), await pool.connect()];
       return {
+        dialect: postgresDialect,
         tx: [a, b],
         table: `${schema}.orders`,
+        ledger: new PostgresLedger({ pool, schema }),
         exec: async (sql) => {
           await pool.query(
             sql
@@ -95,8 +106,10 @@ const targets: { name: string; available: boolean; open: () => Promise<Target> }
       const table = `t_orders_${suffix}`;
       const [a, b] = [await pool.getConnection(), await pool.getConnection()];
       return {
+        dialect: mysqlDialect,
         tx: [a, b],
         table,
+        ledger: new MysqlLedger({ pool, table: `${table}_ledger` }),
         exec: async (sql) => {
           await pool.query(sql.replaceAll('orders', table));
         },
@@ -116,7 +129,7 @@ const targets: { name: string; available: boolean; open: () => Promise<Target> }
         close: async () => {
           a.release();
           b.release();
-          await pool.query(`DROP TABLE IF EXISTS ${table}`);
+          await pool.query(`DROP TABLE IF EXISTS ${table}, ${table}_ledger, ${table}_ledger_schema`);
           await pool.end();
         },
       };
@@ -139,7 +152,17 @@ for (const target of targets) {
     });
 
     afterAll(async () => {
+      await t.ledger.close();
       await t.close();
+    });
+
+    const claimOf = (key: string): ClaimRequest => ({
+      group: 'orders',
+      key,
+      fingerprint: null,
+      brokerId: key,
+      topic: 'payments',
+      leaseMs: 30_000,
     });
 
     const spec = (id: number, extra: object = {}) => ({
@@ -154,27 +177,32 @@ for (const target of targets) {
 
     it('applies a change from an allowed state and writes the set columns with bound values', async () => {
       const hostile = "'; DROP TABLE orders; --";
-      expect(await transition(t.tx[0], spec(1, { set: { note: hostile, paid_by: 'card' } }))).toEqual({
+      expect(
+        await transition(t.dialect, t.tx[0], spec(1, { set: { note: hostile, paid_by: 'card' } })),
+      ).toEqual({
         status: 'applied',
       });
       expect(await t.statusOf(1)).toEqual({ status: 'PAID', note: hostile });
     });
 
     it('answers already for a row that is in the target state: a duplicate, nothing written', async () => {
-      expect(await transition(t.tx[0], spec(2, { set: { note: 'second copy' } }))).toEqual({
+      expect(await transition(t.dialect, t.tx[0], spec(2, { set: { note: 'second copy' } }))).toEqual({
         status: 'already',
       });
       expect(await t.statusOf(2)).toEqual({ status: 'PAID', note: null });
     });
 
     it('rejects a row in an abnormal state with its current status, and a missing row with null', async () => {
-      expect(await transition(t.tx[0], spec(3))).toEqual({ status: 'rejected', current: 'CANCELLED' });
+      expect(await transition(t.dialect, t.tx[0], spec(3))).toEqual({
+        status: 'rejected',
+        current: 'CANCELLED',
+      });
       expect(await t.statusOf(3)).toMatchObject({ status: 'CANCELLED' });
-      expect(await transition(t.tx[0], spec(99))).toEqual({ status: 'rejected', current: null });
+      expect(await transition(t.dialect, t.tx[0], spec(99))).toEqual({ status: 'rejected', current: null });
     });
 
     it('accepts a single from state', async () => {
-      expect(await transition(t.tx[0], spec(4, { from: 'PENDING', to: 'AUTHORIZED' }))).toEqual({
+      expect(await transition(t.dialect, t.tx[0], spec(4, { from: 'PENDING', to: 'AUTHORIZED' }))).toEqual({
         status: 'applied',
       });
     });
@@ -185,8 +213,8 @@ for (const target of targets) {
         const [a, b] = t.tx;
         await t.begin(a);
         await t.begin(b);
-        expect(await transition(a, spec(5))).toEqual({ status: 'applied' });
-        const second = transition(b, spec(5));
+        expect(await transition(t.dialect, a, spec(5))).toEqual({ status: 'applied' });
+        const second = transition(t.dialect, b, spec(5));
         await new Promise((resolve) => setTimeout(resolve, 50));
         await t.commit(a);
         expect(await second).toEqual({ status: 'already' });
@@ -205,10 +233,44 @@ for (const target of targets) {
         { from: [] },
       ];
       for (const extra of bad) {
-        await expect(transition(t.tx[0], spec(1, extra))).rejects.toBeInstanceOf(ConfigError);
+        await expect(transition(t.dialect, t.tx[0], spec(1, extra))).rejects.toBeInstanceOf(ConfigError);
       }
-      await expect(transition({}, spec(1))).rejects.toBeInstanceOf(ConfigError);
       expect(await t.statusOf(1)).toMatchObject({ status: 'PAID' });
+    });
+
+    it('refuses a missing dialect (a ledger without SQL has none) with a ConfigError naming it, before any SQL', async () => {
+      await expect(transition(undefined, t.tx[0], spec(6))).rejects.toMatchObject({ field: 'dialect' });
+      await expect(transition({} as SqlDialect<unknown>, t.tx[0], spec(6))).rejects.toBeInstanceOf(
+        ConfigError,
+      );
+    });
+
+    it("is the ledger's own dialect: ledger.dialect is the exported one for its database", () => {
+      expect(t.ledger.dialect).toBe(t.dialect);
+    });
+
+    it("commits with the claim inside the ledger's transaction, and rolls back with it when the handler throws after it", async () => {
+      const { ledger, dialect } = t;
+      await t.exec("INSERT INTO orders (id, status) VALUES (10, 'PENDING'), (11, 'PENDING')");
+      const applied = await ledger.transaction(claimOf('order-10'), async (tx) => {
+        expect(await transition(dialect, tx, spec(10))).toEqual({ status: 'applied' });
+        return null;
+      });
+      expect(applied.status).toBe('acquired');
+      expect(await t.statusOf(10)).toMatchObject({ status: 'PAID' });
+      await expect(
+        ledger.transaction(claimOf('order-11'), async (tx) => {
+          expect(await transition(dialect, tx, spec(11))).toEqual({ status: 'applied' });
+          throw new Error('handler failed after the transition');
+        }),
+      ).rejects.toThrow('handler failed after the transition');
+      expect(await t.statusOf(11)).toMatchObject({ status: 'PENDING' });
+      expect(await ledger.get('orders', 'order-11')).toBeUndefined();
+      const again = await ledger.transaction(claimOf('order-10'), async (tx) => {
+        await transition(dialect, tx, spec(10));
+        return null;
+      });
+      expect(again.status).toBe('duplicate');
     });
   });
 }

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createPipeline, type Ledger } from 'oncemq';
+import { createPipeline, RetryPolicy, type Ledger } from 'oncemq';
 import { payment, paymentEnvelope, type PaymentSucceeded } from './points.js';
 
 /**
@@ -11,6 +11,11 @@ export interface CommitFailureWorld<Tx> {
   readonly ledger: Ledger<Tx>;
   /** What the failed commit says (the database's COMMIT error, or the injected fault). */
   readonly commitError: RegExp;
+  /**
+   * The database itself refuses the commit (a constraint): charged to the message, which ends
+   * dead-lettered if it keeps failing. Otherwise the commit is lost as in an outage: not charged.
+   */
+  readonly refusedByDatabase: boolean;
   /** The business write in the claim's transaction: +100 points to the user and a grant row for the event. */
   credit(tx: Tx, event: PaymentSucceeded): unknown;
   /** From now on, every commit of a transaction that credits `event` fails; its statements all succeed. */
@@ -46,11 +51,12 @@ export function describeCommitFailure<Tx>(
       await world.close();
     });
 
-    const points = () =>
+    const points = (retry?: RetryPolicy) =>
       createPipeline<Tx, PaymentSucceeded>({
         ledger: world.ledger,
         group: 'points',
         key: { jsonPath: 'eventId' },
+        ...(retry === undefined ? {} : { retry }),
         handler: async (event, ctx) => {
           runs.push(event.eventId);
           await world.credit(ctx.tx, event);
@@ -63,7 +69,11 @@ export function describeCommitFailure<Tx>(
       await world.breakCommits(event);
       for (const delivery of [1, 2]) {
         const outcome = await pipeline.process(paymentEnvelope(event, 'b-1', delivery));
-        expect(outcome).toMatchObject({ kind: 'retry', action: 'retry' });
+        expect(outcome).toMatchObject({
+          kind: 'retry',
+          action: 'retry',
+          nextDeliveryCount: world.refusedByDatabase ? delivery + 1 : delivery,
+        });
         expect(outcome.kind === 'retry' && String(outcome.error)).toMatch(world.commitError);
       }
       expect(runs).toEqual(['evt-1', 'evt-1']);
@@ -84,6 +94,21 @@ export function describeCommitFailure<Tx>(
       expect(await world.grants('evt-1')).toBe(1);
       expect(await world.balance('user-1')).toBe(100);
       expect(await world.ledger.get('points', 'evt-1')).toMatchObject({ status: 'SUCCESS' });
+    });
+
+    it('a commit the database refuses every time is charged and ends dead-lettered, never retried for ever', async (ctx) => {
+      if (!world.refusedByDatabase) ctx.skip();
+      const event = payment(1);
+      const pipeline = points(new RetryPolicy({ delays: [10, 10] }));
+      await world.breakCommits(event);
+      const kinds: string[] = [];
+      for (let delivery = 1; delivery <= 3; delivery++) {
+        const outcome = await pipeline.process(paymentEnvelope(event, 'b-1', delivery));
+        kinds.push(outcome.kind);
+        if (outcome.kind === 'dead') expect(outcome.reason).toBe('retries-exhausted');
+      }
+      expect(kinds).toEqual(['retry', 'retry', 'dead']);
+      expect(await world.grants('evt-1')).toBe(0);
     });
 
     it('answers retry for the delivery of a batch whose commit fails; the batch applies every other effect once', async () => {

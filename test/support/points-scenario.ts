@@ -135,6 +135,18 @@ export function describePaymentToPoints<Tx>(
       expect(await world.balance('user-2')).toBe(0);
     });
 
+    it('answers a batch holding one key twice, the second under another payload, [executed, conflict] as one by one', async () => {
+      const pipeline = points();
+      const outcomes = await pipeline.processBatch([
+        paymentEnvelope(event, 'broker-a'),
+        paymentEnvelope({ ...event, userId: 'user-2' }, 'broker-b'),
+      ]);
+      expect(outcomes.map((o) => o.kind)).toEqual(['executed', 'conflict']);
+      expect(outcomes[1]).toMatchObject({ action: 'dead-letter', reason: 'conflict' });
+      expect(await world.balance('user-1')).toBe(100);
+      expect(await world.balance('user-2')).toBe(0);
+    });
+
     it('stores the handler result and replays it to duplicates', async () => {
       const pipeline = points({
         handler: async (message, ctx) => {

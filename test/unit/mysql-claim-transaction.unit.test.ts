@@ -31,7 +31,8 @@ describe('claim transaction on MySQL', () => {
       lockRetries: 3,
       claim: () => (++claims === 1 ? Promise.reject(deadlock) : Promise.resolve('won')),
       won: () => true,
-      finish: () => Promise.resolve(),
+      finish: (_conn, claimed) => Promise.resolve(claimed),
+      lost: (claimed) => claimed,
     });
     expect(result).toBe('won');
     expect(claims).toBe(2);
@@ -50,6 +51,7 @@ describe('claim transaction on MySQL', () => {
       },
       won: () => true,
       finish: () => Promise.resolve(),
+      lost: () => undefined,
     }).catch((e: unknown) => e);
     expect(claims).toBe(3);
     expect(error).toBeInstanceOf(LedgerUnavailableError);
@@ -69,6 +71,7 @@ describe('claim transaction on MySQL', () => {
         },
         won: () => true,
         finish: () => Promise.resolve(),
+        lost: () => undefined,
       }),
     ).rejects.toBeInstanceOf(LedgerUnavailableError);
     expect(claims).toBe(1);
@@ -85,6 +88,7 @@ describe('claim transaction on MySQL', () => {
         claim: () => Promise.resolve('won'),
         won: () => true,
         finish: () => Promise.reject(boom),
+        lost: () => 'lost',
       }),
     ).rejects.toBe(boom);
     expect(
@@ -94,6 +98,7 @@ describe('claim transaction on MySQL', () => {
         claim: () => Promise.resolve('duplicate'),
         won: () => false,
         finish: () => Promise.reject(new Error('must not run')),
+        lost: (claimed) => claimed,
       }),
     ).toBe('duplicate');
     expect(conn.log).toEqual(['START TRANSACTION', 'ROLLBACK', 'START TRANSACTION', 'ROLLBACK']);

@@ -2,11 +2,12 @@ import { parseArgs } from 'node:util';
 import { validateGroup } from '../../core/group.js';
 import type { Ledger, LedgerRecord } from '../../ledger/ledger.js';
 import { positiveOption, UsageError, type Command } from '../command.js';
-import { openStore, STORE_NAMES } from '../stores.js';
+import { openStore, STORE_ARGS, storeTarget, storeUsage } from '../stores.js';
 
 const usage = `Usage: oncemq ledger stuck|failed|show KEY|reset KEY [options]
 
-Inspects the ledger and releases claims on purpose.
+Inspects the ledger and releases claims on purpose. Read-only towards the schema: it never creates
+or migrates a file, schema or table; a missing one is an error (exit 1) naming the migrate command.
 
   stuck        PROCESSING rows whose lease ended: their owner died or hangs
   failed       FAIL rows with the error of the last attempt
@@ -14,14 +15,11 @@ Inspects the ledger and releases claims on purpose.
   reset KEY    deletes the stuck or failed row of KEY so the next delivery claims it afresh
                (needs --group; a SUCCESS row only with --force: its effect would run again)
 
-  --group G     consumer group (filters stuck and failed)
-  --store S     ${STORE_NAMES.join(', ')} (default: from the --url scheme)
-  --url URL     connection URL (database file path for sqlite); default: ONCEMQ_POSTGRES_URL /
-                ONCEMQ_MYSQL_URL, else the loopback default
-  --table NAME  ledger table (default oncemq_ledger)
-  --limit N     rows listed at most (default 100)
-  --force       reset a SUCCESS row too
-  --json        machine-readable output`;
+  --group G        consumer group (filters stuck and failed)
+${storeUsage()}
+  --limit N        rows listed at most (default 100)
+  --force          reset a SUCCESS row too
+  --json           machine-readable output`;
 
 /** One row as printed by --json. */
 function toJson(record: LedgerRecord): Record<string, unknown> {
@@ -42,14 +40,12 @@ function line(record: LedgerRecord): string {
   return `${record.group}  ${record.key}  ${record.status}  attempt ${record.attempt}  ${when}${remark}`;
 }
 
-function inspectable(ledger: Ledger): Required<Pick<Ledger, 'list' | 'reset'>> {
-  if (!ledger.capabilities.inspect || ledger.list === undefined || ledger.reset === undefined) {
+function inspectable(ledger: Ledger): Pick<Ledger, 'list' | 'reset'> {
+  if (!ledger.capabilities.inspect)
     throw new UsageError(`the ${ledger.name} ledger cannot list or reset rows`);
-  }
   return {
-    list: (query) => (ledger.list as NonNullable<Ledger['list']>).call(ledger, query),
-    reset: (group, key, options) =>
-      (ledger.reset as NonNullable<Ledger['reset']>).call(ledger, group, key, options),
+    list: (query) => ledger.list(query),
+    reset: (group, key, options) => ledger.reset(group, key, options),
   };
 }
 
@@ -61,10 +57,8 @@ export const ledgerCommand: Command = {
     const { values, positionals } = parseArgs({
       args: [...args],
       options: {
+        ...STORE_ARGS,
         group: { type: 'string' },
-        store: { type: 'string' },
-        url: { type: 'string' },
-        table: { type: 'string' },
         limit: { type: 'string' },
         force: { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
@@ -84,7 +78,7 @@ export const ledgerCommand: Command = {
     if (needsKey && values.group === undefined) throw new UsageError(`${action} needs --group`);
     const group = values.group === undefined ? undefined : validateGroup(values.group, '--group');
     const limit = positiveOption(values.limit, 'limit', 100);
-    const store = await openStore(values.store, { url: values.url, table: values.table });
+    const store = await openStore(values.store, storeTarget(values, false));
     try {
       const ledger = store.ledger;
       await ledger.init();

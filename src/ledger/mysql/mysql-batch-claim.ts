@@ -1,54 +1,60 @@
 import { randomUUID } from 'node:crypto';
-import { checkBatchResults, planBatch, rowIdentity, twinResult, wonClaims } from '../batch-claim.js';
+import { answerTwins, planBatch, rowIdentity, twinsOf, wonClaims } from '../batch-claim.js';
 import { decideExisting } from '../claim-decision.js';
 import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
-import {
-  columnText,
-  rows,
-  wrapMysqlError,
-  type MysqlConnectionLike,
-  type MysqlValue,
-} from './mysql-client.js';
-import { checkBytes, claimOnMysql, toRecord, type Row } from './mysql-claim.js';
-import { MYSQL_GROUP_BYTES, MYSQL_KEY_BYTES, type MysqlStatements } from './mysql-schema.js';
+import { columnText, type LedgerRow } from '../ledger-row.js';
+import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
+import { claimOnMysql, mysqlRecord } from './mysql-claim.js';
+import type { MysqlStatements } from './mysql-schema.js';
 
-/** Reads the rows of `requests` with FOR UPDATE (latest committed versions), by `(group, key)`. */
+/**
+ * Reads the rows of `requests` by `(group, key)`. Every one of them is locked by this transaction
+ * already (the batch's insert took each row's lock), so a plain read sees its latest committed
+ * version — unless the transaction is the caller's (`locking`), whose snapshot may be older: then
+ * the read is `FOR UPDATE`. A locking read of an IN list takes next-key locks on the rows after the
+ * keys, which is what made concurrent batches and single claims deadlock on each other's gaps.
+ */
 async function selectMany(
   conn: MysqlConnectionLike,
   table: string,
   requests: readonly ClaimRequest[],
+  locking: boolean,
 ): Promise<Map<string, LedgerRecord>> {
   const tuples = requests.map(() => '(?, ?)').join(', ');
   const values = requests.flatMap((r) => [r.group, r.key]);
   const [found] = await conn.execute(
-    `SELECT * FROM ${table} WHERE (consumer_group, msg_key) IN (${tuples}) FOR UPDATE`,
+    `SELECT * FROM ${table} WHERE (consumer_group, msg_key) IN (${tuples})${locking ? ' FOR UPDATE' : ''}`,
     values,
   );
   return new Map(
-    rows<Row>(found).map((row) => [
+    rows<LedgerRow>(found).map((row) => [
       rowIdentity(columnText(row.consumer_group), columnText(row.msg_key)),
-      toRecord(row),
+      mysqlRecord(row),
     ]),
   );
 }
 
+/** How a batch claim runs on its connection. */
+export interface MysqlBatchContext {
+  readonly s: MysqlStatements;
+  readonly table: string;
+  readonly clock: () => number;
+  /** The claim joined the caller's open transaction (a savepoint), whose snapshot may predate the claim. */
+  readonly nested: boolean;
+}
+
 /**
  * Claims a batch: one multi-row insert for every distinct key (sorted, so concurrent batches lock rows
- * in one order), then one locking read. A row carrying the owner token this batch generated was
- * inserted by it (a duplicate leaves the existing row's owner as it was); the others are decided by
+ * in one order), then one read. A row carrying the owner token this batch generated was inserted by
+ * it (a duplicate leaves the existing row's owner as it was); the others are decided by
  * decideExisting, and the rare reclaim goes through the single-key claim. Driver errors are raw.
  */
 export async function claimBatchOnMysql(
   conn: MysqlConnectionLike,
-  s: MysqlStatements,
-  table: string,
   requests: readonly ClaimRequest[],
-  clock: () => number,
+  context: MysqlBatchContext,
 ): Promise<(ClaimResult | undefined)[]> {
-  for (const r of requests) {
-    checkBytes(r.key, MYSQL_KEY_BYTES, 'key');
-    checkBytes(r.group, MYSQL_GROUP_BYTES, 'group');
-  }
+  const { s, clock } = context;
   const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
   const { distinct } = planBatch(requests);
   if (distinct.length === 0) return results;
@@ -66,23 +72,13 @@ export async function claimBatchOnMysql(
     now,
   ]);
   await conn.execute(s.insertMany(picked.length), values);
-  const found = await selectMany(conn, table, picked);
+  const found = await selectMany(conn, context.table, picked, context.nested);
   for (const [i, index] of distinct.entries()) {
     const r = requests[index] as ClaimRequest;
     const record = found.get(rowIdentity(r.group, r.key));
-    if (
-      record !== undefined &&
-      record.owner === owners[i] &&
-      record.attempt === 1 &&
-      record.status === 'SUCCESS'
-    ) {
-      const claim = {
-        group: r.group,
-        key: r.key,
-        owner: owners[i] as string,
-        attempt: 1,
-        leaseUntil: new Date(now + r.leaseMs),
-      };
+    const owner = owners[i] as string;
+    if (record?.owner === owner && record.attempt === 1 && record.status === 'SUCCESS') {
+      const claim = { group: r.group, key: r.key, owner, attempt: 1, leaseUntil: new Date(now + r.leaseMs) };
       results[index] = { status: 'acquired', claim };
       continue;
     }
@@ -96,50 +92,28 @@ export async function claimBatchOnMysql(
 }
 
 /**
- * After the claims of a batch: runs `work` once for the won ones (its errors pass unchanged), stores
- * their results, and answers later copies of a key in the batch as duplicates of the row.
+ * After the claims of a batch that won keys: runs `work` once for the won ones (its errors pass
+ * unchanged), stores their results, and decides later copies of a key on the row their first copy left.
  */
 export async function finishBatchOnMysql(
   conn: MysqlConnectionLike,
-  s: MysqlStatements,
-  table: string,
   requests: readonly ClaimRequest[],
-  results: (ClaimResult | undefined)[],
+  results: readonly (ClaimResult | undefined)[],
   work: BatchWork<never>,
-): Promise<void> {
+  context: MysqlBatchContext,
+): Promise<ClaimResult[]> {
   const won = wonClaims(results);
-  const stored = checkBatchResults(await work(conn as never, won), won.length);
-  try {
-    for (const [i, { claim }] of won.entries()) {
-      const result = stored[i];
-      if (result !== null && result !== undefined) {
-        await conn.execute(s.storeResult, [result, claim.group, claim.key]);
-      }
+  const stored = await work(conn as never, won);
+  for (const [i, { claim }] of won.entries()) {
+    const result = stored[i];
+    if (result !== null && result !== undefined) {
+      await conn.execute(context.s.storeResult, [result, claim.group, claim.key]);
     }
-    const plan = planBatch(requests);
-    const twins = plan.firstOf.flatMap((first, index) => (first === index ? [] : [index]));
-    if (twins.length > 0) {
-      const found = await selectMany(
-        conn,
-        table,
-        twins.map((i) => requests[i] as ClaimRequest),
-      );
-      for (const index of twins) {
-        const r = requests[index] as ClaimRequest;
-        const record = found.get(rowIdentity(r.group, r.key));
-        results[index] = record === undefined ? results[plan.firstOf[index] ?? index] : twinResult(record);
-      }
-    }
-  } catch (error) {
-    throw wrapMysqlError(error, 'storing batch results');
   }
-}
-
-/** Later copies of a key in a batch nothing won: the same answer as their first copy. */
-export function fillTwins(
-  requests: readonly ClaimRequest[],
-  results: (ClaimResult | undefined)[],
-): ClaimResult[] {
-  const { firstOf } = planBatch(requests);
-  return results.map((result, index) => result ?? (results[firstOf[index] ?? index] as ClaimResult));
+  const twins = twinsOf(planBatch(requests)).map((i) => requests[i] as ClaimRequest);
+  const found =
+    twins.length === 0
+      ? new Map<string, LedgerRecord>()
+      : await selectMany(conn, context.table, twins, context.nested);
+  return answerTwins(requests, results, (r) => found.get(rowIdentity(r.group, r.key)), context.clock());
 }

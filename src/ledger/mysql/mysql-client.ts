@@ -1,5 +1,6 @@
 import { ConfigError, LedgerUnavailableError, OncemqError } from '../../core/errors.js';
 import { sqlIdentifier } from '../sql-identifier.js';
+import { ledgerFailure } from '../ledger-errors.js';
 
 /**
  * The part of a mysql2/promise connection oncemq calls: `query` for statements without values
@@ -88,7 +89,7 @@ export function isDeadlock(error: unknown): boolean {
 export function wrapMysqlError(error: unknown, what: string): Error {
   if (error instanceof OncemqError) return error;
   const message = error instanceof Error ? error.message : String(error);
-  return new LedgerUnavailableError(`MySQL ledger failed ${what}: ${message}`, { cause: error });
+  return ledgerFailure(error, `MySQL ledger failed ${what}: ${message}`);
 }
 
 /** Validates a MySQL identifier from configuration and quotes it with backticks. */
@@ -98,19 +99,4 @@ export function mysqlIdentifier(value: unknown, field: string, maxLength = 64): 
     throw new ConfigError(field, `'${name}' is longer than ${maxLength} characters`);
   }
   return `\`${name}\``;
-}
-
-/** Text of a VARBINARY or text column as mysql2 returns it (a Buffer, or a string under typeCast). */
-export function columnText(value: unknown): string {
-  if (Buffer.isBuffer(value)) return value.toString('utf8');
-  return String(value);
-}
-
-export function nullableText(value: unknown): string | null {
-  return value === null || value === undefined ? null : columnText(value);
-}
-
-/** BIGINT columns arrive as numbers, or as strings under supportBigNumbers/bigNumberStrings. */
-export function nullableNumber(value: unknown): number | null {
-  return value === null || value === undefined ? null : Number(value);
 }

@@ -1,5 +1,7 @@
+import { MAX_LEDGER_KEY_BYTES } from '../claim-request.js';
 import { listFilter } from '../list-filter.js';
 import type { ListQuery } from '../ledger.js';
+import { ownedWriteSql, type OwnedWrite } from '../sql-leases.js';
 import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
 
 /**
@@ -8,10 +10,10 @@ import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.
  * MariaDB and MySQL 5.7, under which 'k' and 'k ' would collide on the primary key).
  */
 
-/** Longest key the ledger stores, in UTF-8 bytes (normalized keys are at most 200). */
-export const MYSQL_KEY_BYTES = 255;
-/** Longest consumer group, in bytes. */
-export const MYSQL_GROUP_BYTES = 128;
+/** The key column's width in bytes: the shared limit of every ledger (MAX_LEDGER_KEY_BYTES). */
+const KEY_BYTES = MAX_LEDGER_KEY_BYTES;
+/** The group column's width in bytes: GROUP_PATTERN allows 128 ASCII characters. */
+const GROUP_BYTES = 128;
 
 /**
  * Applies the migrations past the recorded version, on a connection that holds the migration lock.
@@ -35,6 +37,29 @@ export async function runMysqlMigrations(
   }
 }
 
+/**
+ * What a ledger that does not migrate finds: whether the database exists, and the recorded schema
+ * version of the table (undefined when the table or its version table is missing). Reads only
+ * `information_schema` before the version table, so nothing fails on a missing one.
+ */
+export async function mysqlSchemaVersion(
+  conn: MysqlConnectionLike,
+  database: string,
+  table: string,
+  versions: string,
+): Promise<{ readonly database: boolean; readonly version: number | undefined }> {
+  const [found] = await conn.execute(
+    `SELECT (SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?) AS db,
+       (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name IN (?, ?)) AS tables`,
+    [database, database, table, `${table}_schema`],
+  );
+  const counts = rows<{ db: unknown; tables: unknown }>(found)[0];
+  if (Number(counts?.db) === 0) return { database: false, version: undefined };
+  if (Number(counts?.tables) !== 2) return { database: true, version: undefined };
+  const [current] = await conn.query(`SELECT COALESCE(MAX(version), 0) AS version FROM ${versions}`);
+  return { database: true, version: Number(rows<{ version: unknown }>(current)[0]?.version ?? 0) };
+}
+
 /** The statement and values of a `list` query (oldest update first). */
 export function mysqlListQuery(select: string, query: ListQuery): { sql: string; values: MysqlValue[] } {
   const { where, values, limit } = listFilter(query, (deadline) => deadline.getTime());
@@ -46,8 +71,8 @@ export function mysqlMigrations(table: string): readonly (readonly string[])[] {
   return [
     [
       `CREATE TABLE IF NOT EXISTS ${table} (
-        consumer_group VARBINARY(${MYSQL_GROUP_BYTES}) NOT NULL,
-        msg_key VARBINARY(${MYSQL_KEY_BYTES}) NOT NULL,
+        consumer_group VARBINARY(${GROUP_BYTES}) NOT NULL,
+        msg_key VARBINARY(${KEY_BYTES}) NOT NULL,
         status VARCHAR(10) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
         fingerprint VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NULL,
         owner VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
@@ -71,7 +96,7 @@ export function mysqlMigrations(table: string): readonly (readonly string[])[] {
 /** SQL of every ledger statement, for one quoted table; `strict` prefixes writes with strict sql_mode. */
 export function mysqlStatements(table: string, strict: (sql: string) => string) {
   const t = table;
-  const owned = `consumer_group = ? AND msg_key = ? AND owner = ? AND attempt = ? AND status = 'PROCESSING'`;
+  const owned = ownedWriteSql(t, () => '?');
   return {
     /**
      * The claim. On a duplicate the row is left as it is and LAST_INSERT_ID(attempt) makes the OK
@@ -101,14 +126,11 @@ export function mysqlStatements(table: string, strict: (sql: string) => string) 
        WHERE consumer_group = ? AND msg_key = ? AND status = ? AND attempt = ? AND owner <=> ?`,
     ),
     storeResult: strict(`UPDATE ${t} SET result = ? WHERE consumer_group = ? AND msg_key = ?`),
-    renew: strict(`UPDATE ${t} SET lease_until = ?, updated_at = ? WHERE ${owned}`),
-    complete: strict(
-      `UPDATE ${t} SET status = 'SUCCESS', result = ?, remark = NULL, lease_until = NULL, updated_at = ? WHERE ${owned}`,
-    ),
-    fail: strict(
-      `UPDATE ${t} SET status = 'FAIL', remark = ?, lease_until = NULL, updated_at = ? WHERE ${owned}`,
-    ),
-    release: `DELETE FROM ${t} WHERE ${owned}`,
+    /** The owner-checked writes; bind their values, then group, key, owner and attempt. */
+    owned: Object.fromEntries(Object.entries(owned).map(([name, sql]) => [name, strict(sql)])) as Record<
+      OwnedWrite,
+      string
+    >,
     recordFailure: strict(
       `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
        VALUES (?, ?, 'FAIL', ?, NULL, 1, NULL, ?, ?, ?, ?, ?)

@@ -48,15 +48,20 @@ export async function commitMysqlTx(tx: OpenMysqlTx<MysqlConnectionLike>): Promi
 }
 
 /** The phases of a claim transaction. */
-export interface ClaimTransactionSteps<Conn, C> {
+export interface ClaimTransactionSteps<Conn, C, R> {
   /** Join a transaction already open on the connection (savepoint) rather than open one. */
   readonly joinable: boolean;
   /** Times the claim phase runs again after a deadlock or a lock-wait timeout. */
   readonly lockRetries: number;
-  readonly claim: (conn: Conn) => Promise<C>;
+  /** Claims; `nested` when the claim joined the caller's transaction. Driver errors raw. */
+  readonly claim: (conn: Conn, nested: boolean) => Promise<C>;
   readonly won: (claimed: C) => boolean;
   /** The handler's work and the storing of its results; its errors pass unchanged. */
-  readonly finish: (conn: Conn, claimed: C) => Promise<void>;
+  readonly finish: (conn: Conn, claimed: C, nested: boolean) => Promise<R>;
+  /** The answer of a claim that won nothing (rolled back). */
+  readonly lost: (claimed: C) => R;
+  /** Told of each lock conflict that is retried. */
+  readonly onRetry?: (error: unknown, round: number) => void;
 }
 
 /**
@@ -64,29 +69,34 @@ export interface ClaimTransactionSteps<Conn, C> {
  * lockRetries times), then, if won, the work, then commit. Anything not won is rolled back. A
  * deadlock inside the caller's own transaction is not retried: InnoDB rolled all of it back.
  */
-export async function runClaimTransaction<Conn extends MysqlConnectionLike, C>(
+export async function runClaimTransaction<Conn extends MysqlConnectionLike, C, R>(
   conn: Conn,
-  steps: ClaimTransactionSteps<Conn, C>,
-): Promise<C> {
+  steps: ClaimTransactionSteps<Conn, C, R>,
+): Promise<R> {
   for (let round = 0; ; round++) {
-    const tx = await beginMysqlTx(conn, steps.joinable).catch((error: unknown) => {
-      throw wrapMysqlError(error, 'beginning a transaction');
-    });
+    const tx = await beginMysqlTx(conn, steps.joinable);
     let claimed: C;
     try {
-      claimed = await steps.claim(conn);
+      claimed = await steps.claim(conn, tx.nested);
     } catch (error) {
       await rollbackMysqlTx(tx);
       const resumable = !(tx.nested && isDeadlock(error));
-      if (isLockConflict(error) && resumable && round < steps.lockRetries) continue;
-      throw wrapMysqlError(error, 'claiming');
+      if (isLockConflict(error) && resumable && round < steps.lockRetries) {
+        steps.onRetry?.(error, round + 1);
+        continue;
+      }
+      throw wrapMysqlError(
+        error,
+        isLockConflict(error) ? `claiming (lock conflict ${round + 1} in a row)` : 'claiming',
+      );
     }
     if (!steps.won(claimed)) {
       await rollbackMysqlTx(tx);
-      return claimed;
+      return steps.lost(claimed);
     }
+    let answer: R;
     try {
-      await steps.finish(conn, claimed);
+      answer = await steps.finish(conn, claimed, tx.nested);
     } catch (error) {
       await rollbackMysqlTx(tx);
       throw error;
@@ -97,6 +107,6 @@ export async function runClaimTransaction<Conn extends MysqlConnectionLike, C>(
       await rollbackMysqlTx(tx);
       throw wrapMysqlError(error, 'committing');
     }
-    return claimed;
+    return answer;
   }
 }

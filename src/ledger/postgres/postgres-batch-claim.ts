@@ -1,16 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { checkBatchResults, planBatch, rowIdentity, twinResult, wonClaims } from '../batch-claim.js';
+import { answerTwins, planBatch, rowIdentity, twinsOf, wonClaims } from '../batch-claim.js';
 import { decideExisting } from '../claim-decision.js';
-import type { BatchWork, ClaimRequest, ClaimResult } from '../ledger.js';
+import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
+import type { LedgerRow } from '../ledger-row.js';
+import { pgRecord } from './postgres-claim.js';
 import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
-import { pgRecord, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
+import type { PgStatements } from './postgres-ledger-sql.js';
 
 /** What a batch claim needs from its ledger. */
 export interface PgBatchContext {
   readonly sql: PgStatements;
   readonly now: number;
-  /** Makes free text storable (PostgreSQL text holds no NUL). */
-  readonly text: (value: string) => string;
   /** The single-key claim, for keys that need a reclaim or whose row vanished meanwhile. */
   readonly claimOne: (client: PgClientLike, request: ClaimRequest) => Promise<ClaimResult>;
   /** Locks the batch's keys first (the partitioned ledger's uniqueness across days). */
@@ -18,18 +18,21 @@ export interface PgBatchContext {
     ((client: PgClientLike, requests: readonly ClaimRequest[]) => Promise<void>) | undefined;
 }
 
+/** The rows of `requests` as they stand in this transaction, by row identity. */
 async function selectMany(
   client: PgClientLike,
   sql: PgStatements,
   requests: readonly ClaimRequest[],
-): Promise<Map<string, PgLedgerRow>> {
-  const rows = await pgQuery<PgLedgerRow>(
+): Promise<Map<string, LedgerRecord>> {
+  const rows = await pgQuery<LedgerRow>(
     client,
     sql.selectMany,
     [requests.map((r) => r.group), requests.map((r) => r.key)],
     'reading a batch',
   );
-  return new Map(rows.map((row) => [rowIdentity(row.consumer_group, row.msg_key), row]));
+  return new Map(
+    rows.map((row) => [rowIdentity(String(row.consumer_group), String(row.msg_key)), pgRecord(row)]),
+  );
 }
 
 /** One multi-row insert for every distinct key (sorted), then one read of the keys that were not new. */
@@ -38,7 +41,7 @@ async function claimBatch(
   requests: readonly ClaimRequest[],
   context: PgBatchContext,
 ): Promise<(ClaimResult | undefined)[]> {
-  const { sql, now, text } = context;
+  const { sql, now } = context;
   const { distinct } = planBatch(requests);
   const picked = distinct.map((index) => requests[index] as ClaimRequest);
   const owners = picked.map(() => randomUUID());
@@ -51,8 +54,8 @@ async function claimBatch(
       picked.map((r) => r.key),
       picked.map((r) => r.fingerprint),
       owners,
-      picked.map((r) => text(r.brokerId)),
-      picked.map((r) => text(r.topic)),
+      picked.map((r) => r.brokerId),
+      picked.map((r) => r.topic),
       new Date(now),
     ],
     'claiming a batch',
@@ -78,8 +81,7 @@ async function claimBatch(
     );
     for (const index of lost) {
       const r = requests[index] as ClaimRequest;
-      const row = rows.get(rowIdentity(r.group, r.key));
-      const record = row === undefined ? undefined : pgRecord(row);
+      const record = rows.get(rowIdentity(r.group, r.key));
       const decision = record === undefined ? 'reclaim' : decideExisting(record, r, now);
       results[index] =
         record !== undefined && decision !== 'reclaim'
@@ -92,7 +94,7 @@ async function claimBatch(
 
 /**
  * The body of a PostgreSQL batch transaction: claims, runs `work` once for the won claims, stores
- * their results in one statement, and answers later copies of a key in the batch as duplicates.
+ * their results in one statement, and decides later copies of a key in the batch on its row.
  */
 export async function pgClaimMany(
   client: PgClientLike,
@@ -102,7 +104,7 @@ export async function pgClaimMany(
 ): Promise<readonly ClaimResult[]> {
   const results = await claimBatch(client, requests, context);
   const won = wonClaims(results);
-  const stored = checkBatchResults(await work(client, won), won.length);
+  const stored = await work(client, won);
   const withResult = won.flatMap(({ claim }, i) => {
     const result = stored[i];
     return result === null || result === undefined ? [] : [{ claim, result }];
@@ -119,19 +121,14 @@ export async function pgClaimMany(
       'storing batch results',
     );
   }
-  const plan = planBatch(requests);
-  const twins = plan.firstOf.flatMap((first, index) => (first === index ? [] : [index]));
-  if (twins.length > 0) {
-    const rows = await selectMany(
-      client,
-      context.sql,
-      twins.map((i) => requests[i] as ClaimRequest),
-    );
-    for (const index of twins) {
-      const r = requests[index] as ClaimRequest;
-      const row = rows.get(rowIdentity(r.group, r.key));
-      results[index] = row === undefined ? results[plan.firstOf[index] ?? index] : twinResult(pgRecord(row));
-    }
-  }
-  return results as ClaimResult[];
+  const twins = twinsOf(planBatch(requests));
+  const rows =
+    twins.length === 0
+      ? new Map<string, LedgerRecord>()
+      : await selectMany(
+          client,
+          context.sql,
+          twins.map((i) => requests[i] as ClaimRequest),
+        );
+  return answerTwins(requests, results, (r) => rows.get(rowIdentity(r.group, r.key)), context.now);
 }

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { LedgerUnavailableError } from '../../core/errors.js';
 import { CLAIM_RACE_ATTEMPTS, decideExisting } from '../claim-decision.js';
+import { lostEveryRound } from '../claim-round.js';
 import type { ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
+import { rowToRecord, TIMESTAMPTZ_COLUMNS, type LedgerRow } from '../ledger-row.js';
 import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
-import { pgRecord, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
+import type { PgStatements } from './postgres-ledger-sql.js';
 import { keyLockText } from './postgres-partitions.js';
 
 /** What a single-key claim needs from its ledger. */
@@ -12,8 +13,11 @@ export interface PgClaimContext {
   readonly clock: () => number;
   /** Take the key's advisory lock first (the partitioned ledger). */
   readonly partitioned: boolean;
-  /** Makes free text storable (PostgreSQL text holds no NUL). */
-  readonly text: (value: string) => string;
+}
+
+/** The record of a row pg returned. */
+export function pgRecord(row: LedgerRow): LedgerRecord {
+  return rowToRecord(row, TIMESTAMPTZ_COLUMNS);
 }
 
 /**
@@ -37,29 +41,17 @@ export async function pgClaimOne(
     const owner = randomUUID();
     const leaseUntil = new Date(now + request.leaseMs);
     const storedLease = status === 'PROCESSING' ? leaseUntil : null;
-    const brokerId = context.text(request.brokerId);
-    const topic = context.text(request.topic);
     const claim = { group: request.group, key: request.key, owner, leaseUntil };
-    const rows = await pgQuery<PgLedgerRow & { inserted: boolean }>(
+    const { group, key, fingerprint, brokerId, topic } = request;
+    const rows = await pgQuery<LedgerRow & { inserted: boolean }>(
       client,
       sql.claim,
-      [
-        request.group,
-        request.key,
-        status,
-        request.fingerprint,
-        owner,
-        storedLease,
-        brokerId,
-        topic,
-        new Date(now),
-      ],
+      [group, key, status, fingerprint, owner, storedLease, brokerId, topic, new Date(now)],
       'claiming',
     );
     if (rows[0]?.inserted === true) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
     // Not in the statement's snapshot: committed by a transaction the insert waited for. Re-read.
-    const row =
-      rows[0] ?? (await pgQuery<PgLedgerRow>(client, sql.select, [request.group, request.key], 'reading'))[0];
+    const row = rows[0] ?? (await pgQuery<LedgerRow>(client, sql.select, [group, key], 'reading'))[0];
     if (row === undefined) continue;
     record = pgRecord(row);
     const decision = decideExisting(record, request, now);
@@ -68,25 +60,13 @@ export async function pgClaimOne(
       client,
       sql.reclaim,
       [
-        request.group,
-        request.key,
-        status,
-        owner,
-        storedLease,
-        brokerId,
-        topic,
-        request.fingerprint,
-        new Date(now),
-        record.status,
-        record.attempt,
-        record.owner,
+        ...[group, key, status, owner, storedLease, brokerId, topic, fingerprint, new Date(now)],
+        ...[record.status, record.attempt, record.owner],
       ],
       'reclaiming',
     );
     if (taken === 1)
       return { status: 'reclaimed', claim: { ...claim, attempt: record.attempt + 1 }, previous: record };
   }
-  if (record === undefined)
-    throw new LedgerUnavailableError(`claim of ${request.key} kept racing with deletes`);
-  return { status: 'busy', record };
+  return lostEveryRound(request, record);
 }

@@ -1,4 +1,5 @@
-import { LedgerUnavailableError, OncemqError } from '../../core/errors.js';
+import { OncemqError } from '../../core/errors.js';
+import { ledgerFailure } from '../ledger-errors.js';
 
 /** What oncemq reads from a pg query result. */
 export interface PgQueryResultLike {
@@ -59,7 +60,7 @@ export function pgFailure(error: unknown, what: string): Error {
   const hint =
     typeof code === 'string' ? ` [${code}${SQLSTATE_HINTS[code] ? `: ${SQLSTATE_HINTS[code]}` : ''}]` : '';
   const message = error instanceof Error ? error.message : String(error);
-  return new LedgerUnavailableError(`PostgreSQL ledger failed ${what}${hint}: ${message}`, { cause: error });
+  return ledgerFailure(error, `PostgreSQL ledger failed ${what}${hint}: ${message}`);
 }
 
 /** Runs a query, wrapping driver failures. */

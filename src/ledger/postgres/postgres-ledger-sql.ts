@@ -1,43 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { LedgerRecord, LedgerStatus } from '../ledger.js';
+import { ownedWriteSql, type OwnedWrite } from '../sql-leases.js';
 import type { PgStatement } from './postgres-client.js';
 import { partitionedMigration, partitionedStatements } from './postgres-partitions.js';
 import { quoteIdentifier } from '../sql-identifier.js';
-
-/** A ledger row as pg returns it (timestamptz columns come back as Dates). */
-export interface PgLedgerRow {
-  consumer_group: string;
-  msg_key: string;
-  status: LedgerStatus;
-  fingerprint: string | null;
-  owner: string | null;
-  attempt: number;
-  lease_until: Date | null;
-  broker_id: string | null;
-  topic: string | null;
-  remark: string | null;
-  result: string | null;
-  created_at: Date;
-  updated_at: Date;
-}
-
-export function pgRecord(row: PgLedgerRow): LedgerRecord {
-  return {
-    group: row.consumer_group,
-    key: row.msg_key,
-    status: row.status,
-    fingerprint: row.fingerprint,
-    owner: row.owner,
-    attempt: row.attempt,
-    leaseUntil: row.lease_until,
-    brokerId: row.broker_id,
-    topic: row.topic,
-    remark: row.remark,
-    result: row.result,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-  };
-}
 
 const COLUMNS = `consumer_group text NOT NULL,
       msg_key text NOT NULL,
@@ -80,7 +45,7 @@ export function pgStatements(schema: string, table: string, prepared = true, par
     prepared
       ? { name: `oncemq_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text }
       : text;
-  const owned = `consumer_group = $1 AND msg_key = $2 AND owner = $3 AND attempt = $4 AND status = 'PROCESSING'`;
+  const owned = ownedWriteSql(t, (n) => `$${n}`);
   const base = {
     table: t,
     versions: `${quoteIdentifier(schema)}.${quoteIdentifier(`${table}_schema`)}`,
@@ -109,14 +74,11 @@ export function pgStatements(schema: string, table: string, prepared = true, par
         fingerprint = COALESCE(fingerprint, $8), remark = NULL, updated_at = $9
       WHERE consumer_group = $1 AND msg_key = $2 AND status = $10 AND attempt = $11 AND owner IS NOT DISTINCT FROM $12`),
     storeResult: named(`UPDATE ${t} SET result = $3 WHERE consumer_group = $1 AND msg_key = $2`),
-    renew: named(`UPDATE ${t} SET lease_until = $5, updated_at = $6 WHERE ${owned}`),
-    complete: named(
-      `UPDATE ${t} SET status = 'SUCCESS', result = $5, remark = NULL, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
-    ),
-    fail: named(
-      `UPDATE ${t} SET status = 'FAIL', remark = $5, lease_until = NULL, updated_at = $6 WHERE ${owned}`,
-    ),
-    release: named(`DELETE FROM ${t} WHERE ${owned}`),
+    /** The owner-checked writes; bind their values, then group, key, owner and attempt. */
+    owned: Object.fromEntries(Object.entries(owned).map(([name, text]) => [name, named(text)])) as Record<
+      OwnedWrite,
+      PgStatement
+    >,
     recordFailure:
       named(`INSERT INTO ${t} AS l (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
       VALUES ($1, $2, 'FAIL', $3, NULL, 1, NULL, $4, $5, $6, $7, $7)

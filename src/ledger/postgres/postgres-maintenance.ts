@@ -1,6 +1,8 @@
-import { ConfigError } from '../../core/errors.js';
 import { listFilter } from '../list-filter.js';
 import type { LedgerRecord, ListQuery, MaintenanceLock, PurgeOptions, PurgeResult } from '../ledger.js';
+import type { LedgerRow } from '../ledger-row.js';
+import { purgeInBatches } from '../purge-batches.js';
+import { pgRecord } from './postgres-claim.js';
 import {
   pgExecute,
   pgFailure,
@@ -9,7 +11,7 @@ import {
   type PgPoolClientLike,
   type PgPoolLike,
 } from './postgres-client.js';
-import { pgRecord, type PgLedgerRow, type PgStatements } from './postgres-ledger-sql.js';
+import type { PgStatements } from './postgres-ledger-sql.js';
 
 /** Rows matching `query`, oldest update first; stuck claims use the partial index on lease_until. */
 export async function pgList(
@@ -20,7 +22,7 @@ export async function pgList(
   const { where, values, limit } = listFilter(query, (deadline) => deadline);
   let placeholder = 0;
   const numbered = where.replace(/\?/g, () => `$${++placeholder}`);
-  const rows = await pgQuery<PgLedgerRow>(
+  const rows = await pgQuery<LedgerRow>(
     q,
     `SELECT * FROM ${sql.table}${numbered}
      ORDER BY updated_at, consumer_group, msg_key LIMIT $${placeholder + 1}`,
@@ -86,23 +88,12 @@ export async function pgTryAdvisoryLock(
 }
 
 /** Deletes finished rows in bounded batches, one short autocommit statement each. */
-export async function pgPurge(
+export function pgPurge(
   q: PgClientLike,
   sql: PgStatements,
-  options: PurgeOptions,
+  options: Required<PurgeOptions>,
 ): Promise<PurgeResult> {
-  const batchSize = options.batchSize ?? 1000;
-  if (!Number.isInteger(batchSize) || batchSize < 1) {
-    throw new ConfigError('batchSize', 'must be a positive integer');
-  }
-  const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
-  let deleted = 0;
-  let batches = 0;
-  while (batches < maxBatches) {
-    const changes = await pgExecute(q, sql.purge, [options.olderThan, batchSize], 'purging');
-    batches++;
-    deleted += changes;
-    if (changes < batchSize) break;
-  }
-  return { deleted, batches };
+  return purgeInBatches(options, () =>
+    pgExecute(q, sql.purge, [options.olderThan, options.batchSize], 'purging'),
+  );
 }

@@ -60,3 +60,30 @@ export async function pgMigrate(
   if (partitioned !== undefined) await ensurePartitions(client, schema, table, partitioned.nowMs);
   return steps.length;
 }
+
+/**
+ * The recorded schema version of the ledger table, or `undefined` when its schema, the table or its
+ * version table is missing. Looks the tables up with `to_regclass` first, so it never fails (and
+ * never aborts the caller's transaction) on a missing one.
+ */
+export async function pgSchemaVersion(
+  client: PgClientLike,
+  schema: string,
+  table: string,
+): Promise<number | undefined> {
+  const name = (t: string): string => `${quoteIdentifier(schema)}.${quoteIdentifier(t)}`;
+  const [found] = await pgQuery<{ ledger: string | null; versions: string | null }>(
+    client,
+    'SELECT to_regclass($1)::text AS ledger, to_regclass($2)::text AS versions',
+    [name(table), name(`${table}_schema`)],
+    'looking up the ledger table',
+  );
+  if (found?.ledger == null || found.versions == null) return undefined;
+  const [row] = await pgQuery<{ version: number | null }>(
+    client,
+    `SELECT MAX(version) AS version FROM ${name(`${table}_schema`)}`,
+    [],
+    'reading the schema version',
+  );
+  return row?.version ?? 0;
+}

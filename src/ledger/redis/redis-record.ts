@@ -1,3 +1,4 @@
+import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError, LedgerUnavailableError } from '../../core/errors.js';
 import type { LedgerRecord, LedgerStatus } from '../ledger.js';
 
@@ -34,9 +35,25 @@ export function validatePrefix(value: unknown, field = 'prefix'): string {
   return value;
 }
 
+/** Checks a Redis TTL from configuration: PX takes a whole, positive number of milliseconds. */
+export function redisTtl(value: Duration, field: string): number {
+  const ms = parseDuration(value, field);
+  if (!Number.isSafeInteger(ms) || ms < 1) {
+    throw new ConfigError(
+      field,
+      `the Redis TTL must be a whole number of milliseconds of at least 1ms, got ${String(value)}; ` +
+        'a zero or fractional TTL would let Redis drop finished keys at once',
+    );
+  }
+  return ms;
+}
+
 /**
  * The Redis key of `(group, key)`: `<prefix>:<group>:{<key>}`. The business key is the hash tag, so
  * every record of one key maps to one Cluster slot while different keys spread over the cluster.
+ * Unambiguous although groups may hold `:`: neither the prefix nor a group (GROUP_PATTERN, checked
+ * by the runtime before every claim) holds a `{`, so the first `{` ends the group and starts the key
+ * (`('a:b', 'c')` is `oncemq:a:b:{c}`, `('a', 'b:c')` is `oncemq:a:{b:c}`).
  */
 export function redisKey(prefix: string, group: string, key: string): string {
   return `${prefix}:${group}:{${key}}`;

@@ -36,22 +36,25 @@ export class ConnectionQueue {
     return new Promise<void>((resolve) => this.#waiters.push(resolve)).then(() => this.#start(fn));
   }
 
-  #start<T>(fn: () => T | Promise<T>): Promise<T> {
+  /** Runs `fn` at once; whatever it throws or rejects with reaches the caller unchanged. */
+  async #start<T>(fn: () => T | Promise<T>): Promise<T> {
     this.#busy = true;
     let value: T | Promise<T>;
     try {
       value = fn();
     } catch (error) {
       this.#next();
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      throw error;
     }
     if (!isThenable(value)) {
       this.#next();
-      return Promise.resolve(value);
+      return value;
     }
-    return Promise.resolve(value).finally(() => {
+    try {
+      return await value;
+    } finally {
       this.#next();
-    });
+    }
   }
 
   #next(): void {

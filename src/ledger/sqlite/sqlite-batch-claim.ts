@@ -1,11 +1,18 @@
 import { LedgerUnavailableError } from '../../core/errors.js';
-import { checkBatchResults, planBatch, rowIdentity, twinResult } from '../batch-claim.js';
+import { answerTwins, planBatch, rowIdentity } from '../batch-claim.js';
 import { ClaimRound } from '../claim-round.js';
-import type { Claim, ClaimRequest, ClaimResult } from '../ledger.js';
-import { toRecord, type SqliteLedgerRow as Row, type Statements } from './sqlite-ledger-sql.js';
+import type { Claim, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
+import { EPOCH_MS_COLUMNS, rowToRecord, type LedgerRow } from '../ledger-row.js';
+import type { Statements } from './sqlite-ledger-sql.js';
 
 /** Rows per multi-row INSERT of a batch claim (8 bound values each, well under SQLite's limit). */
 export const SQLITE_BATCH_INSERT_ROWS = 100;
+
+/** The row of `(group, key)` as it stands, or undefined. */
+export function sqliteRecord(s: Statements, group: string, key: string): LedgerRecord | undefined {
+  const row = s.select.get(group, key) as LedgerRow | undefined;
+  return row === undefined ? undefined : rowToRecord(row, EPOCH_MS_COLUMNS);
+}
 
 /**
  * Claims the distinct keys of a batch inside the caller's open transaction: multi-row inserts (sorted
@@ -39,9 +46,8 @@ export function claimBatchOnSqlite(
         results[index] = round.acquired();
         return;
       }
-      const row = s.select.get(group, key) as Row | undefined;
-      if (row === undefined) throw new LedgerUnavailableError(`batch claim of ${key} raced with a delete`);
-      const record = toRecord(row);
+      const record = sqliteRecord(s, group, key);
+      if (record === undefined) throw new LedgerUnavailableError(`batch claim of ${key} raced with a delete`);
       results[index] =
         round.existing(record) ??
         (Number(s.reclaim.run(...round.reclaimValues(record)).changes) === 1
@@ -53,27 +59,20 @@ export function claimBatchOnSqlite(
 }
 
 /**
- * After the batch's work: checks it returned one result per won claim, stores them, and answers later
- * copies of a key in the batch as duplicates of the row their first copy left. Driver errors are raw.
+ * After the batch's work: stores the results of the won claims, and decides later copies of a key in
+ * the batch on the row their first copy left. Driver errors are raw.
  */
 export function finishBatchOnSqlite(
   s: Statements,
   requests: readonly ClaimRequest[],
-  results: (ClaimResult | undefined)[],
+  results: readonly (ClaimResult | undefined)[],
   won: readonly { readonly claim: Claim }[],
-  out: unknown,
+  stored: readonly (string | null)[],
+  now: number,
 ): ClaimResult[] {
-  const stored = checkBatchResults(out, won.length);
   won.forEach(({ claim }, i) => {
     const result = stored[i] ?? null;
     if (result !== null) s.storeResult.run(result, claim.group, claim.key);
   });
-  const plan = planBatch(requests);
-  plan.firstOf.forEach((first, index) => {
-    if (first === index) return;
-    const request = requests[index] as ClaimRequest;
-    const row = s.select.get(request.group, request.key) as Row | undefined;
-    results[index] = row === undefined ? results[first] : twinResult(toRecord(row));
-  });
-  return results as ClaimResult[];
+  return answerTwins(requests, results, (r) => sqliteRecord(s, r.group, r.key), now);
 }

@@ -15,12 +15,6 @@ export function sqliteListQuery(table: string, query: ListQuery): { sql: string;
   };
 }
 
-/** `reset`: deletes a stuck or failed row, a finished one only when forced. */
-export function sqliteResetSql(table: string, force: boolean): string {
-  const only = force ? '' : ` AND status IN ('PROCESSING', 'FAIL')`;
-  return `DELETE FROM ${quoteIdentifier(table)} WHERE consumer_group = ? AND msg_key = ?${only}`;
-}
-
 /** The part of a database the lock needs, run one operation at a time by the ledger. */
 export interface SqliteLockStatements {
   run(sql: string, ...params: unknown[]): number;

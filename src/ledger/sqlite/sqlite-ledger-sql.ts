@@ -1,40 +1,6 @@
-import type { LedgerRecord, LedgerStatus } from '../ledger.js';
 import { quoteIdentifier } from '../sql-identifier.js';
-import type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite-ledger.js';
-
-export interface SqliteLedgerRow {
-  consumer_group: string;
-  msg_key: string;
-  status: LedgerStatus;
-  fingerprint: string | null;
-  owner: string | null;
-  attempt: number;
-  lease_until: number | null;
-  broker_id: string | null;
-  topic: string | null;
-  remark: string | null;
-  result: string | null;
-  created_at: number;
-  updated_at: number;
-}
-
-export function toRecord(row: SqliteLedgerRow): LedgerRecord {
-  return {
-    group: row.consumer_group,
-    key: row.msg_key,
-    status: row.status,
-    fingerprint: row.fingerprint,
-    owner: row.owner,
-    attempt: row.attempt,
-    leaseUntil: row.lease_until === null ? null : new Date(row.lease_until),
-    brokerId: row.broker_id,
-    topic: row.topic,
-    remark: row.remark,
-    result: row.result,
-    createdAt: new Date(row.created_at),
-    updatedAt: new Date(row.updated_at),
-  };
-}
+import { ownedWriteSql, type OwnedWrite } from '../sql-leases.js';
+import type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite-database.js';
 
 export function migrations(table: string): readonly string[] {
   const t = quoteIdentifier(table);
@@ -64,8 +30,8 @@ export type Statements = ReturnType<typeof prepareStatements>;
 
 export function prepareStatements(db: SqliteDatabaseLike, table: string) {
   const t = quoteIdentifier(table);
-  const owned = `consumer_group = ? AND msg_key = ? AND owner = ? AND attempt = ? AND status = 'PROCESSING'`;
   const inserts = new Map<number, SqliteStatementLike>();
+  const owned = ownedWriteSql(t, () => '?');
   return {
     begin: db.prepare('BEGIN IMMEDIATE'),
     commit: db.prepare('COMMIT'),
@@ -99,14 +65,11 @@ export function prepareStatements(db: SqliteDatabaseLike, table: string) {
        WHERE consumer_group = ? AND msg_key = ? AND status = ? AND attempt = ? AND owner IS ?`,
     ),
     storeResult: db.prepare(`UPDATE ${t} SET result = ? WHERE consumer_group = ? AND msg_key = ?`),
-    renew: db.prepare(`UPDATE ${t} SET lease_until = ?, updated_at = ? WHERE ${owned}`),
-    complete: db.prepare(
-      `UPDATE ${t} SET status = 'SUCCESS', result = ?, remark = NULL, lease_until = NULL, updated_at = ? WHERE ${owned}`,
-    ),
-    fail: db.prepare(
-      `UPDATE ${t} SET status = 'FAIL', remark = ?, lease_until = NULL, updated_at = ? WHERE ${owned}`,
-    ),
-    release: db.prepare(`DELETE FROM ${t} WHERE ${owned}`),
+    /** The owner-checked writes; bind their values, then group, key, owner and attempt. */
+    owned: Object.fromEntries(Object.entries(owned).map(([name, sql]) => [name, db.prepare(sql)])) as Record<
+      OwnedWrite,
+      SqliteStatementLike
+    >,
     recordFailure: db.prepare(
       `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, created_at, updated_at)
        VALUES (?, ?, 'FAIL', ?, NULL, 1, NULL, ?, ?, ?, ?, ?)
@@ -118,5 +81,11 @@ export function prepareStatements(db: SqliteDatabaseLike, table: string) {
       `DELETE FROM ${t} WHERE rowid IN (
          SELECT rowid FROM ${t} WHERE status IN ('SUCCESS', 'FAIL') AND updated_at < ? LIMIT ?)`,
     ),
+    /** Deletes a stuck or failed row. */
+    reset: db.prepare(
+      `DELETE FROM ${t} WHERE consumer_group = ? AND msg_key = ? AND status IN ('PROCESSING', 'FAIL')`,
+    ),
+    /** Deletes any row, a finished one included. */
+    resetForce: db.prepare(`DELETE FROM ${t} WHERE consumer_group = ? AND msg_key = ?`),
   };
 }
