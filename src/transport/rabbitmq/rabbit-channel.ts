@@ -34,10 +34,13 @@ export class RabbitChannel {
   #open = true;
   #drained: Promise<void> | undefined;
 
-  constructor(raw: AmqpChannelLike, logger: Logger, label: string) {
+  /** `probing`: the channel's errors are expected answers (a passive declare's 404), logged at debug. */
+  constructor(raw: AmqpChannelLike, logger: Logger, label: string, probing = false) {
     this.raw = raw;
     raw.on('error', (error) => {
-      logger.warn('oncemq: RabbitMQ channel error', { channel: label, error: errorText(error) });
+      const fields = { channel: label, error: errorText(error) };
+      if (probing) logger.debug('oncemq: RabbitMQ channel closed by a check', fields);
+      else logger.warn('oncemq: RabbitMQ channel error', fields);
     });
     raw.on('return', (message: AmqpMessageLike) => {
       const id = message.properties.messageId;

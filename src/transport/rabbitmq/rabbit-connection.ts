@@ -101,9 +101,9 @@ export class RabbitConnection {
 
   /**
    * A new confirm channel. During an outage it waits for the reconnection, at most `timeoutMs`;
-   * a channel that opens after the wait gave up is closed at once.
+   * a channel that opens after the wait gave up is closed at once. `probing`: see {@link RabbitChannel}.
    */
-  async channel(label: string, timeoutMs: number): Promise<RabbitChannel> {
+  async channel(label: string, timeoutMs: number, probing = false): Promise<RabbitChannel> {
     const model = await this.open();
     let timer: NodeJS.Timeout | undefined;
     let gaveUp = false;
@@ -130,7 +130,7 @@ export class RabbitConnection {
         await raw.close().catch(() => undefined);
         throw new ClosedError('RabbitMQ transport');
       }
-      return new RabbitChannel(raw, this.#settings.logger, label);
+      return new RabbitChannel(raw, this.#settings.logger, label, probing);
     } catch (error) {
       if (error instanceof TransportUnavailableError || error instanceof ClosedError) throw error;
       throw new TransportUnavailableError(`cannot open a RabbitMQ channel: ${errorText(error)}`, {

@@ -2,8 +2,8 @@ import type { DeliveryKeepAlive, Envelope } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import { deadLetterHeaders } from '../dead-letters.js';
-import type { AmqpMessageLike } from './amqp-like.js';
-import type { RabbitChannel } from './rabbit-channel.js';
+import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
+import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
 import {
   copyOptions,
@@ -93,7 +93,7 @@ export class Settler {
       this.#group,
       delayLevel(this.#settings.delayLevelsMs, due - now),
     );
-    await delivery.channel.publish('', queue, delivery.message.content, copyOptions(delivery.message, {}));
+    await this.#store(delivery, queue, copyOptions(delivery.message, {}));
     this.#ack(delivery);
     return true;
   }
@@ -104,10 +104,9 @@ export class Settler {
       delayLevel(this.#settings.delayLevelsMs, delayMs),
     );
     const { message } = delivery;
-    await delivery.channel.publish(
-      '',
+    await this.#store(
+      delivery,
       queue,
-      message.content,
       copyOptions(message, retryHeaders(envelope, next, Date.now() + delayMs)),
     );
   }
@@ -120,7 +119,26 @@ export class Settler {
       [TOPIC_HEADER]: envelope.topic,
       [ORIGINAL_QUEUE_HEADER]: this.#topology.names.work(this.#group),
     };
-    await delivery.channel.publish('', queue, message.content, copyOptions(message, headers));
+    await this.#store(delivery, queue, copyOptions(message, headers));
+  }
+
+  /**
+   * Stores a copy of the delivery in one of the group's queues, confirmed. A copy returned
+   * unroutable (the queue was deleted under the transport) makes the queue be declared again next
+   * time; the original stays unacked meanwhile.
+   */
+  async #store(
+    delivery: Delivery,
+    queue: string,
+    options: AmqpPublishOptions & { messageId: string },
+  ): Promise<void> {
+    try {
+      await delivery.channel.publish('', queue, delivery.message.content, options);
+    } catch (error) {
+      if (error instanceof UnconfirmedPublishError && error.reason === 'unroutable')
+        this.#topology.forget(queue);
+      throw error;
+    }
   }
 
   #ack(delivery: Delivery): SettleResult {

@@ -47,14 +47,17 @@ export class RabbitTopology {
     return chosen === 'quorum' || (chosen === 'auto' && atLeast(this.#connection.serverVersion, 3, 8));
   }
 
-  /** Forgets what was declared for `name`, so the next use declares (or checks) it again. */
-  forget(prefix: string): void {
-    for (const step of [...this.#done.keys()]) if (step.includes(prefix)) this.#done.delete(step);
+  /**
+   * Forgets the steps done for queue `name` (a queue deleted under the transport), so that the next
+   * use declares (or checks) it again, with its bindings.
+   */
+  forget(name: string): void {
+    for (const step of [...this.#done.keys()]) if (step.split('\n')[1] === name) this.#done.delete(step);
   }
 
   /** The exchange, and for a topic its log and the log's binding (publish and subscribe call it). */
   topic(topic: string): Promise<void> {
-    return this.#once(`topic:${topic}`, async (ch) => {
+    return this.#once(`topic\n${topic}`, async (ch) => {
       const { exchange, retentionMs } = this.#settings;
       await this.#exchange(ch, exchange, 'direct');
       if (retentionMs === false) return;
@@ -81,17 +84,17 @@ export class RabbitTopology {
   async group(group: string, topics: readonly string[]): Promise<void> {
     const work = this.names.work(group);
     for (const topic of topics) await this.topic(topic);
-    await this.#once(`group:${work}`, async (ch) => {
+    await this.#once(`group\n${work}`, async (ch) => {
       await this.#queue(ch, work, this.#durableArguments());
       await this.#queue(ch, this.names.dead(group), this.#durableArguments());
     });
     for (const topic of topics) {
-      await this.#once(`bind:${work}:${topic}`, async (ch) => {
+      await this.#once(`bind\n${work}\n${topic}`, async (ch) => {
         if (this.#settings.topology === 'create')
           await ch.raw.bindQueue(work, this.#settings.exchange, topic);
       });
       if (this.#settings.retentionMs !== false && this.#settings.topology === 'create') {
-        await this.#once(`ready:${work}:${topic}`, () => this.#backfill(group, topic));
+        await this.#once(`ready\n${work}\n${topic}`, () => this.#backfill(group, topic));
       }
     }
   }
@@ -99,7 +102,7 @@ export class RabbitTopology {
   /** The retry queue of one delay level: its TTL is the level, its expired messages go to the work queue. */
   retryQueue(group: string, levelMs: number): Promise<string> {
     const queue = this.names.retry(group, levelMs);
-    return this.#once(`retry:${queue}`, async (ch) => {
+    return this.#once(`retry\n${queue}`, async (ch) => {
       await this.#queue(ch, queue, {
         ...this.#durableArguments(),
         'x-message-ttl': levelMs,
@@ -114,7 +117,7 @@ export class RabbitTopology {
   /** The group's dead-letter queue, checked (it must exist even in `create` mode for the tools). */
   async deadQueue(group: string, create = this.#settings.topology === 'create'): Promise<string> {
     const queue = this.names.dead(group);
-    await this.#once(`dead:${queue}:${create}`, async (ch) => {
+    await this.#once(`dead\n${queue}\n${create}`, async (ch) => {
       if (create) await this.#queue(ch, queue, this.#durableArguments());
       else await this.#check(ch, queue);
     });
@@ -198,7 +201,7 @@ export class RabbitTopology {
   }
 
   async #probe<T>(step: (ch: RabbitChannel) => Promise<T>): Promise<T> {
-    const ch = await this.#connection.channel('topology', this.#settings.publishTimeoutMs);
+    const ch = await this.#connection.channel('topology', this.#settings.publishTimeoutMs, true);
     try {
       return await step(ch);
     } catch (error) {
