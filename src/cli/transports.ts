@@ -20,6 +20,8 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
     await broker.init();
     return broker;
   },
+  rabbitmq: async (options) =>
+    (await import('../transport/rabbitmq/rabbit-tool.js')).openRabbitForTool(options),
 });
 
 /** Names `--transport` accepts. */
