@@ -84,7 +84,7 @@ describe.skipIf(!rabbit.available || !postgres.available)('payment-to-points ove
       async () => {
         const counted = await effects();
         const dead = await world.transport.deadLetters.list({ group: 'points' });
-        return healthy.every((event) => counted.has(event.eventId)) && dead.length === 1;
+        return healthy.every((event) => counted.has(event.eventId)) && dead.length > 0;
       },
       'every healthy event applied and the poison dead-lettered',
       30_000,
@@ -103,14 +103,24 @@ describe.skipIf(!rabbit.available || !postgres.available)('payment-to-points ove
       expect.arrayContaining(['retry', 'retry', 'executed']),
     );
 
-    const [letter] = await world.transport.deadLetters.list({ group: 'points' });
-    expect(letter).toMatchObject({ key: poison, reason: 'retries-exhausted', deliveryCount: 4 });
-    expect(letter?.error).toMatch(/pay-13 failed on purpose/);
+    // A connection dropped between a dead letter's confirm and the original's ack dead-letters the
+    // poison twice (every hop is at least once): every letter is the poison's, with why.
+    const letters = await world.transport.deadLetters.list({ group: 'points' });
+    for (const letter of letters) {
+      expect(letter).toMatchObject({ key: poison, reason: 'retries-exhausted', deliveryCount: 4 });
+      expect(letter.error).toMatch(/pay-13 failed on purpose/);
+    }
 
-    // Fixed: the replayed poison is applied once, and the dead-letter queue is empty.
+    // Fixed: the replayed poison is applied once, however many copies were replayed.
     failures.delete(poison);
-    expect(await world.transport.deadLetters.replay('points', [letter?.id ?? ''])).toBe(1);
+    const ids = letters.map((letter) => letter.id);
+    expect(await world.transport.deadLetters.replay('points', ids)).toBe(ids.length);
     await waitFor(async () => (await effects()).get(poison) === 1, 'the replayed event applied', 15_000);
+    await sleep(1500);
+    const late = (await world.transport.deadLetters.list({ group: 'points' })).map((letter) => letter.id);
+    expect(await world.transport.deadLetters.replay('points', late)).toBe(late.length);
+    await sleep(1000);
+    expect((await effects()).get(poison)).toBe(1);
     expect(await world.transport.deadLetters.list({ group: 'points' })).toEqual([]);
   });
 });

@@ -108,5 +108,7 @@ export type AmqpConnect = (
       setup: (model: AmqpModelLike) => Promise<void>;
     };
     clientProperties?: Record<string, unknown>;
+    /** Socket timeout of the opening handshake (amqplib clears it once open). */
+    timeout?: number;
   },
 ) => Promise<AmqpConnectionLike>;

@@ -6,6 +6,9 @@ import type { RabbitSettings } from './rabbit-config.js';
 /** Tries at opening the transport's own connection before start-up fails. */
 export const INITIAL_CONNECT_RETRIES = 3;
 
+/** Longest opening handshake of one connection attempt; a stalled one is dropped and tried again. */
+export const CONNECT_TIMEOUT_MS = 10_000;
+
 function versionOf(model: AmqpModelLike | AmqpConnectionLike | undefined): string | undefined {
   const version = model?.connection?.serverProperties?.version;
   return typeof version === 'string' ? version : undefined;
@@ -83,6 +86,7 @@ export class RabbitConnection {
           },
         },
         clientProperties: { connection_name: 'oncemq' },
+        timeout: Math.min(CONNECT_TIMEOUT_MS, this.#settings.publishTimeoutMs),
       });
       model.on('error', (error) => {
         logger.warn('oncemq: RabbitMQ connection error', { error: errorText(error) });

@@ -73,7 +73,8 @@ export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAli
     body: new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength),
     deliveryCount: readDeliveryCount(headers),
     brokerDeliveryCount: brokerDeliveryCount(message),
-    ...(typeof timestamp === 'number' ? { publishedAt: new Date(timestamp) } : {}),
+    // AMQP timestamps are seconds.
+    ...(typeof timestamp === 'number' ? { publishedAt: new Date(timestamp * 1000) } : {}),
     ...(keepAlive === undefined ? {} : { keepAlive }),
   });
 }
