@@ -99,6 +99,9 @@ describe.skipIf(!service.available)('RabbitMQ pitfalls', () => {
     // A new stored copy: another broker id, and the broker counts no earlier delivery of it.
     expect(seen[1]?.brokerId).not.toBe(seen[0]?.brokerId);
     expect(seen[1]?.brokerDeliveryCount).toBe(1);
+    // It keeps the first publish time (AMQP timestamps are seconds).
+    expect(Date.now() - (seen[0]?.publishedAt?.getTime() ?? 0)).toBeLessThan(60_000);
+    expect(seen[1]?.publishedAt).toEqual(seen[0]?.publishedAt);
   });
 
   it('dead-letters its retry queues at least once: quorum retry queues with reject-publish (#5)', async (ctx) => {
