@@ -1,3 +1,4 @@
+import { ROCKETMQ_DELAY_LEVELS } from '../../consumer/retry-policy.js';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
@@ -12,24 +13,7 @@ export const DEFAULT_RABBITMQ_DELAY_LEVELS: readonly string[] = Object.freeze([
   '100ms',
   '250ms',
   '500ms',
-  '1s',
-  '5s',
-  '10s',
-  '30s',
-  '1m',
-  '2m',
-  '3m',
-  '4m',
-  '5m',
-  '6m',
-  '7m',
-  '8m',
-  '9m',
-  '10m',
-  '20m',
-  '30m',
-  '1h',
-  '2h',
+  ...ROCKETMQ_DELAY_LEVELS,
 ]);
 
 export interface RabbitTransportConfig {
