@@ -104,6 +104,25 @@ describe.skipIf(!service.available)('RabbitMQ pitfalls', () => {
     expect(seen[1]?.publishedAt).toEqual(seen[0]?.publishedAt);
   });
 
+  it('hands a delivery whose processor threw back after a backoff, uncharged: never a hot requeue loop (#4)', async () => {
+    await transport.publish({ topic, key: 'k', body: {} });
+    const seen: { at: number; envelope: Envelope }[] = [];
+    await transport.subscribe(group, [topic], (envelope) => {
+      seen.push({ at: Date.now(), envelope });
+      if (seen.length < 3) return Promise.reject(new Error('processor down'));
+      return Promise.resolve(outcomeFor(envelope, 'ack', 0));
+    });
+    await until(() => seen.length === 3, 'the copy twice again');
+    expect(seen.map(({ envelope }) => envelope.deliveryCount)).toEqual([1, 1, 1]);
+    expect(new Set(seen.map(({ envelope }) => envelope.brokerId)).size).toBe(1);
+    if (transport.quorum) {
+      expect(seen.map(({ envelope }) => envelope.brokerDeliveryCount)).toEqual([1, 2, 3]);
+    }
+    // failureBackoff is 100ms here, doubled for the second failure in a row.
+    expect((seen[1]?.at ?? 0) - (seen[0]?.at ?? 0)).toBeGreaterThanOrEqual(90);
+    expect((seen[2]?.at ?? 0) - (seen[1]?.at ?? 0)).toBeGreaterThanOrEqual(180);
+  });
+
   it('dead-letters its retry queues at least once: quorum retry queues with reject-publish (#5)', async (ctx) => {
     if (!transport.quorum) ctx.skip();
     await transport.publish({ topic, key: 'k', body: {} });
