@@ -24,6 +24,8 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
   },
   nats: async ({ url }) =>
     (await import('../transport/nats/nats-tool.js')).openNatsForTool(resolveServiceUrl('nats', url).url),
+  rabbitmq: async (options) =>
+    (await import('../transport/rabbitmq/rabbit-tool.js')).openRabbitForTool(options),
 });
 
 /** Names `--transport` accepts. */

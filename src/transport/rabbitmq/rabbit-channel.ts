@@ -1,0 +1,153 @@
+import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { AmqpChannelLike, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
+
+/** Why a publish was not confirmed as stored. */
+export type UnconfirmedReason =
+  /** The channel closed before the confirm: the copy may or may not be stored. */
+  | 'lost'
+  /** The broker refused to store it. */
+  | 'nacked'
+  /** No queue is bound for its routing key: returned, not stored (confirmed all the same). */
+  | 'unroutable';
+
+/** A publish the broker did not confirm as stored. */
+export class UnconfirmedPublishError extends TransportUnavailableError {
+  readonly reason: UnconfirmedReason;
+
+  constructor(reason: UnconfirmedReason, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.reason = reason;
+  }
+}
+
+/**
+ * One confirm channel and what is known of it: whether it is still open (its delivery tags are
+ * only good while it is), which publishes came back unroutable, and when to wait for its buffer.
+ * Every publish is `mandatory` and resolves only when the broker confirmed it and did not return it
+ * first (RabbitMQ sends `basic.return` before the `basic.ack` of an unroutable message).
+ */
+export class RabbitChannel {
+  readonly raw: AmqpChannelLike;
+  readonly #returned = new Set<string>();
+  readonly #closeListeners = new Set<() => void>();
+  #open = true;
+  #drained: Promise<void> | undefined;
+
+  /** `probing`: the channel's errors are expected answers (a passive declare's 404), logged at debug. */
+  constructor(raw: AmqpChannelLike, logger: Logger, label: string, probing = false) {
+    this.raw = raw;
+    raw.on('error', (error) => {
+      const fields = { channel: label, error: errorText(error) };
+      if (probing) logger.debug('oncemq: RabbitMQ channel closed by a check', fields);
+      else logger.warn('oncemq: RabbitMQ channel error', fields);
+    });
+    raw.on('return', (message: AmqpMessageLike) => {
+      const id = message.properties.messageId;
+      if (id !== undefined) this.#returned.add(id);
+    });
+    raw.on('close', () => {
+      this.#open = false;
+      for (const listener of [...this.#closeListeners]) listener();
+      this.#closeListeners.clear();
+    });
+  }
+
+  /** False once the channel closed: its delivery tags are dead, settling them is dropped. */
+  get open(): boolean {
+    return this.#open;
+  }
+
+  /** Calls `listener` once when the channel closes (at once when it already is). */
+  onClose(listener: () => void): void {
+    if (!this.#open) listener();
+    else this.#closeListeners.add(listener);
+  }
+
+  /** Publishes with `mandatory` and resolves once the broker confirmed the stored copy. */
+  async publish(
+    exchange: string,
+    routingKey: string,
+    content: Buffer,
+    options: AmqpPublishOptions & { messageId: string },
+  ): Promise<void> {
+    await this.#drained;
+    if (!this.#open) throw new UnconfirmedPublishError('lost', 'the channel is closed');
+    const id = options.messageId;
+    await new Promise<void>((resolve, reject) => {
+      const settle = (error: unknown): void => {
+        const returned = this.#returned.delete(id);
+        if (error !== null && error !== undefined) {
+          const text = errorText(error);
+          const reason = /nack/i.test(text) ? 'nacked' : 'lost';
+          reject(new UnconfirmedPublishError(reason, `publish not confirmed: ${text}`, { cause: error }));
+        } else if (returned) {
+          reject(
+            new UnconfirmedPublishError(
+              'unroutable',
+              `no queue is bound to ${JSON.stringify(routingKey)} on exchange ${JSON.stringify(exchange)}: the message was returned, not stored`,
+            ),
+          );
+        } else resolve();
+      };
+      let buffered: boolean;
+      try {
+        buffered = this.raw.publish(
+          exchange,
+          routingKey,
+          content,
+          { ...options, mandatory: true, persistent: true },
+          settle,
+        );
+      } catch (error) {
+        reject(new UnconfirmedPublishError('lost', `publish failed: ${errorText(error)}`, { cause: error }));
+        return;
+      }
+      if (!buffered) this.#waitForDrain();
+    });
+  }
+
+  #waitForDrain(): void {
+    this.#drained ??= new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.raw.removeListener('drain', done);
+        this.#closeListeners.delete(done);
+        this.#drained = undefined;
+        resolve();
+      };
+      this.raw.once('drain', done);
+      this.onClose(done);
+    });
+  }
+
+  /** Acks a delivery of this channel; false (and nothing sent) when the channel is gone. */
+  ack(message: AmqpMessageLike): boolean {
+    if (!this.#open) return false;
+    try {
+      this.raw.ack(message);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Hands a delivery back to its queue; false (and nothing sent) when the channel is gone. */
+  requeue(message: AmqpMessageLike): boolean {
+    if (!this.#open) return false;
+    try {
+      this.raw.nack(message, false, true);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.#open) return;
+    try {
+      await this.raw.close();
+    } catch {
+      // already closing or closed with its connection
+    }
+  }
+}

@@ -1,0 +1,175 @@
+import { ROCKETMQ_DELAY_LEVELS } from '../../consumer/retry-policy.js';
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError } from '../../core/errors.js';
+import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import type { AmqpConnectionLike } from './amqp-like.js';
+
+/**
+ * Delays of the retry queues: one durable queue per level whose message TTL is the level, so a long
+ * delay never holds back a short one. RocketMQ's 18 levels, plus three below a second for the short
+ * waits of a busy key. A retry waits the smallest level at least as long as its delay.
+ */
+export const DEFAULT_RABBITMQ_DELAY_LEVELS: readonly string[] = Object.freeze([
+  '100ms',
+  '250ms',
+  '500ms',
+  ...ROCKETMQ_DELAY_LEVELS,
+]);
+
+export interface RabbitTransportConfig {
+  /** The broker. Not used when `connection` is given. @default 'amqp://guest:guest@127.0.0.1:5672' */
+  readonly url?: string;
+  /**
+   * Your own amqplib connection. A recovering one (`connect(url, { recovery: true })`) is recovered
+   * after a connection loss; a plain one is not (its loss is final for this transport). The transport
+   * opens its channels on it and never closes it. @default a recovering connection to `url`
+   */
+  readonly connection?: AmqpConnectionLike;
+  /** The direct exchange messages are published to; the routing key is the topic. @default 'oncemq' */
+  readonly exchange?: string;
+  /** First part of every queue name this transport declares (`oncemq.points`, …). @default 'oncemq' */
+  readonly prefix?: string;
+  /**
+   * `create` declares exchanges and queues (idempotent); `check` declares nothing, and anything
+   * missing is a `ConfigError` naming it (what the CLI tools use). @default 'create'
+   */
+  readonly topology?: 'create' | 'check';
+  /** Type of the queues: quorum where the server has them (3.8+), classic otherwise. @default 'auto' */
+  readonly queueType?: 'auto' | 'quorum' | 'classic';
+  /**
+   * How long each topic's log (a RabbitMQ stream beside the group queues) keeps messages, so that a
+   * group subscribing for the first time gets what was published before it existed; `false` keeps
+   * none (a publish that no group's queue receives is refused as unroutable). @default '7d'
+   */
+  readonly retention?: Duration | false;
+  /** Delays of the retry queues, shortest first. @default DEFAULT_RABBITMQ_DELAY_LEVELS */
+  readonly delayLevels?: readonly Duration[];
+  /** Sends of one message when its confirm is lost (channel closed, nack) before giving up. @default 3 */
+  readonly publishAttempts?: number;
+  /** Longest wait of a publish for a connection and its confirm. @default '30s' */
+  readonly publishTimeout?: Duration;
+  /** First wait before re-opening a lost channel; doubles up to `maxReconnectDelay`. @default '100ms' */
+  readonly reconnectDelay?: Duration;
+  /** @default '5s' */
+  readonly maxReconnectDelay?: Duration;
+  /**
+   * Wait before a delivery whose processor threw (not a message's fault) is handed back to the
+   * queue, doubled for each failure in a row up to 16×; never an immediate requeue loop. @default '500ms'
+   */
+  readonly failureBackoff?: Duration;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_RABBIT_TRANSPORT_CONFIG = Object.freeze({
+  url: 'amqp://guest:guest@127.0.0.1:5672',
+  exchange: 'oncemq',
+  prefix: 'oncemq',
+  topology: 'create',
+  queueType: 'auto',
+  retention: '7d',
+  delayLevels: DEFAULT_RABBITMQ_DELAY_LEVELS,
+  publishAttempts: 3,
+  publishTimeout: '30s',
+  reconnectDelay: '100ms',
+  maxReconnectDelay: '5s',
+  failureBackoff: '500ms',
+} as const);
+
+/** The validated configuration. */
+export interface RabbitSettings {
+  readonly url: string;
+  readonly connection: AmqpConnectionLike | undefined;
+  readonly exchange: string;
+  readonly prefix: string;
+  readonly topology: 'create' | 'check';
+  readonly queueType: 'auto' | 'quorum' | 'classic';
+  readonly retentionMs: number | false;
+  readonly delayLevelsMs: readonly number[];
+  readonly publishAttempts: number;
+  readonly publishTimeoutMs: number;
+  readonly reconnectDelayMs: number;
+  readonly maxReconnectDelayMs: number;
+  readonly failureBackoffMs: number;
+  readonly logger: Logger;
+}
+
+/** Names RabbitMQ accepts and oncemq's own names cannot collide with (no `@`, no `amq.` start). */
+const NAME_PATTERN = /^(?!amq\.)[A-Za-z0-9_.:-]{1,64}$/;
+
+function oneOf<T extends string>(value: T, allowed: readonly T[], field: string): T {
+  if (!allowed.includes(value)) {
+    throw new ConfigError(
+      field,
+      `expected ${allowed.map((a) => `'${a}'`).join(' or ')}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+function name(value: string, field: string): string {
+  if (typeof value !== 'string' || !NAME_PATTERN.test(value)) {
+    throw new ConfigError(
+      field,
+      `${JSON.stringify(value)} is not usable; use 1 to 64 letters, digits or _ . : - (not starting with amq.)`,
+    );
+  }
+  return value;
+}
+
+/** Validates a configuration, filling in the defaults. */
+export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
+  const d = DEFAULT_RABBIT_TRANSPORT_CONFIG;
+  const url = config.url ?? d.url;
+  if (config.connection === undefined && !/^amqps?:\/\//.test(url)) {
+    throw new ConfigError('url', `expected an amqp:// or amqps:// URL, got ${JSON.stringify(url)}`);
+  }
+  const retention = config.retention ?? d.retention;
+  const levels = (config.delayLevels ?? d.delayLevels).map((level, index) =>
+    parseDuration(level, `delayLevels[${index}]`),
+  );
+  if (levels.length === 0) throw new ConfigError('delayLevels', 'name at least one delay');
+  for (const [index, level] of levels.entries()) {
+    if (!Number.isInteger(level) || level < 1 || level > 0xffffffff) {
+      throw new ConfigError(`delayLevels[${index}]`, `must be a whole number of ms from 1ms, got ${level}`);
+    }
+    if (index > 0 && level <= (levels[index - 1] ?? 0)) {
+      throw new ConfigError('delayLevels', 'list the delays shortest first, each once');
+    }
+  }
+  const publishAttempts = config.publishAttempts ?? d.publishAttempts;
+  if (!Number.isInteger(publishAttempts) || publishAttempts < 1) {
+    throw new ConfigError('publishAttempts', `must be a whole number >= 1, got ${publishAttempts}`);
+  }
+  const reconnectDelayMs = parseDuration(config.reconnectDelay ?? d.reconnectDelay, 'reconnectDelay');
+  const maxReconnectDelayMs = parseDuration(
+    config.maxReconnectDelay ?? d.maxReconnectDelay,
+    'maxReconnectDelay',
+  );
+  if (maxReconnectDelayMs < reconnectDelayMs) {
+    throw new ConfigError('maxReconnectDelay', 'must not be shorter than reconnectDelay');
+  }
+  const publishTimeoutMs = parseDuration(config.publishTimeout ?? d.publishTimeout, 'publishTimeout');
+  if (publishTimeoutMs < 1) throw new ConfigError('publishTimeout', 'must be at least 1ms');
+  let retentionMs: number | false = false;
+  if (retention !== false) {
+    retentionMs = parseDuration(retention, 'retention');
+    if (retentionMs < 1000) throw new ConfigError('retention', 'must be at least 1s, or false');
+  }
+  return Object.freeze({
+    url,
+    connection: config.connection,
+    exchange: name(config.exchange ?? d.exchange, 'exchange'),
+    prefix: name(config.prefix ?? d.prefix, 'prefix'),
+    topology: oneOf(config.topology ?? d.topology, ['create', 'check'], 'topology'),
+    queueType: oneOf(config.queueType ?? d.queueType, ['auto', 'quorum', 'classic'], 'queueType'),
+    retentionMs,
+    delayLevelsMs: Object.freeze(levels),
+    publishAttempts,
+    publishTimeoutMs,
+    reconnectDelayMs: Math.max(1, reconnectDelayMs),
+    maxReconnectDelayMs: Math.max(1, maxReconnectDelayMs),
+    failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
+    logger: config.logger ?? SILENT_LOGGER,
+  });
+}

@@ -1,0 +1,131 @@
+import { createHash, randomUUID } from 'node:crypto';
+import {
+  createEnvelope,
+  DELIVERY_COUNT_HEADER,
+  readDeliveryCount,
+  type DeliveryKeepAlive,
+  type Envelope,
+} from '../../core/envelope.js';
+import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
+
+/** Header carrying the topic, which a retry copy's routing key (its work queue) no longer shows. */
+export const TOPIC_HEADER = 'oncemq-topic';
+
+/** Header of a retry copy: when it is due (epoch ms), for delays longer than the longest level. */
+export const RETRY_DUE_HEADER = 'oncemq-retry-due';
+
+/** Header of a dead-letter copy: the work queue it was taken from. */
+export const ORIGINAL_QUEUE_HEADER = 'oncemq-original-queue';
+
+/** Header of the marker a group's back-fill publishes into a topic's log to know where to stop. */
+export const LOG_FENCE_HEADER = 'oncemq-log-fence';
+
+/** A new broker id: the AMQP `message-id` of one stored copy. */
+export const newBrokerId = (): string => randomUUID();
+
+/**
+ * The broker id of a delivered copy: its AMQP `message-id`, which oncemq stamps on every copy it
+ * stores and the broker keeps on every redelivery. A message from another producer without one
+ * gets a digest of its routing key, headers' key and body (the same on each redelivery).
+ */
+export function brokerIdOf(message: AmqpMessageLike): string {
+  const id = message.properties.messageId;
+  if (typeof id === 'string' && id !== '') return id;
+  const digest = createHash('sha256')
+    .update(message.fields.routingKey)
+    .update('\0')
+    .update(message.content)
+    .digest('hex');
+  return `amqp-sha256:${digest.slice(0, 32)}`;
+}
+
+/**
+ * AMQP headers as text: strings as they are, numbers and booleans printed, bytes as UTF-8. Tables
+ * and arrays (`x-death`) are left out here; the raw headers keep them for dead letters.
+ */
+export function textHeaders(raw: AmqpHeaders | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (raw === undefined) return headers;
+  for (const [name, value] of Object.entries(raw)) {
+    if (typeof value === 'string') headers[name] = value;
+    else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
+      headers[name] = String(value);
+    } else if (Buffer.isBuffer(value)) headers[name] = value.toString('utf8');
+  }
+  return headers;
+}
+
+/** Quorum queues count the earlier deliveries of a copy in `x-delivery-count`. */
+function brokerDeliveryCount(message: AmqpMessageLike): number {
+  const raw = message.properties.headers?.['x-delivery-count'];
+  const earlier = typeof raw === 'number' ? raw : Number(raw ?? 0);
+  return Number.isFinite(earlier) ? earlier + 1 : 1;
+}
+
+/** The envelope of a delivery. */
+export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAlive): Envelope {
+  const headers = textHeaders(message.properties.headers);
+  const timestamp = message.properties.timestamp;
+  return createEnvelope({
+    brokerId: brokerIdOf(message),
+    topic: headers[TOPIC_HEADER] ?? message.fields.routingKey,
+    headers,
+    body: new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength),
+    deliveryCount: readDeliveryCount(headers),
+    brokerDeliveryCount: brokerDeliveryCount(message),
+    // AMQP timestamps are seconds.
+    ...(typeof timestamp === 'number' ? { publishedAt: new Date(timestamp * 1000) } : {}),
+    ...(keepAlive === undefined ? {} : { keepAlive }),
+  });
+}
+
+/** Headers the broker adds on its hops; a copy oncemq stores again does not repeat them as its own. */
+const BROKER_HEADERS = new Set(['x-delivery-count', 'x-stream-offset']);
+
+/**
+ * Publish options of a new stored copy of `message` (a retry, a dead letter, a replay, a back-fill):
+ * a new broker id, the same body properties and publish time, the raw headers (with `x-death`)
+ * plus `headers`, minus the names in `drop`.
+ */
+export function copyOptions(
+  message: AmqpMessageLike,
+  headers: Readonly<Record<string, string | number>>,
+  drop: ReadonlySet<string> = new Set(),
+): AmqpPublishOptions & { messageId: string } {
+  const merged: AmqpHeaders = {};
+  for (const [name, value] of Object.entries(message.properties.headers ?? {})) {
+    if (!BROKER_HEADERS.has(name) && !drop.has(name)) merged[name] = value;
+  }
+  Object.assign(merged, headers);
+  const p = message.properties;
+  return {
+    messageId: newBrokerId(),
+    headers: merged,
+    ...(p.timestamp === undefined ? {} : { timestamp: p.timestamp }),
+    ...(p.contentType === undefined ? {} : { contentType: p.contentType }),
+    ...(p.contentEncoding === undefined ? {} : { contentEncoding: p.contentEncoding }),
+    ...(p.correlationId === undefined ? {} : { correlationId: p.correlationId }),
+    ...(p.type === undefined ? {} : { type: p.type }),
+    ...(p.appId === undefined ? {} : { appId: p.appId }),
+  };
+}
+
+/** The headers of a retry copy: its charged delivery count, its topic, and its due time. */
+export function retryHeaders(
+  envelope: Envelope,
+  nextDeliveryCount: number,
+  dueAt: number,
+): Record<string, string> {
+  return {
+    [DELIVERY_COUNT_HEADER]: String(nextDeliveryCount),
+    [TOPIC_HEADER]: envelope.topic,
+    [RETRY_DUE_HEADER]: String(dueAt),
+  };
+}
+
+/** When a retry copy is due, if it carries a due time. */
+export function retryDue(message: AmqpMessageLike): number | undefined {
+  const raw = message.properties.headers?.[RETRY_DUE_HEADER];
+  const due = typeof raw === 'string' || typeof raw === 'number' ? Number(raw) : Number.NaN;
+  return Number.isFinite(due) ? due : undefined;
+}

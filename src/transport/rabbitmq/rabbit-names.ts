@@ -1,0 +1,61 @@
+import { formatDuration } from '../../core/duration.js';
+import { ConfigError } from '../../core/errors.js';
+
+/** Topics: 1 to 127 letters, digits or `_ . : | -` (the local broker's alphabet); the routing key. */
+export const RABBIT_TOPIC_PATTERN = /^[A-Za-z0-9_.:|-]{1,127}$/;
+
+export function validTopic(topic: unknown): string {
+  if (typeof topic !== 'string' || !RABBIT_TOPIC_PATTERN.test(topic)) {
+    throw new ConfigError(
+      'topic',
+      `${JSON.stringify(topic)} is not a valid topic; use 1 to 127 letters, digits or _ . : | -`,
+    );
+  }
+  return topic;
+}
+
+/**
+ * Names of everything the transport declares. Groups and topics cannot contain `@`, so the parts
+ * after it never collide with another group's queue:
+ * - `oncemq.points` — the group's work queue, bound to the exchange once per topic;
+ * - `oncemq.points@retry.10s` — one retry queue per delay level, dead-lettering back to the work queue;
+ * - `oncemq.points@dead` — the group's dead-letter queue;
+ * - `oncemq@log.payments` — the topic's log (a stream), when retention is on;
+ * - `oncemq.points@ready.payments` — an exchange marking that the group's queue got the topic's log.
+ */
+export class RabbitNames {
+  readonly prefix: string;
+
+  constructor(prefix: string) {
+    this.prefix = prefix;
+  }
+
+  work(group: string): string {
+    return `${this.prefix}.${group}`;
+  }
+
+  retry(group: string, levelMs: number): string {
+    return `${this.work(group)}@retry.${formatDuration(levelMs)}`;
+  }
+
+  dead(group: string): string {
+    return `${this.work(group)}@dead`;
+  }
+
+  log(topic: string): string {
+    return `${this.prefix}@log.${topic}`;
+  }
+
+  ready(group: string, topic: string): string {
+    return `${this.work(group)}@ready.${topic}`;
+  }
+}
+
+/**
+ * The delay level a retry of `delayMs` waits in: the shortest level at least as long, else the
+ * longest (the copy then carries its due time and goes round again until it is due).
+ */
+export function delayLevel(levelsMs: readonly number[], delayMs: number): number {
+  for (const level of levelsMs) if (level >= delayMs) return level;
+  return levelsMs.at(-1) ?? delayMs;
+}

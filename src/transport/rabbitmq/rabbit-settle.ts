@@ -1,0 +1,157 @@
+import type { DeliveryKeepAlive, Envelope } from '../../core/envelope.js';
+import { TransportUnavailableError } from '../../core/errors.js';
+import type { Outcome } from '../../core/outcome.js';
+import { deadLetterHeaders } from '../dead-letters.js';
+import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
+import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
+import type { RabbitSettings } from './rabbit-config.js';
+import {
+  copyOptions,
+  ORIGINAL_QUEUE_HEADER,
+  retryDue,
+  retryHeaders,
+  TOPIC_HEADER,
+} from './rabbit-message.js';
+import { delayLevel } from './rabbit-names.js';
+import type { RabbitTopology } from './rabbit-topology.js';
+
+/** How often a long handler's lease keeper checks that its delivery's channel is still open. */
+export const KEEP_ALIVE_EVERY_MS = 5_000;
+
+/** One delivery and the channel that delivered it: its tag is good on that channel only. */
+export interface Delivery {
+  readonly channel: RabbitChannel;
+  readonly message: AmqpMessageLike;
+  /** Set once it was acked, handed back, or found stale: never settled twice. */
+  settled: boolean;
+}
+
+/** What became of a settle. */
+export type SettleResult = 'settled' | 'stale';
+
+/**
+ * Keeps a delivery while its handler runs: RabbitMQ holds an unacked delivery for its channel's
+ * lifetime (no visibility timeout to extend), so this only tells the lease keeper when the channel
+ * is gone and the delivery will come again.
+ */
+export function channelKeepAlive(delivery: Delivery): DeliveryKeepAlive {
+  return {
+    everyMs: KEEP_ALIVE_EVERY_MS,
+    extend: () =>
+      delivery.channel.open
+        ? Promise.resolve()
+        : Promise.reject(
+            new TransportUnavailableError(
+              'the channel of this delivery closed: RabbitMQ delivers it again, the ledger absorbs the copy',
+            ),
+          ),
+  };
+}
+
+/**
+ * Acts on outcomes at the broker, on the channel that delivered them: `ack` acks; `retry` stores a
+ * copy in the delay level's retry queue carrying `nextDeliveryCount`, and acks the original once the
+ * copy is confirmed; `dead-letter` stores a copy in the group's dead-letter queue with the standard
+ * dead-letter headers, confirmed before the ack. A delivery whose channel closed is stale: nothing
+ * is sent (its tag is dead), the broker delivers it again.
+ */
+export class Settler {
+  readonly #settings: RabbitSettings;
+  readonly #topology: RabbitTopology;
+  readonly #group: string;
+
+  constructor(settings: RabbitSettings, topology: RabbitTopology, group: string) {
+    this.#settings = settings;
+    this.#topology = topology;
+    this.#group = group;
+  }
+
+  /** Settles one delivery as `outcome` says. Rejects when a copy was not confirmed (nothing acked). */
+  async settle(delivery: Delivery, envelope: Envelope, outcome: Outcome): Promise<SettleResult> {
+    if (delivery.settled || !delivery.channel.open) return this.#stale(delivery);
+    switch (outcome.action) {
+      case 'ack':
+        break;
+      case 'retry':
+        await this.#retry(delivery, envelope, outcome.delayMs, outcome.nextDeliveryCount);
+        break;
+      case 'dead-letter':
+        await this.#deadLetter(delivery, envelope, outcome.reason, outcome.error);
+        break;
+    }
+    return this.#ack(delivery);
+  }
+
+  /**
+   * A retry copy that came back before it is due (its delay is longer than the longest level) goes
+   * round again without being processed. Returns false when the delivery is due.
+   */
+  async parkUntilDue(delivery: Delivery, now = Date.now()): Promise<boolean> {
+    const due = retryDue(delivery.message);
+    if (due === undefined || due <= now) return false;
+    const queue = await this.#topology.retryQueue(
+      this.#group,
+      delayLevel(this.#settings.delayLevelsMs, due - now),
+    );
+    await this.#store(delivery, queue, copyOptions(delivery.message, {}));
+    this.#ack(delivery);
+    return true;
+  }
+
+  async #retry(delivery: Delivery, envelope: Envelope, delayMs: number, next: number): Promise<void> {
+    const queue = await this.#topology.retryQueue(
+      this.#group,
+      delayLevel(this.#settings.delayLevelsMs, delayMs),
+    );
+    const { message } = delivery;
+    await this.#store(
+      delivery,
+      queue,
+      copyOptions(message, retryHeaders(envelope, next, Date.now() + delayMs)),
+    );
+  }
+
+  async #deadLetter(delivery: Delivery, envelope: Envelope, reason: string, error: unknown): Promise<void> {
+    const queue = await this.#topology.deadQueue(this.#group);
+    const { message } = delivery;
+    const headers = {
+      ...deadLetterHeaders(envelope, { group: this.#group, reason, error }),
+      [TOPIC_HEADER]: envelope.topic,
+      [ORIGINAL_QUEUE_HEADER]: this.#topology.names.work(this.#group),
+    };
+    await this.#store(delivery, queue, copyOptions(message, headers));
+  }
+
+  /**
+   * Stores a copy of the delivery in one of the group's queues, confirmed. A copy returned
+   * unroutable (the queue was deleted under the transport) makes the queue be declared again next
+   * time; the original stays unacked meanwhile.
+   */
+  async #store(
+    delivery: Delivery,
+    queue: string,
+    options: AmqpPublishOptions & { messageId: string },
+  ): Promise<void> {
+    try {
+      await delivery.channel.publish('', queue, delivery.message.content, options);
+    } catch (error) {
+      if (error instanceof UnconfirmedPublishError && error.reason === 'unroutable')
+        this.#topology.forget(queue);
+      throw error;
+    }
+  }
+
+  #ack(delivery: Delivery): SettleResult {
+    if (delivery.settled || !delivery.channel.ack(delivery.message)) return this.#stale(delivery);
+    delivery.settled = true;
+    return 'settled';
+  }
+
+  #stale(delivery: Delivery): SettleResult {
+    delivery.settled = true;
+    this.#settings.logger.debug('oncemq: a delivery of a closed channel is not settled; it comes again', {
+      group: this.#group,
+    });
+    return 'stale';
+  }
+}

@@ -1,0 +1,310 @@
+import { hostname } from 'node:os';
+import type { Envelope } from '../../core/envelope.js';
+import { ConfigError, errorText } from '../../core/errors.js';
+import type { Outcome } from '../../core/outcome.js';
+import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
+import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
+import type { AmqpMessageLike } from './amqp-like.js';
+import type { RabbitChannel } from './rabbit-channel.js';
+import type { RabbitSettings } from './rabbit-config.js';
+import type { RabbitConnection } from './rabbit-connection.js';
+import { toEnvelope } from './rabbit-message.js';
+import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
+import type { RabbitTopology } from './rabbit-topology.js';
+
+/** Most times in a row the failure backoff doubles. */
+const MAX_BACKOFF_DOUBLINGS = 4;
+
+/** What a subscription shares with its transport. */
+export interface RabbitSubscriptionContext {
+  readonly settings: RabbitSettings;
+  readonly connection: RabbitConnection;
+  readonly topology: RabbitTopology;
+}
+
+function wholeNumber(value: number | undefined, fallback: number, field: string): number {
+  const chosen = value ?? fallback;
+  if (!Number.isInteger(chosen) || chosen < 1 || chosen > 65535) {
+    throw new ConfigError(field, `must be a whole number from 1 to 65535, got ${chosen}`);
+  }
+  return chosen;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * One member of a group: a consumer on the group's work queue, on a confirm channel of its own.
+ * `concurrency` is the channel's prefetch; deliveries waiting when a slot frees go to
+ * `processBatch` together, up to `batchSize`. When the channel is lost (connection drop, a
+ * consumer cancel), its unacked deliveries go back to the queue at the broker, the outcomes still
+ * coming for them are dropped (their tags are dead), and a new channel re-declares and consumes.
+ */
+export class RabbitSubscription implements Subscription {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly #ctx: RabbitSubscriptionContext;
+  readonly #processor: Processor;
+  readonly #settler: Settler;
+  readonly #concurrency: number;
+  readonly #batchSize: number;
+  readonly #consumerName: string;
+  readonly #tasks = new Set<Promise<void>>();
+  readonly #backoffs = new Set<{ timer: NodeJS.Timeout; deliveries: readonly Delivery[] }>();
+  #channel: RabbitChannel | undefined;
+  #consumerTag: string | undefined;
+  #waiting: Delivery[] = [];
+  #active = 0;
+  #failures = 0;
+  #pumpScheduled = false;
+  #running = true;
+  #recovering: Promise<void> | undefined;
+  #onClose: (() => void) | undefined;
+  /** Channels opened for this member so far (1 + recoveries). */
+  channels = 0;
+
+  constructor(
+    ctx: RabbitSubscriptionContext,
+    group: string,
+    topics: readonly string[],
+    processor: Processor,
+    options: SubscribeOptions = {},
+  ) {
+    this.#ctx = ctx;
+    this.group = group;
+    this.topics = Object.freeze([...topics]);
+    this.#processor = processor;
+    this.#settler = new Settler(ctx.settings, ctx.topology, group);
+    this.#concurrency = wholeNumber(
+      options.concurrency,
+      DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+      'concurrency',
+    );
+    const batchSize = wholeNumber(options.batchSize, this.#concurrency, 'batchSize');
+    this.#batchSize = processor.processBatch === undefined ? 1 : Math.min(batchSize, this.#concurrency);
+    this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
+  }
+
+  /** @internal called by the transport to forget a closed subscription */
+  set onClose(fn: () => void) {
+    this.#onClose = fn;
+  }
+
+  /** Declares (or checks) the group's topology and starts consuming; a failure here is the caller's. */
+  async start(): Promise<void> {
+    await this.#consume();
+  }
+
+  async #consume(): Promise<void> {
+    const { topology, connection, settings } = this.#ctx;
+    await topology.group(this.group, this.topics);
+    const channel = await connection.channel(`consume ${this.group}`, settings.publishTimeoutMs);
+    try {
+      await channel.raw.prefetch(this.#concurrency);
+      this.channels++;
+      const { consumerTag } = await channel.raw.consume(
+        topology.names.work(this.group),
+        (message) => {
+          this.#receive(channel, message);
+        },
+        { noAck: false, consumerTag: `${this.#consumerName}#${this.channels}` },
+      );
+      if (!this.#running) {
+        await channel.close();
+        return;
+      }
+      this.#channel = channel;
+      this.#consumerTag = consumerTag;
+      channel.onClose(() => {
+        this.#lost(channel, 'the channel closed');
+      });
+    } catch (error) {
+      await channel.close();
+      throw error;
+    }
+  }
+
+  #receive(channel: RabbitChannel, message: AmqpMessageLike | null): void {
+    if (message === null) {
+      // The server cancelled the consumer (queue deleted, node lost): re-declare and consume again.
+      this.#ctx.topology.forget(this.#ctx.topology.names.work(this.group));
+      this.#lost(channel, 'the server cancelled the consumer');
+      void channel.close();
+      return;
+    }
+    this.#waiting.push({ channel, message, settled: false });
+    if (!this.#pumpScheduled) {
+      this.#pumpScheduled = true;
+      // Deliveries of one read arrive together: wait for the rest of them before forming batches.
+      setImmediate(() => {
+        this.#pumpScheduled = false;
+        this.#pump();
+      });
+    }
+  }
+
+  #lost(channel: RabbitChannel, why: string): void {
+    if (this.#channel !== channel && this.#channel !== undefined) return;
+    this.#channel = undefined;
+    this.#consumerTag = undefined;
+    // Deliveries not started yet come again from the broker; those in progress finish as stale.
+    this.#waiting = this.#waiting.filter((delivery) => delivery.channel !== channel);
+    if (!this.#running || this.#recovering !== undefined) return;
+    this.#ctx.settings.logger.warn('oncemq: RabbitMQ consumer lost; consuming again', {
+      group: this.group,
+      why,
+    });
+    this.#recovering = this.#recover().finally(() => {
+      this.#recovering = undefined;
+    });
+  }
+
+  async #recover(): Promise<void> {
+    const { reconnectDelayMs, maxReconnectDelayMs, logger } = this.#ctx.settings;
+    let delay = reconnectDelayMs;
+    while (this.#running && this.#channel === undefined) {
+      await sleep(delay);
+      if (this.#stopped()) return;
+      try {
+        await this.#consume();
+      } catch (error) {
+        logger.warn('oncemq: could not consume again yet', { group: this.group, error: errorText(error) });
+        delay = Math.min(delay * 2, maxReconnectDelayMs);
+      }
+    }
+  }
+
+  /** Read through a call: a close may have come while the caller awaited. */
+  #stopped(): boolean {
+    return !this.#running;
+  }
+
+  #pump(): void {
+    while (this.#running && this.#waiting.length > 0 && this.#active < this.#concurrency) {
+      const room = Math.min(this.#batchSize, this.#concurrency - this.#active);
+      const batch = this.#waiting.splice(0, room).filter((delivery) => delivery.channel.open);
+      if (batch.length === 0) continue;
+      this.#active += batch.length;
+      const task = this.#run(batch).finally(() => {
+        this.#tasks.delete(task);
+      });
+      this.#tasks.add(task);
+    }
+  }
+
+  async #run(batch: readonly Delivery[]): Promise<void> {
+    let release = batch.length;
+    try {
+      const due: Delivery[] = [];
+      for (const delivery of batch) {
+        if (!(await this.#parked(delivery))) due.push(delivery);
+      }
+      if (due.length === 0) return;
+      const envelopes = due.map((delivery) => toEnvelope(delivery.message, channelKeepAlive(delivery)));
+      let outcomes: readonly Outcome[];
+      try {
+        outcomes =
+          due.length > 1 && this.#processor.processBatch !== undefined
+            ? await this.#processor.processBatch(envelopes)
+            : [await this.#processor.process(envelopes[0] as Envelope)];
+      } catch (error) {
+        release -= due.length;
+        this.#failed(due, error);
+        return;
+      }
+      const failed: Delivery[] = [];
+      for (const [index, delivery] of due.entries()) {
+        const outcome = outcomes[index];
+        try {
+          if (outcome === undefined)
+            throw new Error(`processBatch answered no outcome for delivery ${index}`);
+          await this.#settler.settle(delivery, envelopes[index] as Envelope, outcome);
+        } catch (error) {
+          failed.push(delivery);
+          this.#ctx.settings.logger.error('oncemq: could not settle a delivery at RabbitMQ', {
+            group: this.group,
+            error: errorText(error),
+          });
+        }
+      }
+      if (failed.length > 0) {
+        release -= failed.length;
+        this.#failed(failed, undefined);
+      } else this.#failures = 0;
+    } finally {
+      this.#active -= release;
+      this.#pump();
+    }
+  }
+
+  /** A retry copy not due yet goes round again (false when it is due, or could not be parked). */
+  async #parked(delivery: Delivery): Promise<boolean> {
+    try {
+      return await this.#settler.parkUntilDue(delivery);
+    } catch (error) {
+      this.#ctx.settings.logger.warn('oncemq: could not park a retry copy; processing it now', {
+        group: this.group,
+        error: errorText(error),
+      });
+      return false;
+    }
+  }
+
+  /**
+   * Not the messages' fault (the processor threw, a copy was not confirmed): nothing is acked and,
+   * after a backoff that grows with failures in a row, the deliveries go back to the queue.
+   */
+  #failed(deliveries: readonly Delivery[], error: unknown): void {
+    const { failureBackoffMs, logger } = this.#ctx.settings;
+    if (error !== undefined) {
+      logger.error('oncemq: the processor threw; the deliveries stay unacked', {
+        group: this.group,
+        error: errorText(error),
+      });
+    }
+    const wait = failureBackoffMs * 2 ** Math.min(this.#failures, MAX_BACKOFF_DOUBLINGS);
+    this.#failures++;
+    const entry = {
+      deliveries,
+      timer: setTimeout(() => {
+        this.#backoffs.delete(entry);
+        this.#handBack(deliveries);
+      }, wait),
+    };
+    this.#backoffs.add(entry);
+  }
+
+  /** Hands deliveries back to the queue; `active` when they held processing slots. */
+  #handBack(deliveries: readonly Delivery[], active = true): void {
+    for (const delivery of deliveries) {
+      if (!delivery.settled) delivery.channel.requeue(delivery.message);
+      delivery.settled = true;
+    }
+    if (!active) return;
+    this.#active -= deliveries.length;
+    this.#pump();
+  }
+
+  /**
+   * Stops the consumer, hands back what was received and not started, waits for the deliveries in
+   * progress to be settled, then closes the channel.
+   */
+  async close(): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    const channel = this.#channel;
+    if (channel !== undefined && this.#consumerTag !== undefined) {
+      await channel.raw.cancel(this.#consumerTag).catch(() => undefined);
+    }
+    this.#handBack(this.#waiting.splice(0), false);
+    await this.#recovering;
+    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+    for (const entry of [...this.#backoffs]) {
+      clearTimeout(entry.timer);
+      this.#backoffs.delete(entry);
+      this.#handBack(entry.deliveries);
+    }
+    await channel?.close();
+    this.#channel = undefined;
+    this.#onClose?.();
+  }
+}

@@ -1,0 +1,189 @@
+import { randomUUID } from 'node:crypto';
+import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
+import { ClosedError, ConfigError, errorText } from '../../core/errors.js';
+import { validateGroup } from '../../core/group.js';
+import {
+  toProcessor,
+  UNIQUE_ID_HEADER,
+  type OutgoingMessage,
+  type ProcessorLike,
+  type PublishReceipt,
+  type SubscribeOptions,
+  type Transport,
+  type TransportCapabilities,
+} from '../transport.js';
+import type { RabbitChannel } from './rabbit-channel.js';
+import { UnconfirmedPublishError } from './rabbit-channel.js';
+import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from './rabbit-config.js';
+import { RabbitConnection } from './rabbit-connection.js';
+import { RabbitDeadLetters } from './rabbit-dead-letters.js';
+import { newBrokerId, TOPIC_HEADER } from './rabbit-message.js';
+import { RabbitNames, validTopic } from './rabbit-names.js';
+import { RabbitSubscription } from './rabbit-subscription.js';
+import { RabbitTopology } from './rabbit-topology.js';
+
+/**
+ * RabbitMQ through amqplib: a direct exchange whose routing keys are the topics; per group a durable
+ * work queue bound to its topics, one retry queue per delay level and a dead-letter queue; per topic
+ * a log (a stream) from which a new group's queue is filled. Publishes are confirmed, mandatory and
+ * carry a new `message-id` per stored copy: that is the broker id.
+ */
+export class RabbitTransport implements Transport {
+  readonly name = 'rabbitmq';
+  readonly capabilities: TransportCapabilities = Object.freeze({
+    delay: true,
+    deadLetter: true,
+    ordering: false,
+    brokerDedupWindowMs: 0,
+    halfMessages: false,
+    batch: true,
+    keepAlive: true,
+  });
+  readonly settings: RabbitSettings;
+  readonly deadLetters: RabbitDeadLetters;
+  readonly #connection: RabbitConnection;
+  readonly #topology: RabbitTopology;
+  readonly #subscriptions = new Set<RabbitSubscription>();
+  #publisher: Promise<RabbitChannel> | undefined;
+  #closed = false;
+
+  constructor(config: RabbitTransportConfig = {}) {
+    this.settings = rabbitSettings(config);
+    this.#connection = new RabbitConnection(this.settings);
+    this.#topology = new RabbitTopology(
+      this.settings,
+      this.#connection,
+      new RabbitNames(this.settings.prefix),
+    );
+    this.deadLetters = new RabbitDeadLetters(this.settings, this.#connection, this.#topology);
+  }
+
+  /** Connects (and with topology `check`, checks the exchange). Idempotent; the other methods call it. */
+  async init(): Promise<void> {
+    this.#refuseClosed();
+    await this.#connection.open();
+  }
+
+  /** The names this transport gives its queues. */
+  get names(): RabbitNames {
+    return this.#topology.names;
+  }
+
+  /** Queues and exchanges declared or checked so far (a test removes them after itself). */
+  get declared(): { readonly queues: ReadonlySet<string>; readonly exchanges: ReadonlySet<string> } {
+    return this.#topology.declared;
+  }
+
+  /** Whether the group queues are quorum queues (else classic), once connected. */
+  get quorum(): boolean {
+    return this.#topology.quorum;
+  }
+
+  /** The server's version, once connected. */
+  get serverVersion(): string | undefined {
+    return this.#connection.serverVersion;
+  }
+
+  /**
+   * Publishes to the exchange with the topic as routing key and resolves once the broker confirmed
+   * the stored copy. A copy whose confirm is lost (the channel closed, the broker nacked) is sent
+   * again as a new copy (a new broker id, the same key and unique id), at most `publishAttempts`
+   * times; an unroutable message (no queue or log bound to the topic) is refused at once.
+   */
+  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    this.#refuseClosed();
+    const topic = validTopic(message.topic);
+    await this.init();
+    await this.#topology.topic(topic);
+    const uniqueId = randomUUID();
+    const headers: Record<string, string> = {
+      ...message.headers,
+      [UNIQUE_ID_HEADER]: uniqueId,
+      [TOPIC_HEADER]: topic,
+    };
+    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
+    if (message.orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = message.orderingKey;
+    const body = Buffer.from(encodeBody(message.body));
+    const timestamp = Math.floor(Date.now() / 1000);
+    for (let attempt = 1; ; attempt++) {
+      const brokerId = newBrokerId();
+      try {
+        const channel = await this.#publisherChannel();
+        await channel.publish(this.settings.exchange, topic, body, {
+          messageId: brokerId,
+          headers,
+          timestamp,
+        });
+        return { brokerId, topic, messageId: uniqueId, position: { exchange: this.settings.exchange } };
+      } catch (error) {
+        const retriable = !(error instanceof UnconfirmedPublishError) || error.reason !== 'unroutable';
+        if (!retriable || attempt >= this.settings.publishAttempts || this.#closed) throw error;
+        this.settings.logger.warn('oncemq: publish not confirmed; sending a new copy', {
+          topic,
+          attempt,
+          error: errorText(error),
+        });
+      }
+    }
+  }
+
+  /** The shared publishing channel, opened again after it closed. */
+  #publisherChannel(): Promise<RabbitChannel> {
+    this.#publisher ??= this.#connection.channel('publish', this.settings.publishTimeoutMs).then(
+      (channel) => {
+        channel.onClose(() => (this.#publisher = undefined));
+        return channel;
+      },
+      (error: unknown) => {
+        this.#publisher = undefined;
+        throw error;
+      },
+    );
+    return this.#publisher;
+  }
+
+  /**
+   * Joins `group`: declares (or checks) its queue bound to `topics` and consumes from it. Options:
+   * `concurrency` is the prefetch; `batchSize` the most deliveries handed to `processBatch` at once
+   * (@default the concurrency); `consumerName` the consumer tag's prefix; `visibility` is not used
+   * (RabbitMQ holds a delivery for as long as its channel lives).
+   */
+  async subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options: SubscribeOptions = {},
+  ): Promise<RabbitSubscription> {
+    this.#refuseClosed();
+    validateGroup(group);
+    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
+    for (const topic of topics) validTopic(topic);
+    const target = toProcessor(processor);
+    await this.init();
+    const subscription = new RabbitSubscription(
+      { settings: this.settings, connection: this.#connection, topology: this.#topology },
+      group,
+      topics,
+      target,
+      options,
+    );
+    await subscription.start();
+    this.#subscriptions.add(subscription);
+    subscription.onClose = () => this.#subscriptions.delete(subscription);
+    return subscription;
+  }
+
+  #refuseClosed(): void {
+    if (this.#closed) throw new ClosedError('RabbitMQ transport');
+  }
+
+  /** Closes every subscription (draining it), the publishing channel and the connection it opened. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
+    const publisher = await this.#publisher?.catch(() => undefined);
+    await publisher?.close();
+    await this.#connection.close();
+  }
+}
