@@ -99,7 +99,7 @@ export class StreamSubscription implements Subscription {
       logger: member.settings.logger,
       free: () => this.#free(),
       claimed: (stream, entries, counts) => {
-        this.#accept(stream, entries, counts);
+        this.#accept(stream, entries, counts, true);
       },
     });
   }
@@ -128,7 +128,7 @@ export class StreamSubscription implements Subscription {
     if (this.#closed !== undefined) return;
     this.#generation++;
     this.#reader.lost();
-    for (const delivery of this.#queue) this.#release(delivery);
+    this.#held.clear();
     this.#queue = [];
     this.#wakeUp();
   };
@@ -169,16 +169,23 @@ export class StreamSubscription implements Subscription {
     await this.#pause(Math.min(this.#member.settings.failureBackoffMs, 25 * 2 ** failures));
   }
 
-  /** Queues the entries read, except those this member holds already in this generation. */
+  /**
+   * Queues the entries read, except those this member holds already. An entry this member claimed
+   * back from itself (`XAUTOCLAIM`: its handler ran past the visibility without keeping it alive) is
+   * handed out again, as another member would have been: the running delivery is superseded and its
+   * settle dropped.
+   */
   #accept(
     stream: string,
     entries: readonly RawEntry[],
     counts: ReadonlyMap<string, number> | undefined,
+    claimed = false,
   ): void {
     const { maxDeliveries, logger } = this.#member.settings;
     for (const entry of entries) {
       const slot = streamBrokerId(stream, entry.id);
-      if (this.#held.get(slot)?.generation === this.#generation) continue;
+      const held = this.#held.get(slot);
+      if (held !== undefined && (!claimed || this.#queue.includes(held))) continue;
       if (entry.fields === null) {
         logger.error('oncemq: a pending entry was deleted from its stream before it was acked: lost', {
           group: this.group,
@@ -196,11 +203,14 @@ export class StreamSubscription implements Subscription {
       );
       const times = delivery.envelope.brokerDeliveryCount ?? 1;
       if (maxDeliveries > 0 && times > maxDeliveries) {
+        this.#held.set(slot, delivery);
         this.#track(
           this.#settle(delivery, {
             group: this.group,
             reason: 'delivery-limit',
             error: new Error(`handed out ${times} times without an outcome (maxDeliveries ${maxDeliveries})`),
+          }).finally(() => {
+            this.#release(delivery);
           }),
         );
         continue;
@@ -249,15 +259,21 @@ export class StreamSubscription implements Subscription {
     }
   }
 
-  /** Acts on an outcome, or on a dead-letter cause (a delivery over the limit), unless the delivery is stale. */
+  /**
+   * Acts on an outcome, or on a dead-letter cause (a delivery over the limit), unless the delivery is
+   * stale: a connection was lost since it was read, or a later delivery of its entry superseded it.
+   */
   async #settle(
     delivery: Delivery,
     outcome: Outcome | { group: string; reason: string; error: unknown },
   ): Promise<void> {
     const { logger } = this.#member.settings;
     const fields = { group: this.group, brokerId: delivery.slot };
-    if (delivery.generation !== this.#generation) {
-      logger.debug('oncemq: a connection was lost since this delivery was read; it comes again', fields);
+    if (this.#held.get(delivery.slot) !== delivery) {
+      logger.debug(
+        'oncemq: this delivery is stale (a connection was lost, or it was handed out again)',
+        fields,
+      );
       return;
     }
     try {
