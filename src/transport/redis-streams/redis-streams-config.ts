@@ -24,8 +24,9 @@ export interface RedisStreamsTransportConfig {
   /** Longest wait for one command (a publish's confirm, a settle, a claim); then it fails as unavailable. @default '10s' */
   readonly timeout?: Duration;
   /**
-   * Sends of one publish when the connection breaks before its confirm arrives. A resend is a new
-   * copy with the same key (a producer retry): the consumers' ledger absorbs it. @default 3
+   * Sends of one publish when the connection breaks before its confirm arrives, 50ms apart and then
+   * twice as long each time (up to 1s), so that a publish rides out a short outage. A resend is a new
+   * copy with the same key (a producer retry): the consumers' ledger absorbs it. @default 5
    */
   readonly publishAttempts?: number;
   /** How long one blocking read waits for new entries before it reads again (after a lost connection, ioredis sends a read that was in flight again, and it may hold its connection this long). @default '2s' */
@@ -55,7 +56,7 @@ export const DEFAULT_REDIS_STREAMS_CONFIG = Object.freeze({
   prefix: 'oncemq',
   topology: 'create',
   timeout: '10s',
-  publishAttempts: 3,
+  publishAttempts: 5,
   block: '2s',
   failureBackoff: '1s',
   retryPollInterval: '1s',

@@ -101,7 +101,7 @@ export class RedisStreamsTransport implements Transport {
   /**
    * Stores the message in its topic's stream (`XADD`; the reply is the broker's confirm). When the
    * connection breaks before the reply, the message is sent again (a new copy with the same key) up
-   * to `publishAttempts` times; a command that times out is not (it may still be stored), and fails.
+   * to `publishAttempts` times, backing off; a command that times out is not (it may still be stored), and fails.
    */
   async publish(message: OutgoingMessage): Promise<PublishReceipt> {
     const commands = this.#open();
@@ -134,7 +134,7 @@ export class RedisStreamsTransport implements Transport {
             error: errorText(error),
           },
         );
-        await sleep(50 * attempt);
+        await sleep(Math.min(1000, 50 * 2 ** (attempt - 1)));
         continue;
       }
       const id = replyText(reply);
