@@ -20,6 +20,8 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
     await broker.init();
     return broker;
   },
+  'redis-streams': async ({ url }) =>
+    (await import('../transport/redis-streams/redis-streams-tool.js')).openRedisStreamsForTool(url),
 });
 
 /** Names `--transport` accepts. */

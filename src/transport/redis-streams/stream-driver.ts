@@ -13,21 +13,39 @@ function missingModule(error: unknown): boolean {
 }
 
 interface NodeRedisModule {
-  createClient(options: { url: string }): NodeRedisStreamsClientLike;
+  createClient(options: {
+    url: string;
+    socket: { reconnectStrategy: (retries: number, cause: Error) => number | Error };
+  }): NodeRedisStreamsClientLike;
 }
 
 interface IoredisModule {
   Redis: new (
     url: string,
-    options: { lazyConnect: boolean },
-  ) => IoredisStreamsClientLike & {
-    connect(): Promise<void>;
-  };
+    options: { lazyConnect: boolean; retryStrategy: (times: number) => number | null },
+  ) => IoredisStreamsClientLike & { connect(): Promise<void> };
+}
+
+/** Attempts to reach Redis before the first connection gives up; once connected, reconnects never do. */
+const FIRST_CONNECT_ATTEMPTS = 4;
+
+/** Wait before reconnect attempt `n`: 50ms, doubling, at most 2s. */
+const reconnectDelay = (attempt: number): number => Math.min(2000, 50 * 2 ** attempt);
+
+async function load<T>(name: string): Promise<T | undefined> {
+  try {
+    const module: unknown = await import(name);
+    return module as T;
+  } catch (error) {
+    if (missingModule(error)) return undefined;
+    throw error;
+  }
 }
 
 /**
  * Connects to `url` with node-redis (the maintained client) when it is installed, else ioredis;
- * neither is a dependency of oncemq: the one found is loaded here, on first use.
+ * neither is a dependency of oncemq: the one found is loaded here, on first use. A server that cannot
+ * be reached at all fails after a few attempts; once connected, the client reconnects for ever.
  */
 export async function openStreamConnection(url: string): Promise<StreamConnection> {
   const fail = (error: unknown): never => {
@@ -35,33 +53,34 @@ export async function openStreamConnection(url: string): Promise<StreamConnectio
       cause: error,
     });
   };
-  let nodeRedis: NodeRedisModule | undefined;
-  try {
-    const module: unknown = await import('redis');
-    nodeRedis = module as NodeRedisModule;
-  } catch (error) {
-    if (!missingModule(error)) throw error;
-  }
+  let connected = false;
+  const nodeRedis = await load<NodeRedisModule>('redis');
   if (nodeRedis !== undefined) {
-    const client = nodeRedis.createClient({ url });
+    const client = nodeRedis.createClient({
+      url,
+      socket: {
+        reconnectStrategy: (retries, cause) =>
+          !connected && retries >= FIRST_CONNECT_ATTEMPTS ? cause : reconnectDelay(retries),
+      },
+    });
     client.on('error', () => undefined);
+    client.on('ready', () => (connected = true));
     await client.connect().catch(fail);
     return fromNodeRedisStreams(client);
   }
-  let ioredis: IoredisModule;
-  try {
-    const module: unknown = await import('ioredis');
-    ioredis = module as IoredisModule;
-  } catch (error) {
-    if (!missingModule(error)) throw error;
+  const ioredis = await load<IoredisModule>('ioredis');
+  if (ioredis === undefined) {
     throw new ConfigError(
       'client',
       'the redis-streams transport needs a Redis client: npm install redis (or ioredis)',
-      { cause: error },
     );
   }
-  const client = new ioredis.Redis(url, { lazyConnect: true });
+  const client = new ioredis.Redis(url, {
+    lazyConnect: true,
+    retryStrategy: (times) => (!connected && times >= FIRST_CONNECT_ATTEMPTS ? null : reconnectDelay(times)),
+  });
   client.on('error', () => undefined);
+  client.on('ready', () => (connected = true));
   await client.connect().catch(fail);
   return fromIoredisStreams(client);
 }
