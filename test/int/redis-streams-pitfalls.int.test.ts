@@ -1,11 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Envelope, Outcome, Subscription } from 'oncemq';
-import type { RedisStreamsTransportConfig } from 'oncemq/redis-streams';
+import { describe, expect, it } from 'vitest';
+import type { Envelope, Outcome } from 'oncemq';
 import { keyOf, outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
 import { sleep } from '../support/points.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
-import { proxiedStreams, type ProxiedStreams } from '../support/redis-streams.js';
+import { gate, leavePending, streamsEachTest, type ProxiedStreams } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(REDIS_SERVICE);
@@ -18,6 +17,9 @@ const answering =
   (answer: (envelope: Envelope) => Answer | Promise<Answer>, delayMs = 50) =>
   async (envelope: Envelope): Promise<Outcome> =>
     outcomeFor(envelope, await answer(envelope), delayMs);
+
+/** A processor that acks every delivery and records it in `seen`. */
+const recording = (seen: Envelope[]) => answering((envelope) => (seen.push(envelope), 'ack'));
 
 /** The names of the consumers of `group` on `stream` (by a script: one reply shape for both clients). */
 const consumersOf = async (streams: ProxiedStreams, stream: string): Promise<string[]> =>
@@ -43,34 +45,16 @@ const pendingCount = async (streams: ProxiedStreams, stream: string): Promise<nu
 
 describe.skipIf(!service.available)('Redis Streams transport: the pitfalls of TRANSPORTS.md', () => {
   describe.each(REDIS_CLIENT_KINDS)('with %s', (kind) => {
-    const opened: ProxiedStreams[] = [];
-    const subscriptions: Subscription[] = [];
-
-    const open = async (
-      config: Omit<RedisStreamsTransportConfig, 'client'> = {},
-    ): Promise<ProxiedStreams> => {
-      const streams = await proxiedStreams(kind, service.url, { failureBackoff: '50ms', ...config });
-      opened.push(streams);
-      return streams;
-    };
-
-    afterEach(async () => {
-      await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
-      await Promise.all(opened.splice(0).map((streams) => streams.close()));
-    });
+    const { open, subscriptions } = streamsEachTest(kind, service.url, { failureBackoff: '50ms' });
 
     it('a member restarted under its consumer name is handed what it left pending at once, before new entries (#1)', async () => {
       const streams = await open();
-      const { transport, admin } = streams;
-      const stream = transport.settings.keys.topic(topic);
-      await transport.publish({ topic, key: 'left-1', body: {} });
-      await transport.publish({ topic, key: 'left-2', body: {} });
+      const { transport } = streams;
       // A run of member-a read both and died before settling them.
-      await admin.send('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM');
-      await admin.send('XREADGROUP', 'GROUP', group, 'member-a', 'COUNT', '10', 'STREAMS', stream, '>');
+      const stream = await leavePending(streams, group, 'member-a', topic, ['left-1', 'left-2']);
       await transport.publish({ topic, key: 'new-1', body: {} });
       const seen: Envelope[] = [];
-      const process = answering((envelope) => (seen.push(envelope), 'ack'));
+      const process = recording(seen);
       // A visibility of an hour: nothing but reading its own pending list can hand the two out.
       subscriptions.push(
         await transport.subscribe(group, [topic], process, { consumerName: 'member-a', visibility: '1h' }),
@@ -84,20 +68,14 @@ describe.skipIf(!service.available)('Redis Streams transport: the pitfalls of TR
 
     it('entries a dead member left pending are taken by a live member once idle past the visibility (#1, XAUTOCLAIM)', async () => {
       const streams = await open();
-      const { transport, admin } = streams;
-      const stream = transport.settings.keys.topic(topic);
-      await transport.publish({ topic, key: 'orphan-1', body: {} });
-      await transport.publish({ topic, key: 'orphan-2', body: {} });
-      await admin.send('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM');
-      await admin.send('XREADGROUP', 'GROUP', group, 'dead-member', 'COUNT', '10', 'STREAMS', stream, '>');
+      const { transport } = streams;
+      const stream = await leavePending(streams, group, 'dead-member', topic, ['orphan-1', 'orphan-2']);
       const seen: Envelope[] = [];
       subscriptions.push(
-        await transport.subscribe(
-          group,
-          [topic],
-          answering((envelope) => (seen.push(envelope), 'ack')),
-          { consumerName: 'live-member', visibility: 300 },
-        ),
+        await transport.subscribe(group, [topic], recording(seen), {
+          consumerName: 'live-member',
+          visibility: 300,
+        }),
       );
       await waitUntil(() => seen.length === 2, 'both orphans');
       expect(seen.map(keyOf).sort()).toEqual(['orphan-1', 'orphan-2']);
@@ -111,19 +89,18 @@ describe.skipIf(!service.available)('Redis Streams transport: the pitfalls of TR
       const keys = transport.settings.keys;
       await transport.publish({ topic, key: 'slow', body: {} });
       const seen: string[] = [];
-      let claimed: () => void = () => undefined;
-      const claimedByB = new Promise<void>((resolve) => (claimed = resolve));
+      const claimedByB = gate();
       // Member a (busy: no room to claim anything back) runs past the visibility without keeping it alive.
       const a = answering(async (): Promise<Answer> => {
         seen.push('a');
-        await claimedByB;
+        await claimedByB.opened;
         return 'retry';
       });
       subscriptions.push(
         await transport.subscribe(group, [topic], a, { consumerName: 'a', concurrency: 1, visibility: 300 }),
       );
       await waitUntil(() => seen.length === 1, 'member a has it');
-      const b = answering(() => (seen.push('b'), claimed(), 'ack'));
+      const b = answering(() => (seen.push('b'), claimedByB.open(), 'ack'));
       subscriptions.push(
         await transport.subscribe(group, [topic], b, { consumerName: 'b', visibility: 300 }),
       );
@@ -167,11 +144,10 @@ describe.skipIf(!service.available)('Redis Streams transport: the pitfalls of TR
         const receipt = await transport.publish({ topic, key: `key-${i}`, body: {} });
         ids.push(String(receipt.position?.id));
       }
-      let release: () => void = () => undefined;
-      const released = new Promise<void>((resolve) => (release = resolve));
+      const key3 = gate();
       const acked = new Set<string>();
       const process = answering(async (envelope): Promise<Answer> => {
-        if (keyOf(envelope) === 'key-3') await released;
+        if (keyOf(envelope) === 'key-3') await key3.opened;
         acked.add(keyOf(envelope) ?? '');
         return 'ack';
       });
@@ -182,7 +158,7 @@ describe.skipIf(!service.available)('Redis Streams transport: the pitfalls of TR
       expect(Number(await admin.send('XLEN', stream))).toBe(7);
       const [first] = (await admin.send('XRANGE', stream, '-', '+', 'COUNT', '1')) as [string, unknown][];
       expect(first?.[0]).toBe(ids[3]);
-      release();
+      key3.open();
       await waitUntil(
         async () => Number(await admin.send('XLEN', stream)) === 1,
         'all but the last read trimmed',
@@ -282,13 +258,7 @@ describe.skipIf(!service.available)('Redis Streams transport: the pitfalls of TR
       // Closing settles it: the retry is stored before the member leaves.
       await first.close();
       const seen: Envelope[] = [];
-      subscriptions.push(
-        await transport.subscribe(
-          group,
-          [topic],
-          answering((envelope) => (seen.push(envelope), 'ack')),
-        ),
-      );
+      subscriptions.push(await transport.subscribe(group, [topic], recording(seen)));
       await waitUntil(() => seen.length === 1, 'the retried copy');
       expect(seen[0]).toMatchObject({ topic, deliveryCount: 2 });
       expect(keyOf(seen[0] as Envelope)).toBe('later');

@@ -1,5 +1,5 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, TransportUnavailableError, type Envelope, type Subscription } from 'oncemq';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, TransportUnavailableError, type Envelope } from 'oncemq';
 import {
   RedisStreamsTransport,
   toStreamConnection,
@@ -9,7 +9,7 @@ import {
 import { keyOf, outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
-import { proxiedStreams, type ProxiedStreams } from '../support/redis-streams.js';
+import { gate, streamsEachTest, type ProxiedStreams } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(REDIS_SERVICE);
@@ -25,21 +25,7 @@ const keysUnder = async (streams: ProxiedStreams): Promise<string[]> =>
 
 describe.skipIf(!service.available)('Redis Streams transport', () => {
   describe.each(REDIS_CLIENT_KINDS)('with %s', (kind) => {
-    const opened: ProxiedStreams[] = [];
-    const subscriptions: Subscription[] = [];
-
-    const open = async (
-      config: Omit<RedisStreamsTransportConfig, 'client'> = {},
-    ): Promise<ProxiedStreams> => {
-      const streams = await proxiedStreams(kind, service.url, { failureBackoff: '50ms', ...config });
-      opened.push(streams);
-      return streams;
-    };
-
-    afterEach(async () => {
-      await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
-      await Promise.all(opened.splice(0).map((streams) => streams.close()));
-    });
+    const { open, subscriptions } = streamsEachTest(kind, service.url, { failureBackoff: '50ms' });
 
     it('refuses a bad configuration at construction and a bad subscription before connecting, naming the field', async () => {
       const { client, transport } = await open();
@@ -177,8 +163,7 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
       const { transport } = await open();
       await transport.publish({ topic, key: 'long', body: {} });
       const seen: Envelope[] = [];
-      let release: () => void = () => undefined;
-      const released = new Promise<void>((resolve) => (release = resolve));
+      const released = gate();
       subscriptions.push(
         await transport.subscribe(
           group,
@@ -186,10 +171,10 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
           async (envelope) => {
             seen.push(envelope);
             if (seen.length === 1) {
-              await released;
+              await released.opened;
               return outcomeFor(envelope, 'retry', 0);
             }
-            release();
+            released.open();
             return outcomeFor(envelope, 'ack', 0);
           },
           { visibility: 300 },
@@ -210,8 +195,7 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
       const { transport } = await open();
       await transport.publish({ topic, key: 'kept', body: {} });
       let first: Envelope | undefined;
-      let release: () => void = () => undefined;
-      const released = new Promise<void>((resolve) => (release = resolve));
+      const released = gate();
       subscriptions.push(
         await transport.subscribe(
           group,
@@ -219,7 +203,7 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
           async (envelope) => {
             first = envelope;
             await envelope.keepAlive?.extend();
-            await released;
+            await released.opened;
             return outcomeFor(envelope, 'ack', 0);
           },
           { consumerName: 'a', concurrency: 1, visibility: 200 },
@@ -235,7 +219,7 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
       );
       await waitUntil(() => claimed, 'member b claimed it');
       await expect(first?.keepAlive?.extend()).rejects.toThrow(/no longer this consumer's/);
-      release();
+      released.open();
     });
   });
 });

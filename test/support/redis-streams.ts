@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
+import { afterEach } from 'vitest';
+import type { Subscription } from 'oncemq';
 import {
   RedisStreamsTransport,
   type IoredisStreamsClientLike,
@@ -106,4 +108,57 @@ export async function deleteKeys(admin: RawRedis, prefix: string): Promise<void>
     cursor = next;
     if (keys.length > 0) await admin.send('DEL', ...keys);
   } while (cursor !== '0');
+}
+
+/**
+ * Transports opened by the tests of the calling describe block (`open`), closed after each test with
+ * the subscriptions pushed to `subscriptions`.
+ */
+export function streamsEachTest(
+  kind: RedisClientKind,
+  url: string,
+  defaults: Omit<RedisStreamsTransportConfig, 'client'> = {},
+): {
+  readonly subscriptions: Subscription[];
+  readonly open: (config?: Omit<RedisStreamsTransportConfig, 'client'>) => Promise<ProxiedStreams>;
+} {
+  const opened: ProxiedStreams[] = [];
+  const subscriptions: Subscription[] = [];
+  afterEach(async () => {
+    await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+    await Promise.all(opened.splice(0).map((streams) => streams.close()));
+  });
+  return {
+    subscriptions,
+    open: async (config = {}) => {
+      const streams = await proxiedStreams(kind, url, { ...defaults, ...config });
+      opened.push(streams);
+      return streams;
+    },
+  };
+}
+
+/** A promise that resolves when `open()` is called: holds a handler until the test lets it go. */
+export function gate(): { readonly opened: Promise<void>; readonly open: () => void } {
+  let open: () => void = () => undefined;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open: () => open() };
+}
+
+/**
+ * Publishes one message per key to `topic` and makes them pending for `consumer` of `group`, as a
+ * member that read them and died before settling would leave them. Returns the topic's stream key.
+ */
+export async function leavePending(
+  streams: ProxiedStreams,
+  group: string,
+  consumer: string,
+  topic: string,
+  keys: readonly string[],
+): Promise<string> {
+  const stream = streams.transport.settings.keys.topic(topic);
+  for (const key of keys) await streams.transport.publish({ topic, key, body: {} });
+  await streams.admin.send('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM');
+  await streams.admin.send('XREADGROUP', 'GROUP', group, consumer, 'COUNT', '100', 'STREAMS', stream, '>');
+  return stream;
 }

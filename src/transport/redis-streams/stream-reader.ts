@@ -57,8 +57,30 @@ export class StreamReader {
     return this.#history.size > 0 ? this.#readHistory(free) : this.#readNew(free);
   }
 
+  /** `XREADGROUP GROUP g c COUNT n [options] STREAMS s… id…`. */
+  #command(
+    count: number,
+    options: readonly string[],
+    streams: readonly string[],
+    from: (stream: string) => string,
+  ): string[] {
+    const { group, consumer } = this.site;
+    return [
+      'XREADGROUP',
+      'GROUP',
+      group,
+      consumer,
+      'COUNT',
+      String(count),
+      ...options,
+      'STREAMS',
+      ...streams,
+      ...streams.map(from),
+    ];
+  }
+
   async #readNew(free: number): Promise<void> {
-    const { group, consumer, streams, blockMs } = this.site;
+    const { streams, blockMs } = this.site;
     if (this.#readerId === undefined) {
       this.#readerId = replyText(await this.reader.send(['CLIENT', 'ID'], 'CLIENT ID')) ?? undefined;
     }
@@ -68,19 +90,7 @@ export class StreamReader {
     let reply: unknown;
     try {
       reply = await this.reader.send(
-        [
-          'XREADGROUP',
-          'GROUP',
-          group,
-          consumer,
-          'COUNT',
-          String(free),
-          'BLOCK',
-          String(blockMs),
-          'STREAMS',
-          ...streams,
-          ...streams.map(() => '>'),
-        ],
+        this.#command(free, ['BLOCK', String(blockMs)], streams, () => '>'),
         'a blocking XREADGROUP',
         { bytes: true, extraMs: blockMs },
       );
@@ -94,21 +104,11 @@ export class StreamReader {
   }
 
   async #readHistory(free: number): Promise<void> {
-    const { group, consumer } = this.site;
+    const { group } = this.site;
     const streams = [...this.#history.keys()];
     const generation = this.site.generation();
     const reply = await this.reader.send(
-      [
-        'XREADGROUP',
-        'GROUP',
-        group,
-        consumer,
-        'COUNT',
-        String(free),
-        'STREAMS',
-        ...streams,
-        ...streams.map((stream) => this.#history.get(stream) ?? '0'),
-      ],
+      this.#command(free, [], streams, (stream) => this.#history.get(stream) ?? '0'),
       'reading own pending entries',
       { bytes: true },
     );
