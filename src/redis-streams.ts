@@ -1,0 +1,30 @@
+export {
+  DEFAULT_REDIS_STREAMS_CONFIG,
+  MIN_VISIBILITY_MS,
+} from './transport/redis-streams/redis-streams-config.js';
+export type {
+  RedisStreamsSubscribeOptions,
+  RedisStreamsTransportConfig,
+} from './transport/redis-streams/redis-streams-config.js';
+export { RedisStreamsTransport } from './transport/redis-streams/redis-streams-transport.js';
+export { StreamSubscription } from './transport/redis-streams/stream-subscription.js';
+export {
+  fromIoredisStreams,
+  fromNodeRedisStreams,
+  toStreamConnection,
+} from './transport/redis-streams/stream-connection.js';
+export type {
+  CommandArg,
+  IoredisStreamsClientLike,
+  NodeRedisStreamsClientLike,
+  SendOptions,
+  StreamClientInput,
+  StreamConnection,
+} from './transport/redis-streams/stream-connection.js';
+export {
+  STREAM_PREFIX_PATTERN,
+  STREAM_TOPIC_PATTERN,
+  StreamKeys,
+  streamBrokerId,
+} from './transport/redis-streams/stream-keys.js';
+export { BODY_FIELD, PUBLISHED_FIELD, TOPIC_FIELD } from './transport/redis-streams/stream-entry.js';

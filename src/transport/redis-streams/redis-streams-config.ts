@@ -1,0 +1,172 @@
+import { hostname } from 'node:os';
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError } from '../../core/errors.js';
+import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
+import type { StreamClientInput } from './stream-connection.js';
+import { StreamKeys } from './stream-keys.js';
+
+export interface RedisStreamsTransportConfig {
+  /**
+   * A connected node-redis v5+ or ioredis v5+ client (told apart by shape), or a `StreamConnection`.
+   * Publishing, the dead letters and the topology go through it; each subscription opens two
+   * connections of its own with the client's `duplicate()`. The transport never closes it.
+   */
+  readonly client: StreamClientInput;
+  /** First word of every key: `<prefix>:stream:<topic>`, `<prefix>:retry:<group>`… @default 'oncemq' */
+  readonly prefix?: string;
+  /**
+   * `create`: streams and consumer groups are created when missing (`XGROUP CREATE … 0 MKSTREAM`).
+   * `check`: nothing is created; a missing stream or group is a `ConfigError` naming it (what the
+   * CLI tools use). @default 'create'
+   */
+  readonly topology?: 'create' | 'check';
+  /** Longest wait for one command (a publish's confirm, a settle, a claim); then it fails as unavailable. @default '10s' */
+  readonly timeout?: Duration;
+  /**
+   * Sends of one publish when the connection breaks before its confirm arrives, 50ms apart and then
+   * twice as long each time (up to 1s), so that a publish rides out a short outage. A resend is a new
+   * copy with the same key (a producer retry): the consumers' ledger absorbs it. @default 5
+   */
+  readonly publishAttempts?: number;
+  /** How long one blocking read waits for new entries before it reads again (after a lost connection, ioredis sends a read that was in flight again, and it may hold its connection this long). @default '2s' */
+  readonly block?: Duration;
+  /** Wait before a delivery whose processor threw, or whose settle failed, is handed out again. @default '1s' */
+  readonly failureBackoff?: Duration;
+  /**
+   * Longest wait before a due delayed retry is moved to its group's retry stream. A member moves its
+   * own retries when they are due; this bounds the wait for those of a member that left. @default '1s'
+   */
+  readonly retryPollInterval?: Duration;
+  /** How long an entry that every group has read and acked stays in its stream before it is trimmed. @default '1h' */
+  readonly retention?: Duration;
+  /** How often each subscription trims its streams; 0 never trims. @default '1m' */
+  readonly trimInterval?: Duration;
+  /**
+   * A delivery the broker has handed out this many times without an outcome (its consumers crashed
+   * or lost their connection each time) is dead-lettered with reason `delivery-limit` instead of
+   * being processed again; 0: no limit. @default 32
+   */
+  readonly maxDeliveries?: number;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_REDIS_STREAMS_CONFIG = Object.freeze({
+  prefix: 'oncemq',
+  topology: 'create',
+  timeout: '10s',
+  publishAttempts: 5,
+  block: '2s',
+  failureBackoff: '1s',
+  retryPollInterval: '1s',
+  retention: '1h',
+  trimInterval: '1m',
+  maxDeliveries: 32,
+} as const);
+
+/** The configuration, checked, in milliseconds. */
+export interface StreamSettings {
+  readonly keys: StreamKeys;
+  readonly topology: 'create' | 'check';
+  readonly timeoutMs: number;
+  readonly publishAttempts: number;
+  readonly blockMs: number;
+  readonly failureBackoffMs: number;
+  readonly retryPollMs: number;
+  readonly retentionMs: number;
+  readonly trimEveryMs: number;
+  readonly maxDeliveries: number;
+  readonly logger: Logger;
+}
+
+function wholeNumber(value: number, field: string, min: number): number {
+  if (!Number.isInteger(value) || value < min) {
+    throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
+  }
+  return value;
+}
+
+function duration(value: Duration, field: string, minMs: number): number {
+  const ms = parseDuration(value, field);
+  if (ms < minMs) throw new ConfigError(field, `must be at least ${minMs}ms, got ${ms}ms`);
+  return Math.round(ms);
+}
+
+/** Checks a configuration and freezes it; a bad value fails here, at construction. */
+export function resolveStreamSettings(config: RedisStreamsTransportConfig): StreamSettings {
+  const d = DEFAULT_REDIS_STREAMS_CONFIG;
+  const topology: string = config.topology ?? d.topology;
+  if (topology !== 'create' && topology !== 'check') {
+    throw new ConfigError('topology', `expected 'create' or 'check', got ${JSON.stringify(topology)}`);
+  }
+  const trimEveryMs = parseDuration(config.trimInterval ?? d.trimInterval, 'trimInterval');
+  if (trimEveryMs !== 0 && trimEveryMs < 10) {
+    throw new ConfigError('trimInterval', `must be 0 (never trim) or at least 10ms, got ${trimEveryMs}ms`);
+  }
+  return Object.freeze({
+    keys: new StreamKeys(config.prefix ?? d.prefix),
+    topology,
+    timeoutMs: duration(config.timeout ?? d.timeout, 'timeout', 1),
+    publishAttempts: wholeNumber(config.publishAttempts ?? d.publishAttempts, 'publishAttempts', 1),
+    blockMs: duration(config.block ?? d.block, 'block', 1),
+    failureBackoffMs: duration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff', 1),
+    retryPollMs: duration(config.retryPollInterval ?? d.retryPollInterval, 'retryPollInterval', 1),
+    retentionMs: duration(config.retention ?? d.retention, 'retention', 0),
+    trimEveryMs,
+    maxDeliveries: wholeNumber(config.maxDeliveries ?? d.maxDeliveries, 'maxDeliveries', 0),
+    logger: config.logger ?? SILENT_LOGGER,
+  });
+}
+
+/**
+ * Options of {@link RedisStreamsTransport.subscribe}: the transport contract's, read the Redis Streams way.
+ * - `concurrency`: deliveries of this member in flight at once; also the `COUNT` of each read. @default 16
+ * - `batchSize`: most entries handed to `processBatch` at once, when the processor has it; 1 hands
+ *   them one by one to `process`. @default the concurrency
+ * - `visibility`: the pending-entry idle time after which another member of the group takes a
+ *   delivery (`XAUTOCLAIM` min-idle-time, run every half of it); a long handler keeps its entry with
+ *   `envelope.keepAlive` (a third of it). @default '30s'
+ * - `consumerName`: the Redis consumer name of this member; give each member a stable name of its own
+ *   (a pod name) so that a restarted member reads what it left pending at once. @default host:pid:n
+ */
+export type RedisStreamsSubscribeOptions = SubscribeOptions;
+
+/** The subscribe options, checked. */
+export interface SubscribeSettings {
+  readonly concurrency: number;
+  readonly batchSize: number;
+  readonly visibilityMs: number;
+  readonly consumerName: string;
+}
+
+/** Shortest visibility: the keep-alive runs every third of it. */
+export const MIN_VISIBILITY_MS = 100;
+
+let members = 0;
+
+/** Checks subscribe options; the default consumer name is unique in this process. */
+export function resolveSubscribeSettings(options: RedisStreamsSubscribeOptions): SubscribeSettings {
+  const concurrency = wholeNumber(
+    options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+    'concurrency',
+    1,
+  );
+  const consumerName = options.consumerName ?? `${hostname()}:${process.pid}:${++members}`;
+  if (typeof consumerName !== 'string' || !/^\S{1,200}$/.test(consumerName)) {
+    throw new ConfigError(
+      'consumerName',
+      `expected 1 to 200 characters without spaces, got ${JSON.stringify(consumerName)}`,
+    );
+  }
+  return Object.freeze({
+    concurrency,
+    batchSize: wholeNumber(options.batchSize ?? concurrency, 'batchSize', 1),
+    visibilityMs: duration(
+      options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility,
+      'visibility',
+      MIN_VISIBILITY_MS,
+    ),
+    consumerName,
+  });
+}

@@ -1,0 +1,210 @@
+import { randomUUID } from 'node:crypto';
+import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
+import { ConfigError, errorText, TransportClosedError } from '../../core/errors.js';
+import { validateGroup } from '../../core/group.js';
+import type { DeadLetters } from '../dead-letters.js';
+import {
+  toProcessor,
+  UNIQUE_ID_HEADER,
+  type OutgoingMessage,
+  type ProcessorLike,
+  type PublishReceipt,
+  type Transport,
+  type TransportCapabilities,
+} from '../transport.js';
+import {
+  resolveStreamSettings,
+  resolveSubscribeSettings,
+  type RedisStreamsSubscribeOptions,
+  type RedisStreamsTransportConfig,
+  type StreamSettings,
+} from './redis-streams-config.js';
+import { replyCode, StreamCommands } from './stream-commands.js';
+import { toStreamConnection, type StreamConnection } from './stream-connection.js';
+import { openStreamConnection } from './stream-driver.js';
+import { StreamDeadLetters } from './stream-dead-letters.js';
+import { checkHeaderNames, messageFields } from './stream-entry.js';
+import { streamBrokerId, validTopic } from './stream-keys.js';
+import { replyText } from './stream-replies.js';
+import { StreamSubscription } from './stream-subscription.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A failure after which a publish is sent again: the connection broke before any reply came. */
+function resendable(error: unknown): boolean {
+  return error instanceof Error && error.cause !== undefined && replyCode(error) === undefined;
+}
+
+/**
+ * Redis Streams as an oncemq transport (Redis 6.2+; node-redis or ioredis). A topic is a stream, a
+ * consumer group a Redis consumer group on each of its topics' streams and on its own retry stream;
+ * delayed retries wait in a sorted set and move back by a script; dead letters are a stream per
+ * group. See docs/transports/redis-streams.md.
+ */
+export class RedisStreamsTransport implements Transport {
+  readonly name = 'redis-streams';
+  readonly capabilities: TransportCapabilities = Object.freeze({
+    delay: true,
+    deadLetter: true,
+    ordering: false,
+    brokerDedupWindowMs: 0,
+    halfMessages: false,
+    batch: true,
+    keepAlive: true,
+  });
+  readonly settings: StreamSettings;
+  /** The groups' dead-letter streams: list, replay to the group only, purge. */
+  readonly deadLetters: DeadLetters;
+  readonly #connection: StreamConnection;
+  readonly #commands: StreamCommands;
+  readonly #subscriptions = new Set<StreamSubscription>();
+  /** `group` NUL `consumer` of every open subscription. */
+  readonly #members = new Set<string>();
+  #owned = false;
+  #closed = false;
+
+  constructor(config: RedisStreamsTransportConfig) {
+    if (typeof config !== 'object' || (config as unknown) === null) {
+      throw new ConfigError('client', 'pass { client } with a node-redis or ioredis client');
+    }
+    this.settings = resolveStreamSettings(config);
+    this.#connection = toStreamConnection(config.client);
+    this.#commands = new StreamCommands(this.#connection, this.settings.timeoutMs);
+    this.deadLetters = new StreamDeadLetters(() => this.#open(), this.settings.keys);
+  }
+
+  /**
+   * Connects a client of its own to `url` (node-redis when installed, else ioredis) and closes it
+   * with the transport.
+   */
+  static async connect(
+    url: string,
+    config: Omit<RedisStreamsTransportConfig, 'client'> = {},
+  ): Promise<RedisStreamsTransport> {
+    const connection = await openStreamConnection(url);
+    let transport: RedisStreamsTransport;
+    try {
+      transport = new RedisStreamsTransport({ ...config, client: connection });
+    } catch (error) {
+      await connection.close();
+      throw error;
+    }
+    transport.#owned = true;
+    return transport;
+  }
+
+  #open(): StreamCommands {
+    if (this.#closed) throw new TransportClosedError('the redis-streams transport is closed');
+    return this.#commands;
+  }
+
+  /**
+   * Stores the message in its topic's stream (`XADD`; the reply is the broker's confirm). When the
+   * connection breaks before the reply, the message is sent again (a new copy with the same key) up
+   * to `publishAttempts` times, backing off; a command that times out is not (it may still be stored), and fails.
+   */
+  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    const commands = this.#open();
+    const topic = validTopic(message.topic);
+    const headers: Record<string, string> = { ...message.headers };
+    checkHeaderNames(headers);
+    const messageId = randomUUID();
+    headers[UNIQUE_ID_HEADER] = messageId;
+    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
+    if (message.orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = message.orderingKey;
+    const stream = this.settings.keys.topic(topic);
+    const args = [
+      'XADD',
+      stream,
+      ...(this.settings.topology === 'check' ? ['NOMKSTREAM'] : []),
+      '*',
+      ...messageFields(headers, encodeBody(message.body)),
+    ];
+    for (let attempt = 1; ; attempt++) {
+      let reply: unknown;
+      try {
+        reply = await commands.send(args, `XADD ${stream}`);
+      } catch (error) {
+        if (attempt >= this.settings.publishAttempts || !resendable(error)) throw error;
+        this.settings.logger.warn(
+          'oncemq: a publish lost its connection before the confirm; sending it again',
+          {
+            topic,
+            attempt,
+            error: errorText(error),
+          },
+        );
+        await sleep(Math.min(1000, 50 * 2 ** (attempt - 1)));
+        continue;
+      }
+      const id = replyText(reply);
+      if (id === null) {
+        throw new ConfigError(
+          'topic',
+          `stream '${stream}' does not exist, and topology 'check' creates nothing`,
+        );
+      }
+      return { brokerId: streamBrokerId(stream, id), topic, messageId, position: { stream, id } };
+    }
+  }
+
+  /**
+   * Joins `group` on `topics` as one member (a Redis consumer of its own name) and drives `processor`
+   * with every delivery. See {@link RedisStreamsSubscribeOptions} for how the options map.
+   */
+  async subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options: RedisStreamsSubscribeOptions = {},
+  ): Promise<StreamSubscription> {
+    this.#open();
+    validateGroup(group);
+    if (!Array.isArray(topics) || topics.length === 0)
+      throw new ConfigError('topics', 'name at least one topic');
+    const unique = [...new Set(topics.map((topic) => validTopic(topic)))];
+    const target = toProcessor(processor);
+    const member = resolveSubscribeSettings(options);
+    const name = `${group}\u0000${member.consumerName}`;
+    if (this.#members.has(name)) {
+      throw new ConfigError(
+        'consumerName',
+        `'${member.consumerName}' is a member of group '${group}' already; give each member a name of its own`,
+      );
+    }
+    this.#members.add(name);
+    const opened: StreamConnection[] = [];
+    try {
+      opened.push(await this.#connection.duplicate(), await this.#connection.duplicate());
+      const [reader, commands] = opened as [StreamConnection, StreamConnection];
+      const subscription = new StreamSubscription({
+        group,
+        topics: unique,
+        processor: target,
+        settings: this.settings,
+        options: member,
+        reader: new StreamCommands(reader, this.settings.timeoutMs),
+        commands: new StreamCommands(commands, this.settings.timeoutMs),
+        onClosed: () => {
+          this.#subscriptions.delete(subscription);
+          this.#members.delete(name);
+        },
+      });
+      await subscription.start();
+      this.#subscriptions.add(subscription);
+      return subscription;
+    } catch (error) {
+      this.#members.delete(name);
+      await Promise.all(opened.map((connection) => connection.close()));
+      throw error;
+    }
+  }
+
+  /** Closes every subscription (each drains and settles its deliveries), then a client it connected itself. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
+    if (this.#owned) await this.#connection.close();
+  }
+}

@@ -1,0 +1,165 @@
+import { ConfigError } from '../../core/errors.js';
+
+/** One word of a command: text, or bytes (a message body). */
+export type CommandArg = string | Uint8Array;
+
+/** Options of one {@link StreamConnection.send}. */
+export interface SendOptions {
+  /** Bulk replies as bytes (`Uint8Array`) rather than text: for the commands that return message bodies. */
+  readonly bytes?: boolean;
+}
+
+/**
+ * One connection to Redis as the stream transport drives it: every command is sent as its words, so
+ * no option shape of one client can be silently ignored by another (AWS Powertools #5716). Replies
+ * come as the client maps them (RESP2 or RESP3); `stream-replies.ts` reads every shape.
+ */
+export interface StreamConnection {
+  /** Which client drives it, for logs and errors. */
+  readonly client: string;
+  send(args: readonly CommandArg[], options?: SendOptions): Promise<unknown>;
+  /**
+   * Opens another connection of the same client with the same settings: a blocking read holds its
+   * connection (TRANSPORTS.md Redis #8), so each subscription reads and settles on its own two.
+   */
+  duplicate(): Promise<StreamConnection>;
+  /**
+   * Calls `listener` each time the connection is lost (the client then reconnects by itself, or
+   * gives up); returns a function that stops listening.
+   */
+  onLost(listener: () => void): () => void;
+  /** Closes the connection at once. The transport calls it only on connections it opened. */
+  close(): Promise<void>;
+}
+
+type Listener = (...args: unknown[]) => void;
+
+/** The part of a node-redis v5+ client (`createClient()`) the stream transport calls. */
+export interface NodeRedisStreamsClientLike {
+  sendCommand(
+    args: readonly (string | Buffer)[],
+    options?: { typeMapping?: Record<number, unknown> },
+  ): Promise<unknown>;
+  duplicate(): NodeRedisStreamsClientLike;
+  connect(): Promise<unknown>;
+  destroy(): void;
+  on(event: string, listener: Listener): unknown;
+  off(event: string, listener: Listener): unknown;
+}
+
+/** The part of an ioredis v5+ client (`new Redis()`) the stream transport calls. */
+export interface IoredisStreamsClientLike {
+  call(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
+  callBuffer(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
+  duplicate(): IoredisStreamsClientLike;
+  disconnect(): void;
+  on(event: string, listener: Listener): unknown;
+  off(event: string, listener: Listener): unknown;
+}
+
+/** What the stream transport accepts as its client. */
+export type StreamClientInput = StreamConnection | NodeRedisStreamsClientLike | IoredisStreamsClientLike;
+
+/** RESP's blob-string type (`$`), whose replies node-redis maps to `Buffer` on request. */
+const RESP_BLOB_STRING = 36;
+const BYTES_MAPPING = Object.freeze({ typeMapping: { [RESP_BLOB_STRING]: Buffer } });
+
+function toBuffer(arg: CommandArg): string | Buffer {
+  if (typeof arg === 'string' || Buffer.isBuffer(arg)) return arg;
+  return Buffer.from(arg.buffer, arg.byteOffset, arg.byteLength);
+}
+
+/**
+ * Both clients announce a lost connection with `reconnecting` (before each attempt to reconnect) and
+ * `end` (when they give up or are closed).
+ */
+function lostEvents(client: {
+  on: NodeRedisStreamsClientLike['on'];
+  off: NodeRedisStreamsClientLike['off'];
+}) {
+  return (listener: () => void): (() => void) => {
+    const fire: Listener = () => {
+      listener();
+    };
+    client.on('reconnecting', fire);
+    client.on('end', fire);
+    return () => {
+      client.off('reconnecting', fire);
+      client.off('end', fire);
+    };
+  };
+}
+
+/** Adapts a node-redis v5+ client: `sendCommand(args)`, bytes through a `Buffer` type mapping. */
+export function fromNodeRedisStreams(client: NodeRedisStreamsClientLike): StreamConnection {
+  return {
+    client: 'node-redis',
+    send: (args, options) =>
+      client.sendCommand(args.map(toBuffer), options?.bytes === true ? BYTES_MAPPING : undefined),
+    async duplicate() {
+      const copy = client.duplicate();
+      // Without a listener, a connection error is thrown from the emitter and ends the process.
+      copy.on('error', () => undefined);
+      await copy.connect();
+      return fromNodeRedisStreams(copy);
+    },
+    onLost: lostEvents(client),
+    close() {
+      client.destroy();
+      return Promise.resolve();
+    },
+  };
+}
+
+/**
+ * Adapts an ioredis v5+ client: `call` for text replies, `callBuffer` for bytes. Its default
+ * `autoResendUnfulfilledCommands: true` is kept: with `false`, ioredis 6.0.0 leaves a command that
+ * was in flight when the connection dropped unsettled for ever (redis/ioredis#2193).
+ */
+export function fromIoredisStreams(client: IoredisStreamsClientLike): StreamConnection {
+  return {
+    client: 'ioredis',
+    send(args, options) {
+      const [command = '', ...rest] = args.map(toBuffer);
+      const name = command.toString();
+      return options?.bytes === true ? client.callBuffer(name, ...rest) : client.call(name, ...rest);
+    },
+    duplicate() {
+      const copy = client.duplicate();
+      copy.on('error', () => undefined);
+      return Promise.resolve(fromIoredisStreams(copy));
+    },
+    onLost: lostEvents(client),
+    close() {
+      client.disconnect();
+      return Promise.resolve();
+    },
+  };
+}
+
+function has(value: object, ...methods: string[]): boolean {
+  return methods.every((name) => typeof (value as Record<string, unknown>)[name] === 'function');
+}
+
+/**
+ * Picks the adapter by what the client can do: a {@link StreamConnection} is used as is; node-redis is
+ * recognised by `sendCommand` + `duplicate` + `connect`, ioredis by `callBuffer` + `duplicate`. Anything else is
+ * refused at start-up rather than guessed at.
+ */
+export function toStreamConnection(input: StreamClientInput, field = 'client'): StreamConnection {
+  if (typeof input !== 'object' || (input as unknown) === null) {
+    throw new ConfigError(field, 'expected a node-redis client, an ioredis client or a StreamConnection');
+  }
+  if (has(input, 'send', 'duplicate', 'onLost', 'close')) return input as StreamConnection;
+  // ioredis has a sendCommand too (of another shape): callBuffer tells it apart.
+  if (has(input, 'call', 'callBuffer', 'duplicate', 'on')) {
+    return fromIoredisStreams(input as IoredisStreamsClientLike);
+  }
+  if (has(input, 'sendCommand', 'duplicate', 'connect', 'on')) {
+    return fromNodeRedisStreams(input as NodeRedisStreamsClientLike);
+  }
+  throw new ConfigError(
+    field,
+    'not a node-redis client (sendCommand, duplicate) nor an ioredis client (call, callBuffer, duplicate)',
+  );
+}

@@ -1,0 +1,101 @@
+import { ConfigError } from '../../core/errors.js';
+import { validateGroup } from '../../core/group.js';
+import {
+  DEFAULT_DEAD_LETTER_LIMIT,
+  readDeadLetter,
+  type DeadLetter,
+  type DeadLetterQuery,
+  type DeadLetters,
+} from '../dead-letters.js';
+import type { StreamCommands } from './stream-commands.js';
+import { readEntry, replayFields } from './stream-entry.js';
+import { ENTRY_ID_PATTERN, type StreamKeys } from './stream-keys.js';
+import { parseEntries, replyNumber, type RawEntry } from './stream-replies.js';
+import { REPLAY } from './stream-scripts.js';
+import { checkGroup } from './stream-topology.js';
+
+/** Entries read per XRANGE while listing. */
+const PAGE = 200;
+
+/**
+ * The dead letters of every group, one stream per group (`<prefix>:dead:<group>`). A replay stores a
+ * fresh copy in the group's retry stream, so that group alone receives it, and deletes the dead
+ * letter in the same script; a purge deletes them. A group that never subscribed (no retry stream
+ * with its consumer group) is a {@link ConfigError}: a mistyped group or prefix never reads as "no
+ * dead letters".
+ */
+export class StreamDeadLetters implements DeadLetters {
+  constructor(
+    private readonly commands: () => StreamCommands,
+    private readonly keys: StreamKeys,
+  ) {}
+
+  async #checked(group: string): Promise<StreamCommands> {
+    validateGroup(group);
+    const commands = this.commands();
+    await checkGroup(commands, group, [this.keys.retry(group)], 'group');
+    return commands;
+  }
+
+  #letter(stream: string, entry: RawEntry): DeadLetter | undefined {
+    if (entry.fields === null) return undefined;
+    const message = readEntry(stream, { id: entry.id, fields: entry.fields }, '');
+    return readDeadLetter(entry.id, message.headers, message.body, { stream });
+  }
+
+  async list(query: DeadLetterQuery): Promise<readonly DeadLetter[]> {
+    const commands = await this.#checked(query.group);
+    const limit = query.limit ?? DEFAULT_DEAD_LETTER_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new ConfigError('limit', `must be a whole number >= 1, got ${limit}`);
+    }
+    const stream = this.keys.deadLetters(query.group);
+    const letters: DeadLetter[] = [];
+    for (let start = '-'; letters.length < limit;) {
+      const page = parseEntries(
+        await commands.send(['XRANGE', stream, start, '+', 'COUNT', String(PAGE)], 'listing dead letters', {
+          bytes: true,
+        }),
+      );
+      for (const entry of page) {
+        const letter = this.#letter(stream, entry);
+        if (letter === undefined || (query.reason !== undefined && letter.reason !== query.reason)) continue;
+        letters.push(letter);
+        if (letters.length === limit) break;
+      }
+      const last = page.at(-1);
+      if (last === undefined || page.length < PAGE) break;
+      start = `(${last.id}`;
+    }
+    return letters;
+  }
+
+  async replay(group: string, ids: readonly string[]): Promise<number> {
+    const commands = await this.#checked(group);
+    const stream = this.keys.deadLetters(group);
+    let replayed = 0;
+    for (const id of ids.filter((id) => ENTRY_ID_PATTERN.test(id))) {
+      const [entry] = parseEntries(
+        await commands.send(['XRANGE', stream, id, id], 'reading a dead letter', { bytes: true }),
+      );
+      const letter = entry === undefined ? undefined : this.#letter(stream, entry);
+      if (letter === undefined) continue;
+      const done = await commands.script(
+        REPLAY,
+        [stream, this.keys.retry(group)],
+        [id, ...replayFields(letter)],
+      );
+      replayed += replyNumber(done);
+    }
+    return replayed;
+  }
+
+  async purge(group: string, ids: readonly string[]): Promise<number> {
+    const commands = await this.#checked(group);
+    const valid = ids.filter((id) => ENTRY_ID_PATTERN.test(id));
+    if (valid.length === 0) return 0;
+    return replyNumber(
+      await commands.send(['XDEL', this.keys.deadLetters(group), ...valid], 'purging dead letters'),
+    );
+  }
+}

@@ -1,0 +1,97 @@
+import { DELIVERY_COUNT_HEADER, type Envelope } from '../../core/envelope.js';
+import { ConfigError } from '../../core/errors.js';
+import { deadLetterHeaders, replayHeaders, type DeadLetter, type DeadLetterCause } from '../dead-letters.js';
+import type { CommandArg } from './stream-connection.js';
+import type { RawEntry } from './stream-replies.js';
+
+/**
+ * How a message is laid out in a stream entry: the body in field `body`, every header in a field of
+ * its own name. A producer that is not oncemq's can `XADD <stream> * oncemq-key K body B`.
+ */
+export const BODY_FIELD = 'body';
+
+/** Field of a copy in a group's retry stream: the topic it was published to. */
+export const TOPIC_FIELD = 'oncemq-topic';
+
+/** Field of a copy in a group's retry stream: when the first copy was stored, in epoch milliseconds. */
+export const PUBLISHED_FIELD = 'oncemq-published-at';
+
+/** Fields that are not headers. */
+const RESERVED_FIELDS: ReadonlySet<string> = new Set([BODY_FIELD, TOPIC_FIELD, PUBLISHED_FIELD]);
+
+const decoder = new TextDecoder();
+const EMPTY = new Uint8Array(0);
+
+/** Refuses headers whose names the entry layout keeps for itself. */
+export function checkHeaderNames(headers: Readonly<Record<string, string>>): void {
+  for (const name of Object.keys(headers)) {
+    if (RESERVED_FIELDS.has(name)) {
+      throw new ConfigError('headers', `'${name}' is a field of the stream entry itself; rename the header`);
+    }
+  }
+}
+
+/** The fields of an entry holding `body` with `headers`. */
+export function messageFields(headers: Readonly<Record<string, string>>, body: Uint8Array): CommandArg[] {
+  const fields: CommandArg[] = [BODY_FIELD, body];
+  for (const [name, value] of Object.entries(headers)) fields.push(name, value);
+  return fields;
+}
+
+/** What an entry says about its message. */
+export interface EntryMessage {
+  readonly topic: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+  readonly publishedAt: Date | undefined;
+}
+
+/**
+ * Reads an entry: from a topic's stream (`topic` given) the topic and publish time are the stream's
+ * and the entry id's; from a retry stream they are in {@link TOPIC_FIELD} and {@link PUBLISHED_FIELD}.
+ */
+export function readEntry(
+  stream: string,
+  entry: RawEntry & { readonly fields: ReadonlyMap<string, Uint8Array> },
+  topic: string | undefined,
+): EntryMessage {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of entry.fields) {
+    if (!RESERVED_FIELDS.has(name)) headers[name] = decoder.decode(value);
+  }
+  const field = (name: string): string | undefined => {
+    const value = entry.fields.get(name);
+    return value === undefined ? undefined : decoder.decode(value);
+  };
+  const publishedMs = Number(topic === undefined ? field(PUBLISHED_FIELD) : entry.id.split('-')[0]);
+  return {
+    topic: topic ?? field(TOPIC_FIELD) ?? stream,
+    headers,
+    body: entry.fields.get(BODY_FIELD) ?? EMPTY,
+    publishedAt: Number.isSafeInteger(publishedMs) && publishedMs > 0 ? new Date(publishedMs) : undefined,
+  };
+}
+
+/** The fields of the copy a retry stores: the delivery's, charged `deliveryCount`, and where it came from. */
+export function retryFields(envelope: Envelope, deliveryCount: number): CommandArg[] {
+  const fields = messageFields(
+    { ...envelope.headers, [DELIVERY_COUNT_HEADER]: String(deliveryCount) },
+    envelope.body,
+  );
+  fields.push(TOPIC_FIELD, envelope.topic);
+  if (envelope.publishedAt !== undefined)
+    fields.push(PUBLISHED_FIELD, String(envelope.publishedAt.getTime()));
+  return fields;
+}
+
+/** The fields of a dead letter: the delivery's body, its headers and the standard dead-letter headers. */
+export function deadLetterFields(envelope: Envelope, cause: DeadLetterCause): CommandArg[] {
+  return messageFields(deadLetterHeaders(envelope, cause), envelope.body);
+}
+
+/** The fields of a replayed dead letter: a fresh copy at delivery count 1, for its topic. */
+export function replayFields(letter: DeadLetter): CommandArg[] {
+  const fields = messageFields(replayHeaders(letter), letter.body);
+  fields.push(TOPIC_FIELD, letter.topic);
+  return fields;
+}

@@ -1,0 +1,395 @@
+import { errorText } from '../../core/errors.js';
+import type { Outcome } from '../../core/outcome.js';
+import type { Processor, Subscription } from '../transport.js';
+import type { StreamSettings, SubscribeSettings } from './redis-streams-config.js';
+import { replyCode, type StreamCommands } from './stream-commands.js';
+import { deliveryOf, type Delivery, type DeliverySite } from './stream-delivery.js';
+import { streamBrokerId } from './stream-keys.js';
+import { StreamReader } from './stream-reader.js';
+import type { RawEntry } from './stream-replies.js';
+import { LEAVE } from './stream-scripts.js';
+import { StreamSettler } from './stream-settler.js';
+import { ensureGroup } from './stream-topology.js';
+import { StreamUpkeep } from './stream-upkeep.js';
+
+/** What a subscription is opened with. */
+export interface StreamMember {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly processor: Processor;
+  readonly settings: StreamSettings;
+  readonly options: SubscribeSettings;
+  /** Reads (blocking) on a connection of its own. */
+  readonly reader: StreamCommands;
+  /** Settles, claims and keeps alive on another. */
+  readonly commands: StreamCommands;
+  /** Called once the subscription is closed. */
+  readonly onClosed?: () => void;
+}
+
+/**
+ * One member of a consumer group on Redis Streams. It reads its own pending entries first (id 0, then
+ * `>`: what a previous run with the same consumer name left is handed out at once), reads new entries
+ * with a blocking `XREADGROUP` on a connection of its own, claims entries idle past the visibility,
+ * and settles each delivery only after its outcome. When either of its connections is lost, the
+ * deliveries read before are stale: their settles are dropped and the pending entries read again,
+ * so each comes back as a redelivery with the same broker id (a settle sent just before the loss may
+ * or may not have landed; reading the pending list tells).
+ */
+export class StreamSubscription implements Subscription {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly consumer: string;
+  readonly #member: StreamMember;
+  readonly #settler: StreamSettler;
+  readonly #upkeep: StreamUpkeep;
+  readonly #reader: StreamReader;
+  readonly #site: DeliverySite;
+  /** Topic streams, then the group's retry stream. */
+  readonly #streams: readonly string[];
+  /** Entries read or running in this member, by slot: the latest delivery of each. */
+  readonly #held = new Map<string, Delivery>();
+  readonly #work = new Set<Promise<void>>();
+  readonly #unlisten: (() => void)[] = [];
+  #queue: Delivery[] = [];
+  #running = 0;
+  #generation = 0;
+  #closing = false;
+  #closed: Promise<void> | undefined;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+  #recheck: NodeJS.Timeout | undefined;
+
+  constructor(member: StreamMember) {
+    this.#member = member;
+    this.group = member.group;
+    this.topics = member.topics;
+    this.consumer = member.options.consumerName;
+    const { keys } = member.settings;
+    const topicOf = new Map(member.topics.map((topic) => [keys.topic(topic), topic]));
+    this.#streams = [...topicOf.keys(), keys.retry(member.group)];
+    this.#settler = new StreamSettler(member.commands, keys, member.group, this.consumer);
+    this.#site = {
+      visibilityMs: member.options.visibilityMs,
+      topicOf,
+      generation: () => this.#generation,
+      keepAlive: (stream, id) => this.#settler.keepAlive(stream, id),
+    };
+    this.#reader = new StreamReader(member.reader, member.commands, {
+      group: member.group,
+      consumer: this.consumer,
+      streams: this.#streams,
+      blockMs: member.settings.blockMs,
+      generation: () => this.#generation,
+      closing: () => this.#closing,
+      accept: (stream, entries, counts) => {
+        this.#accept(stream, entries, counts);
+      },
+    });
+    this.#upkeep = new StreamUpkeep(member.commands, {
+      group: member.group,
+      consumer: this.consumer,
+      streams: this.#streams,
+      retryStream: keys.retry(member.group),
+      delayedKey: keys.delayed(member.group),
+      visibilityMs: member.options.visibilityMs,
+      retryPollMs: member.settings.retryPollMs,
+      retentionMs: member.settings.retentionMs,
+      trimEveryMs: member.settings.trimEveryMs,
+      logger: member.settings.logger,
+      free: () => this.#free(),
+      claimed: (stream, entries, counts) => {
+        this.#accept(stream, entries, counts, true);
+      },
+    });
+  }
+
+  /** The group's streams exist (or are created), and the member starts with its own pending entries. */
+  async start(): Promise<void> {
+    const { commands, reader, settings } = this.#member;
+    await ensureGroup(commands, settings.topology, this.group, this.#streams);
+    for (const connection of [reader.connection, commands.connection]) {
+      this.#unlisten.push(connection.onLost(this.#lost));
+    }
+    this.#upkeep.start();
+    this.#loop = this.#run();
+  }
+
+  get #batches(): boolean {
+    return this.#member.processor.processBatch !== undefined && this.#member.options.batchSize > 1;
+  }
+
+  #free(): number {
+    return this.#member.options.concurrency - this.#running - this.#queue.length;
+  }
+
+  /** A connection was lost: what was read before is stale, and the pending entries are read again. */
+  readonly #lost = (): void => {
+    if (this.#closed !== undefined) return;
+    this.#generation++;
+    this.#reader.lost();
+    this.#held.clear();
+    this.#queue = [];
+    this.#wakeUp();
+  };
+
+  async #run(): Promise<void> {
+    let failures = 0;
+    while (!this.#closing) {
+      this.#dispatch();
+      const free = this.#free();
+      if (free <= 0) {
+        await this.#pause(Number.POSITIVE_INFINITY);
+        continue;
+      }
+      try {
+        await this.#reader.read(free);
+        failures = 0;
+      } catch (error) {
+        failures++;
+        await this.#readFailed(error, failures);
+      }
+    }
+  }
+
+  async #readFailed(error: unknown, failures: number): Promise<void> {
+    if (this.#closing) return;
+    const { logger, topology } = this.#member.settings;
+    if (replyCode(error) === 'NOGROUP' && topology === 'create') {
+      logger.warn('oncemq: a stream or consumer group of this subscription was deleted; creating it again', {
+        group: this.group,
+      });
+      await ensureGroup(this.#member.commands, topology, this.group, this.#streams).catch(() => undefined);
+    } else {
+      logger.warn('oncemq: reading from Redis Streams failed; reading again', {
+        group: this.group,
+        error: errorText(error),
+      });
+    }
+    await this.#pause(Math.min(this.#member.settings.failureBackoffMs, 25 * 2 ** failures));
+  }
+
+  /**
+   * Queues the entries read, except those this member holds already. An entry this member claimed
+   * back from itself (`XAUTOCLAIM`: its handler ran past the visibility without keeping it alive) is
+   * handed out again, as another member would have been: the running delivery is superseded and its
+   * settle dropped.
+   */
+  #accept(
+    stream: string,
+    entries: readonly RawEntry[],
+    counts: ReadonlyMap<string, number> | undefined,
+    claimed = false,
+  ): void {
+    const { maxDeliveries, logger } = this.#member.settings;
+    for (const entry of entries) {
+      const slot = streamBrokerId(stream, entry.id);
+      const held = this.#held.get(slot);
+      if (held !== undefined && (!claimed || this.#queue.includes(held))) continue;
+      if (entry.fields === null) {
+        logger.error('oncemq: a pending entry was deleted from its stream before it was acked: lost', {
+          group: this.group,
+          stream,
+          id: entry.id,
+        });
+        this.#track(this.#settler.ack(stream, entry.id));
+        continue;
+      }
+      const delivery = deliveryOf(
+        this.#site,
+        stream,
+        { id: entry.id, fields: entry.fields },
+        counts?.get(entry.id) ?? 1,
+      );
+      const times = delivery.envelope.brokerDeliveryCount ?? 1;
+      if (maxDeliveries > 0 && times > maxDeliveries) {
+        this.#held.set(slot, delivery);
+        this.#track(
+          this.#settle(delivery, {
+            group: this.group,
+            reason: 'delivery-limit',
+            error: new Error(`handed out ${times} times without an outcome (maxDeliveries ${maxDeliveries})`),
+          }).finally(() => {
+            this.#release(delivery);
+          }),
+        );
+        continue;
+      }
+      this.#held.set(slot, delivery);
+      this.#queue.push(delivery);
+    }
+    this.#dispatch();
+  }
+
+  #dispatch(): void {
+    const { concurrency, batchSize } = this.#member.options;
+    while (this.#queue.length > 0 && this.#running < concurrency) {
+      const room = concurrency - this.#running;
+      const taken = this.#queue.splice(0, this.#batches ? Math.min(batchSize, room) : 1);
+      this.#running += taken.length;
+      this.#track(this.#process(taken));
+    }
+  }
+
+  async #process(deliveries: readonly Delivery[]): Promise<void> {
+    const { processor } = this.#member;
+    try {
+      let outcomes: readonly Outcome[];
+      try {
+        outcomes =
+          this.#batches && processor.processBatch !== undefined
+            ? await processor.processBatch(deliveries.map((delivery) => delivery.envelope))
+            : [await processor.process((deliveries[0] as Delivery).envelope)];
+      } catch (error) {
+        this.#failed(error);
+        return;
+      }
+      await Promise.all(
+        deliveries.map((delivery, index) => {
+          const outcome = outcomes[index];
+          if (outcome !== undefined) return this.#settle(delivery, outcome);
+          this.#failed(new Error(`processBatch answered no outcome for delivery ${index}`));
+          return Promise.resolve();
+        }),
+      );
+    } finally {
+      this.#running -= deliveries.length;
+      for (const delivery of deliveries) this.#release(delivery);
+      this.#wakeUp();
+    }
+  }
+
+  /**
+   * Acts on an outcome, or on a dead-letter cause (a delivery over the limit), unless the delivery is
+   * stale: a connection was lost since it was read, or a later delivery of its entry superseded it.
+   */
+  async #settle(
+    delivery: Delivery,
+    outcome: Outcome | { group: string; reason: string; error: unknown },
+  ): Promise<void> {
+    const { logger } = this.#member.settings;
+    const fields = { group: this.group, brokerId: delivery.slot };
+    if (this.#held.get(delivery.slot) !== delivery) {
+      logger.debug(
+        'oncemq: this delivery is stale (a connection was lost, or it was handed out again)',
+        fields,
+      );
+      return;
+    }
+    try {
+      let done = true;
+      if (!('action' in outcome)) done = await this.#settler.deadLetter(delivery, outcome);
+      else if (outcome.action === 'ack') await this.#settler.ack(delivery.stream, delivery.id);
+      else if (outcome.action === 'retry') {
+        done = await this.#settler.retry(delivery, outcome.delayMs, outcome.nextDeliveryCount);
+        this.#upkeep.promoteIn(outcome.delayMs);
+      } else {
+        done = await this.#settler.deadLetter(delivery, {
+          group: this.group,
+          reason: outcome.reason,
+          error: outcome.error,
+        });
+      }
+      if (!done)
+        logger.info('oncemq: another member claimed this delivery meanwhile; its settle is dropped', fields);
+    } catch (error) {
+      logger.warn('oncemq: settling a delivery failed; it stays pending and comes again', {
+        ...fields,
+        error: errorText(error),
+      });
+      this.#readPendingLater();
+    }
+  }
+
+  /** The processor threw (not the message's fault): nothing is settled, the copies come again, not charged. */
+  #failed(error: unknown): void {
+    this.#member.settings.logger.error('oncemq: the processor threw; the delivery stays pending', {
+      group: this.group,
+      error: errorText(error),
+    });
+    this.#readPendingLater();
+  }
+
+  /** After the failure backoff (never a hot loop), reads this member's pending entries again. */
+  #readPendingLater(): void {
+    if (this.#recheck !== undefined || this.#closing) return;
+    this.#recheck = setTimeout(() => {
+      this.#recheck = undefined;
+      this.#reader.rewind();
+      this.#reader.interrupt();
+      this.#wakeUp();
+    }, this.#member.settings.failureBackoffMs);
+    this.#recheck.unref();
+  }
+
+  #release(delivery: Delivery): void {
+    if (this.#held.get(delivery.slot) === delivery) this.#held.delete(delivery.slot);
+  }
+
+  #track(work: Promise<void>): void {
+    const tracked = work.catch((error: unknown) => {
+      this.#member.settings.logger.warn('oncemq: a Redis Streams settle failed; the entry stays pending', {
+        group: this.group,
+        error: errorText(error),
+      });
+    });
+    this.#work.add(tracked);
+    void tracked.finally(() => this.#work.delete(tracked));
+  }
+
+  #pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = Number.isFinite(ms) ? setTimeout(done, ms) : undefined;
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  #wakeUp(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  /**
+   * Stops reading, lets the deliveries read so far reach their outcome and be settled, removes this
+   * consumer from the group where nothing is pending for it, and closes its connections.
+   */
+  close(): Promise<void> {
+    this.#closed ??= this.#close();
+    return this.#closed;
+  }
+
+  async #close(): Promise<void> {
+    this.#closing = true;
+    clearTimeout(this.#recheck);
+    this.#wakeUp();
+    // CLIENT UNBLOCK travels on the other connection and may overtake the read it is meant to end.
+    const unblock = setInterval(() => {
+      this.#reader.interrupt();
+    }, 100);
+    this.#reader.interrupt();
+    await this.#loop;
+    clearInterval(unblock);
+    await this.#upkeep.stop();
+    while (this.#queue.length > 0 || this.#work.size > 0) {
+      this.#dispatch();
+      await Promise.all(this.#work);
+    }
+    const { commands, reader, settings } = this.#member;
+    try {
+      await commands.script(LEAVE, this.#streams, [this.group, this.consumer]);
+    } catch (error) {
+      settings.logger.warn('oncemq: could not leave the consumer group', {
+        group: this.group,
+        error: errorText(error),
+      });
+    }
+    for (const unlisten of this.#unlisten) unlisten();
+    await Promise.all([reader.connection.close(), commands.connection.close()]);
+    this.#member.onClosed?.();
+  }
+}
