@@ -183,7 +183,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         retry: DEMO_RETRY,
         handler: async (event, ctx) => {
           await demoStore.addPoints(ctx.tx, event.userId, event.eventId, POINTS_PER_EVENT);
-          injector.handlerCrash(ctx.key);
+          injector.handlerCrash(ctx.key, ctx.attempt);
         },
         onOutcome: (outcome) => {
           checker.observe(outcome);

@@ -5,13 +5,13 @@ import { InjectedFault } from './fault-injector.js';
 
 /** Decides whether the commit of a key fails. `FaultInjector` implements it (fault `commit-failure`). */
 export interface CommitFaultHooks {
-  /** Asked once per commit of `key` whose handler succeeded; `true` makes that commit fail. */
-  commitFailure(key: string): boolean;
+  /** Asked per commit of a claim whose handler succeeded (its key and attempt); `true` makes that commit fail. */
+  commitFailure(key: string, attempt: number): boolean;
 }
 
 /**
- * The error of an injected commit failure: a `LedgerUnavailableError`, as the SQL ledgers report a
- * COMMIT the database refused, with the {@link InjectedFault} as its cause.
+ * The error of an injected commit failure: a `LedgerUnavailableError` — the connection or the database
+ * lost at COMMIT, not charged to the message — with the {@link InjectedFault} as its cause.
  */
 function commitFailed(key: string): LedgerUnavailableError {
   return new LedgerUnavailableError(
@@ -23,11 +23,13 @@ function commitFailed(key: string): LedgerUnavailableError {
 /** Runs the caller's work, then fails the commit when `hooks` chooses one of `keys`. */
 function failingAfter<T>(
   out: T | PromiseLike<T>,
-  keys: () => readonly string[],
+  claims: () => readonly Claim[],
   hooks: CommitFaultHooks,
 ): T | Promise<T> {
   const check = (value: T): T => {
-    for (const key of keys()) if (hooks.commitFailure(key)) throw commitFailed(key);
+    for (const claim of claims()) {
+      if (hooks.commitFailure(claim.key, claim.attempt)) throw commitFailed(claim.key);
+    }
     return value;
   };
   return isThenable(out) ? Promise.resolve(out).then(check) : check(out);
@@ -52,13 +54,15 @@ export function injectCommitFailures<L extends Ledger>(ledger: L, hooks: CommitF
   type Tx = L extends Ledger<infer T> ? T : never;
   const target = ledger as unknown as Ledger<Tx>;
   const transaction = (request: ClaimRequest, work: TransactionWork<Tx>) =>
-    target.transaction(request, (tx, claim) => failingAfter(work(tx, claim), () => [request.key], hooks));
+    target.transaction(request, (tx, claim) => failingAfter(work(tx, claim), () => [claim], hooks));
   const transactionMany = (requests: readonly ClaimRequest[], work: BatchWork<Tx>) =>
     target.transactionMany(requests, (tx, won) =>
-      failingAfter(work(tx, won), () => won.map(({ claim }) => claim.key), hooks),
+      failingAfter(work(tx, won), () => won.map(({ claim }) => claim), hooks),
     );
   const complete = (claim: Claim, result: string | null): Promise<void> =>
-    hooks.commitFailure(claim.key) ? Promise.reject(commitFailed(claim.key)) : target.complete(claim, result);
+    hooks.commitFailure(claim.key, claim.attempt)
+      ? Promise.reject(commitFailed(claim.key))
+      : target.complete(claim, result);
   const replaced: Partial<Record<PropertyKey, unknown>> = { transaction, transactionMany, complete };
   return new Proxy(ledger, {
     get(object, prop) {

@@ -106,8 +106,9 @@ const subjectOf = (envelope: Envelope): string => envelope.headers[KEY_HEADER] ?
  *   again), and a key gets as many decisions as the producer stored copies of it (one, plus one per
  *   lost confirm); copies are numbered in the order they arrive, so which copy is faulted may vary
  *   while the faults injected do not;
- * - `handler-crash`, `commit-failure`: the key and the run: the n-th handler run (or commit) of a key
- *   draws the n-th decision, which repeats because the ledger runs one key's handlers one at a time;
+ * - `handler-crash`, `commit-failure`: the key and the ledger attempt of the claim (see
+ *   {@link FaultInjector.atAttempt}), so a batch rolled back by another key and run again one delivery
+ *   at a time gets the same answers; a handler crash without an attempt (no ledger) draws per run;
  * - `poison`: the key.
  *
  * What still depends on timing is what a fault sets off (how much a crash replays) and where
@@ -123,6 +124,8 @@ export class FaultInjector implements LocalFaultHooks {
   /** Broker ids of the copies already decided, per fault and key. */
   readonly #decided = new Map<string, Set<string>>();
   readonly #counts: Record<FaultName, number>;
+  /** Per fault, key and ledger attempt: the draws made and the last answer (see {@link atAttempt}). */
+  readonly #attempts = new Map<string, { draws: number; last: boolean }>();
 
   constructor(config: FaultInjectorConfig = {}) {
     this.seed = String(config.seed ?? 1);
@@ -166,6 +169,27 @@ export class FaultInjector implements LocalFaultHooks {
     const occurrence = this.#asked.get(id) ?? 0;
     this.#asked.set(id, occurrence + 1);
     return this.#draw(fault, subject, occurrence);
+  }
+
+  /**
+   * Decides `fault` for `subject` at a ledger attempt (`ctx.attempt`, the claim's attempt), so that a
+   * run repeated without a new attempt — a batch rolled back by another key's failure and run again
+   * one delivery at a time — gets the same answer, however batches formed:
+   * - `sticky`: one decision per attempt; asked again at that attempt, it answers the same (and counts
+   *   once). A fired handler crash is recorded as a failed attempt, so the next run is a new attempt.
+   * - otherwise a "no" holds for the attempt and a fired decision is followed by the next draw: a
+   *   commit failure is not recorded as a failed attempt (it is an outage), so the redelivery asks at
+   *   the same attempt and must be able to pass.
+   */
+  atAttempt(fault: FaultName, subject: string, attempt: number, sticky: boolean): boolean {
+    if (!this.#enabled.has(fault)) return false;
+    const id = `${fault}\u0000${subject}\u0000${attempt}`;
+    const state = this.#attempts.get(id);
+    if (state !== undefined && (sticky || !state.last)) return state.last;
+    const draws = state?.draws ?? 0;
+    const last = this.#draw(fault, `${subject}\u0000${attempt}`, draws);
+    this.#attempts.set(id, { draws: draws + 1, last });
+    return last;
   }
 
   /** Decides a copy-level fault once per stored copy of the envelope's event (see the class comment). */
@@ -213,18 +237,27 @@ export class FaultInjector implements LocalFaultHooks {
     return this.#perCopy('rebalance', envelope);
   }
 
-  /** Call inside a handler after its (partial) write: throws {@link InjectedFault} when the fault fires. */
-  handlerCrash(subject: string): void {
-    if (this.chance('handler-crash', subject)) throw new InjectedFault('handler-crash', subject);
+  /**
+   * Call inside a handler after its (partial) write: throws {@link InjectedFault} when the fault fires.
+   * Give the claim's `attempt` (`ctx.attempt`) where there is a ledger: the decision is then one per
+   * attempt, the same however batches formed; without it, the n-th run of a subject draws the n-th.
+   */
+  handlerCrash(subject: string, attempt?: number): void {
+    const fired =
+      attempt === undefined
+        ? this.chance('handler-crash', subject)
+        : this.atAttempt('handler-crash', subject, attempt, true);
+    if (fired) throw new InjectedFault('handler-crash', subject);
   }
 
   /**
-   * Whether the commit of `key`'s transaction (or its leased completion) fails after the handler
-   * succeeded. `injectCommitFailures(ledger, injector)` asks it; the n-th commit of a key draws its
-   * n-th decision.
+   * Whether the commit of `key`'s transaction (or its leased completion) at ledger attempt `attempt`
+   * fails after the handler succeeded. `injectCommitFailures(ledger, injector)` asks it, with the
+   * claim's attempt: a "no" holds for the attempt (a batch run again one by one asks again), a failure
+   * is followed by the next decision at the next commit.
    */
-  commitFailure(key: string): boolean {
-    return this.chance('commit-failure', key);
+  commitFailure(key: string, attempt: number): boolean {
+    return this.atAttempt('commit-failure', key, attempt, false);
   }
 
   /** Whether the producer should publish a malformed (poison) message for `subject`. */

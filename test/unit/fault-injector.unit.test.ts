@@ -101,16 +101,41 @@ describe('FaultInjector', () => {
     expect(first['crash-after-commit']).toBeGreaterThan(0);
   });
 
-  it('decides the n-th commit of a key as its n-th draw and counts commit-failure', () => {
+  it('decides commit-failure per key and attempt: a no holds for the attempt, a failure moves to the next draw', () => {
     const a = new FaultInjector({ seed: 2, faults: ['commit-failure'], rates: { 'commit-failure': 0.5 } });
     const b = new FaultInjector({ seed: 2, faults: ['commit-failure'], rates: { 'commit-failure': 0.5 } });
-    const ofA = Array.from({ length: 30 }, (_, i) => a.commitFailure(`evt-${i % 3}`));
-    const ofB = [0, 1, 2].flatMap((k) => Array.from({ length: 10 }, () => b.commitFailure(`evt-${k}`)));
-    const byKey = (answers: boolean[], perKey: (i: number) => number) =>
-      [0, 1, 2].map((k) => answers.filter((_, i) => perKey(i) === k));
-    expect(byKey(ofA, (i) => i % 3)).toEqual(byKey(ofB, (i) => Math.floor(i / 10)));
-    expect(a.counts()['commit-failure']).toBeGreaterThan(0);
+    // One by one: each key asks at attempt 1 until its commit passes.
+    const untilPassed = (injector: FaultInjector, key: string, extraAsksAfterPass: number): number => {
+      let failures = 0;
+      while (injector.commitFailure(key, 1)) failures++;
+      for (let i = 0; i < extraAsksAfterPass; i++) expect(injector.commitFailure(key, 1)).toBe(false);
+      return failures;
+    };
+    const ofA = ['evt-0', 'evt-1', 'evt-2', 'evt-3'].map((key) => untilPassed(a, key, 0));
+    // As a batch run again one by one would: a key that passed is asked again and still passes.
+    const ofB = ['evt-3', 'evt-2', 'evt-1', 'evt-0'].map((key) => untilPassed(b, key, 2)).reverse();
+    expect(ofB).toEqual(ofA);
     expect(a.counts()['commit-failure']).toBe(b.counts()['commit-failure']);
+    expect(a.counts()['commit-failure']).toBe(ofA.reduce((sum, n) => sum + n, 0));
+  });
+
+  it('decides a handler crash once per key and attempt, however often the attempt runs', () => {
+    const rates = { 'handler-crash': 0.5 };
+    const a = new FaultInjector({ seed: 3, faults: ['handler-crash'], rates });
+    const b = new FaultInjector({ seed: 3, faults: ['handler-crash'], rates });
+    const crashes = (injector: FaultInjector, key: string, attempt: number): boolean => {
+      try {
+        injector.handlerCrash(key, attempt);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    const once = Array.from({ length: 20 }, (_, i) => crashes(a, `evt-${i}`, 1));
+    const thrice = Array.from({ length: 20 }, (_, i) => [1, 2, 3].map(() => crashes(b, `evt-${i}`, 1)));
+    expect(thrice.map((answers) => new Set(answers).size)).toEqual(Array(20).fill(1));
+    expect(thrice.map(([first]) => first)).toEqual(once);
+    expect(b.counts()['handler-crash']).toBe(a.counts()['handler-crash']);
   });
 
   it('injects nothing for a fault that is switched off', () => {
