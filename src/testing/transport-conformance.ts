@@ -3,6 +3,7 @@ import type { Envelope } from '../core/envelope.js';
 import type { Outcome } from '../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription, Transport } from '../transport/transport.js';
 import { describeTransportFaultCases } from './transport-conformance-faults.js';
+import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
 import {
   keyOf,
   outcomeFor,
@@ -221,6 +222,7 @@ export function describeTransportConformance(
     describeDeadLetterCases(test);
     describeLifecycleCases(test);
     describeTransportFaultCases(test);
+    describeTransportOrderingCases(test);
   });
 }
 

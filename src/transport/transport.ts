@@ -102,6 +102,26 @@ export function toProcessor(target: ProcessorLike): Processor {
   return target;
 }
 
+/** Where a message's ordering key comes from. */
+export type OrderingKeySource =
+  /** The envelope's `orderingKey` (the `oncemq-ordering-key` header oncemq's producers set). */
+  'orderingKey' | { readonly header: string } | ((envelope: Envelope) => string | undefined);
+
+/** Per-key ordered consumption: `subscribe(group, topics, pipeline, { ordering: { … } })`. */
+export interface OrderingOptions {
+  /** @default 'orderingKey' */
+  readonly key?: OrderingKeySource;
+  /**
+   * When a message of a key has used up its retries: `dead-letter` it and let the key go on, or
+   * `block` the key — the message is retried every `blockedRetryEvery` until it succeeds (an operator
+   * fixes the cause), and the key's later messages wait. Permanent failures (a malformed body, a
+   * conflict) are dead-lettered either way: no retry can make them succeed. @default 'dead-letter'
+   */
+  readonly onExhausted?: 'dead-letter' | 'block';
+  /** How often a blocked key's message is tried again. @default '1m' */
+  readonly blockedRetryEvery?: Duration;
+}
+
 /** Options every transport's `subscribe` understands; a transport documents how it maps each one. */
 export interface SubscribeOptions {
   /**
@@ -126,6 +146,13 @@ export interface SubscribeOptions {
    * pending. @default host and process id
    */
   readonly consumerName?: string;
+  /**
+   * Per-key ordered consumption, where the transport has the `ordering` capability (a transport
+   * without it refuses the option): messages of one ordering key run one at a time in publish order,
+   * different keys in parallel up to `concurrency`; a failing message is retried in place and blocks
+   * only its key. @default unordered
+   */
+  readonly ordering?: OrderingOptions;
 }
 
 /** Defaults of {@link SubscribeOptions}. */
@@ -133,6 +160,19 @@ export const DEFAULT_SUBSCRIBE_OPTIONS = Object.freeze({
   concurrency: 16,
   visibility: '30s',
 } as const);
+
+/**
+ * Refuses `ordering` on a transport without the `ordering` capability: it cannot keep per-key order
+ * (a retry queue reorders, members share keys), so ordered consumption is not pretended.
+ */
+export function refuseOrdering(transport: string, options: SubscribeOptions | undefined): void {
+  if (options?.ordering !== undefined) {
+    throw new ConfigError(
+      'ordering',
+      `the ${transport} transport cannot keep per-key order yet; subscribe without ordering, or use a transport with the ordering capability`,
+    );
+  }
+}
 
 /** A running subscription of one consumer (one member of the group). */
 export interface Subscription {

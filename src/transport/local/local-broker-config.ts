@@ -126,6 +126,7 @@ export function resolveLocalBrokerConfig(config: LocalBrokerConfig): ResolvedLoc
     consumeFrom,
     concurrency: 1,
     batches: true,
+    ordering: undefined,
   });
   const sendAttempts = positiveInteger(config.sendAttempts ?? d.sendAttempts, 'sendAttempts');
   const selector = config.selector ?? roundRobinSelector();

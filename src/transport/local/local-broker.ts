@@ -41,7 +41,7 @@ export class LocalBroker implements Transport {
   readonly capabilities: TransportCapabilities = Object.freeze({
     delay: true,
     deadLetter: true,
-    ordering: false,
+    ordering: true,
     brokerDedupWindowMs: 0,
     halfMessages: true,
     batch: true,

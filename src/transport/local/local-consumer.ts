@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import { createEnvelope, type Envelope } from '../../core/envelope.js';
+import type { Envelope } from '../../core/envelope.js';
+import { localEnvelope, settleLocal } from './local-settle.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
-import type { Processor } from '../transport.js';
+import type { OrderingOptions, Processor } from '../transport.js';
+import { GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
 import { retryTopic } from './broker-schema.js';
 import type { BrokerStore, StoredMessage } from './broker-store.js';
 import type { DeadLetterStore } from './dead-letter-store.js';
@@ -20,6 +22,8 @@ export interface ConsumerSettings {
   readonly concurrency: number;
   /** Hand pulled batches to the processor's processBatch, when it has one. */
   readonly batches: boolean;
+  /** Per-key ordered consumption: deliveries go through an ordering gate, retried in place. */
+  readonly ordering: OrderingOptions | undefined;
   readonly pollIntervalMs: number;
   readonly commitIntervalMs: number;
   readonly heartbeatIntervalMs: number;
@@ -80,6 +84,8 @@ export class LocalConsumer {
   #backoff = false;
   #loop: Promise<void> | undefined;
   #timers: NodeJS.Timeout[] = [];
+  /** Ordered consumption only: where deliveries wait behind the earlier ones of their key. */
+  readonly #gate: OrderingGate | undefined;
   readonly #onMembership = (group: string): void => {
     if (group === this.group) this.#rebalance = true;
   };
@@ -100,6 +106,11 @@ export class LocalConsumer {
     this.#options = options;
     this.#memberId = this.#newMemberId();
     this.#queues = new QueueCursors(ctx.store, group);
+    const { ordering, concurrency } = ctx.settings;
+    this.#gate =
+      ordering === undefined
+        ? undefined
+        : new OrderingGate(processor, { ...ordering, concurrency, logger: ctx.logger });
   }
 
   #newMemberId(): string {
@@ -190,7 +201,8 @@ export class LocalConsumer {
             const batch = this.#queues.take(cursor, this.#ctx.settings.pullBatchSize);
             if (batch.length === 0) continue;
             worked = true;
-            await this.#consume(cursor, batch);
+            if (this.#gate === undefined) await this.#consume(cursor, batch);
+            else await this.#dispatchOrdered(this.#gate, cursor, batch);
             this.#batches++;
             if (this.#backoff) {
               this.#backoff = false;
@@ -210,8 +222,41 @@ export class LocalConsumer {
         }
       }
     } finally {
+      // Ordered deliveries waiting for a retry stay unsettled (the next owner gets them); running ones end.
+      this.#gate?.close();
+      await this.#gate?.drained();
       this.#stop();
     }
+  }
+
+  /**
+   * Ordered consumption: every delivery of the batch is queued behind the earlier ones of its key and
+   * acted on when its final outcome comes, while the member goes on pulling; at most
+   * `pullBatchSize × 16` deliveries wait at once.
+   */
+  async #dispatchOrdered(gate: OrderingGate, cursor: Cursor, batch: readonly StoredMessage[]): Promise<void> {
+    const epoch = this.#epoch;
+    const faults = this.#ctx.faults;
+    const middle = batch[Math.floor(batch.length / 2)];
+    for (const message of batch) {
+      const envelope = localEnvelope(this.#ctx, message);
+      if (message === middle && this.#options.onRebalanceFault && faults?.rebalance(envelope)) {
+        this.#options.onRebalanceFault();
+      }
+      gate.submit(envelope).then(
+        (outcome) => {
+          if (epoch !== this.#epoch) return;
+          this.#act(cursor, message, envelope, outcome);
+          if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope) === true) this.crash();
+        },
+        (error: unknown) => {
+          if (!(error instanceof GateClosedError) && epoch === this.#epoch)
+            this.#failed(cursor, [message], error);
+        },
+      );
+    }
+    const limit = this.#ctx.settings.pullBatchSize * 16;
+    while (gate.pending >= limit && this.#running) await sleep(this.#ctx.settings.pollIntervalMs);
   }
 
   #stop(): void {
@@ -246,20 +291,9 @@ export class LocalConsumer {
     this.#queues.reassign(allocateQueues(this.#allQueues(), members, this.#memberId), settings.consumeFrom);
   }
 
-  #envelope(message: StoredMessage): Envelope {
-    return createEnvelope({
-      brokerId: this.#ctx.brokerId(message.commitOffset),
-      topic: message.originTopic ?? message.topic,
-      headers: message.headers,
-      body: message.body,
-      deliveryCount: message.reconsumeTimes + 1,
-      publishedAt: new Date(message.bornAt),
-    });
-  }
-
   async #consume(cursor: Cursor, batch: readonly StoredMessage[]): Promise<void> {
     const epoch = this.#epoch;
-    const envelopes = batch.map((message) => this.#envelope(message));
+    const envelopes = batch.map((message) => localEnvelope(this.#ctx, message));
     const faults = this.#ctx.faults;
     const middle = envelopes[Math.floor(batch.length / 2)];
     if (middle !== undefined && this.#options.onRebalanceFault && faults?.rebalance(middle)) {
@@ -334,39 +368,10 @@ export class LocalConsumer {
 
   #act(cursor: Cursor, message: StoredMessage, envelope: Envelope, outcome: Outcome): void {
     this.deliveries++;
-    const { store } = this.#ctx;
     try {
-      switch (outcome.action) {
-        case 'ack':
-          if (this.#ctx.faults?.consumerAckLost(envelope)) {
-            cursor.redeliver.push(message);
-            return;
-          }
-          break;
-        case 'retry':
-          store.retries.add(
-            this.group,
-            message,
-            envelope.brokerId,
-            store.now() + outcome.delayMs,
-            outcome.nextDeliveryCount,
-          );
-          break;
-        case 'dead-letter':
-          this.#ctx.deadLetters.add(
-            this.group,
-            message,
-            envelope.brokerId,
-            envelope.deliveryCount,
-            outcome.reason,
-            errorText(outcome.error),
-          );
-          break;
-      }
+      settleLocal(this.#ctx, this.group, cursor, message, envelope, outcome);
     } catch (error) {
       this.#failed(cursor, [message], error);
-      return;
     }
-    cursor.unacked.delete(message.queueOffset);
   }
 }

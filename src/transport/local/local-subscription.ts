@@ -36,6 +36,7 @@ export function subscriptionContext(ctx: ConsumerContext, options: LocalSubscrib
       ...ctx.settings,
       pullBatchSize,
       batches: pullBatchSize > 1,
+      ordering: options.ordering,
       concurrency: wholeNumber(options.concurrency, DEFAULT_LOCAL_CONCURRENCY, 'concurrency'),
     },
   };

@@ -6,6 +6,7 @@ import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import {
+  refuseOrdering,
   DEFAULT_SUBSCRIBE_OPTIONS,
   toProcessor,
   type OutgoingMessage,
@@ -188,6 +189,7 @@ export class NatsTransport implements Transport {
     processor: ProcessorLike,
     options: NatsSubscribeOptions = {},
   ): Promise<NatsSubscription> {
+    refuseOrdering(this.name, options);
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validNatsTopic(topic);

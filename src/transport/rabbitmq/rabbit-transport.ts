@@ -3,6 +3,7 @@ import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope
 import { ClosedError, ConfigError, errorText } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import {
+  refuseOrdering,
   toProcessor,
   UNIQUE_ID_HEADER,
   type OutgoingMessage,
@@ -155,6 +156,7 @@ export class RabbitTransport implements Transport {
     options: SubscribeOptions = {},
   ): Promise<RabbitSubscription> {
     this.#refuseClosed();
+    refuseOrdering(this.name, options);
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validTopic(topic);

@@ -4,6 +4,7 @@ import { ConfigError, errorText, TransportClosedError } from '../../core/errors.
 import { validateGroup } from '../../core/group.js';
 import type { DeadLetters } from '../dead-letters.js';
 import {
+  refuseOrdering,
   toProcessor,
   UNIQUE_ID_HEADER,
   type OutgoingMessage,
@@ -159,6 +160,7 @@ export class RedisStreamsTransport implements Transport {
     options: RedisStreamsSubscribeOptions = {},
   ): Promise<StreamSubscription> {
     this.#open();
+    refuseOrdering(this.name, options);
     validateGroup(group);
     if (!Array.isArray(topics) || topics.length === 0)
       throw new ConfigError('topics', 'name at least one topic');
