@@ -116,5 +116,35 @@ describe.skipIf(!nats.available || !postgres.available)(
       expect(rows[0]?.total).toBe(events.length * 100);
       expect(await transport.deadLetters.list({ group: 'points' })).toEqual([]);
     });
+
+    it('keeps a handler running past the ack wait on its delivery: no other member gets a copy meanwhile', async () => {
+      const { pool, schema } = world;
+      const ledger = new PostgresLedger({ pool, schema });
+      await ledger.init();
+      const outcomes: Outcome[] = [];
+      let runs = 0;
+      const pipeline = createPipeline<PgClientLike, PaymentSucceeded>({
+        ledger,
+        group: 'points',
+        key: { jsonPath: 'eventId' },
+        onOutcome: (outcome) => outcomes.push(outcome),
+        handler: async (event, ctx) => {
+          runs++;
+          await sleep(3500); // more than three ack waits: only the lease keeper's working() holds it
+          await world.addPoints(ctx.tx, event.userId, 100);
+        },
+      });
+      const { transport } = under;
+      for (let member = 0; member < 2; member++) {
+        await transport.subscribe('points', ['payments'], pipeline, { concurrency: 2, visibility: '1s' });
+      }
+      const [event] = paymentEvents(1, 'long');
+      await transport.publish({ topic: 'payments', key: event?.eventId ?? '', body: event ?? {} });
+      await waitUntil(() => Promise.resolve(outcomes.length >= 1), 'the long delivery settled', 20_000);
+      await sleep(1500);
+      // A copy delivered meanwhile would show as a busy outcome (the claim is held) or a second run.
+      expect(outcomes.map((outcome) => outcome.kind)).toEqual(['executed']);
+      expect(runs).toBe(1);
+    });
   },
 );
