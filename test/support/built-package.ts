@@ -3,14 +3,15 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { inject } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /**
  * Compiles the package into a scratch folder under node_modules/.cache (so that child processes
- * resolve better-sqlite3 from the project), for tests that run the CLI or separate processes.
+ * resolve better-sqlite3 from the project). Run once per test run by `build-setup.ts`.
  */
-export function buildPackage(): { dir: string; remove: () => void } {
+export function compilePackage(): { dir: string; remove: () => void } {
   const cache = join(root, 'node_modules', '.cache');
   mkdirSync(cache, { recursive: true });
   const dir = mkdtempSync(join(cache, 'oncemq-build-'));
@@ -21,6 +22,14 @@ export function buildPackage(): { dir: string; remove: () => void } {
     { cwd: root, stdio: 'inherit' },
   );
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The package compiled for this test run, for tests that run the CLI or separate processes. The run's
+ * global setup compiled it and removes it at the end: `remove` here does nothing.
+ */
+export function buildPackage(): { dir: string; remove: () => void } {
+  return { dir: inject('builtPackageDir'), remove: () => undefined };
 }
 
 export interface Finished {
