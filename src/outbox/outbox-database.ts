@@ -122,7 +122,7 @@ function mysqlSession(pool: MysqlPoolLike): OutboxSession<unknown> {
  * would keep the write lock while the event loop turns, and another connection of the same process
  * waiting for it synchronously would never let it go.
  */
-function sqliteSession(db: SqliteDatabaseLike): OutboxSession<unknown> {
+function sqliteSession(db: SqliteDatabaseLike, begin: boolean): OutboxSession<unknown> {
   let queue: Promise<unknown> = Promise.resolve();
   return {
     transaction(work) {
@@ -130,13 +130,17 @@ function sqliteSession(db: SqliteDatabaseLike): OutboxSession<unknown> {
         if (db.inTransaction) {
           throw new ConfigError(
             'database',
-            'the SQLite connection is inside a transaction: give the relay a connection of its own (new Database(file))',
+            'the SQLite connection is inside a transaction: give the outbox a connection of its own (new Database(file))',
           );
         }
+        if (begin) db.exec('BEGIN IMMEDIATE');
         try {
-          return await work(db);
+          const value = await work(db);
+          if (begin) db.exec('COMMIT');
+          return value;
         } catch (error) {
-          throw unavailable(error, 'running a statement');
+          if (db.inTransaction) db.exec('ROLLBACK');
+          throw begin ? error : unavailable(error, 'running a statement');
         }
       };
       const next = queue.then(run, run);
@@ -146,8 +150,16 @@ function sqliteSession(db: SqliteDatabaseLike): OutboxSession<unknown> {
   };
 }
 
-/** Opens transactions on `database` the way `dialect`'s database wants them; a mismatch is refused. */
-export function openOutboxSession<Tx>(dialect: SqlDialect<Tx>, database: OutboxDatabase): OutboxSession<Tx> {
+/**
+ * Opens transactions on `database` the way `dialect`'s database wants them; a mismatch is refused.
+ * On SQLite the relay's statements run in autocommit (see sqliteSession) unless `atomic` asks for
+ * real transactions (the caller's work spans several statements that must commit together).
+ */
+export function openOutboxSession<Tx>(
+  dialect: SqlDialect<Tx>,
+  database: OutboxDatabase,
+  atomic = false,
+): OutboxSession<Tx> {
   const shape = database as Partial<PgPoolLike & MysqlPoolLike & SqliteDatabaseLike> | null;
   const expect = (ok: boolean, what: string): void => {
     if (!ok) throw new ConfigError('database', `the ${dialect.name} outbox needs ${what}`);
@@ -167,6 +179,6 @@ export function openOutboxSession<Tx>(dialect: SqlDialect<Tx>, database: OutboxD
         typeof shape?.prepare === 'function' && typeof shape.exec === 'function',
         'a better-sqlite3 Database of its own',
       );
-      return sqliteSession(database as SqliteDatabaseLike) as OutboxSession<Tx>;
+      return sqliteSession(database as SqliteDatabaseLike, atomic) as OutboxSession<Tx>;
   }
 }

@@ -99,7 +99,7 @@ class SqlOutbox<Tx> implements Outbox<Tx> {
   }
 
   async migrate(database: OutboxDatabase): Promise<void> {
-    const session = openOutboxSession(this.config.dialect, database);
+    const session = openOutboxSession(this.config.dialect, database, true);
     for (const statement of outboxDdl(this.config)) {
       await session.transaction((tx) => this.config.dialect.execute(tx, statement, []));
     }

@@ -89,7 +89,7 @@ export class TransactionalSender<Tx> {
     const dialect = config.outbox?.dialect ?? config.dialect;
     if (dialect === undefined)
       throw new ConfigError('dialect', 'give the outbox, or the dialect of the database');
-    this.#session = openOutboxSession(dialect, config.database);
+    this.#session = openOutboxSession(dialect, config.database, true);
     this.#outbox = config.outbox;
     this.#logger = config.logger ?? SILENT_LOGGER;
     const transport = config.transport;

@@ -182,6 +182,8 @@ async function openSqlite(): Promise<OutboxDb<Database.Database>> {
   const outbox = createOutbox({ ledger });
   await outbox.migrate(business);
   const opened: Database.Database[] = [app, business];
+  // One transaction at a time on the business connection, as an application would queue them.
+  let turn: Promise<unknown> = Promise.resolve();
   return generic<Database.Database>({
     name: 'sqlite',
     ledger,
@@ -192,16 +194,21 @@ async function openSqlite(): Promise<OutboxDb<Database.Database>> {
       opened.push(db);
       return db;
     },
-    inTx: async (work) => {
-      business.exec('BEGIN');
-      try {
-        const value = await work(business);
-        business.exec('COMMIT');
-        return value;
-      } catch (error) {
-        business.exec('ROLLBACK');
-        throw error;
-      }
+    inTx: (work) => {
+      const run = async () => {
+        business.exec('BEGIN');
+        try {
+          const value = await work(business);
+          business.exec('COMMIT');
+          return value;
+        } catch (error) {
+          business.exec('ROLLBACK');
+          throw error;
+        }
+      };
+      const next = turn.then(run, run);
+      turn = next.catch(() => undefined);
+      return next;
     },
     close: async () => {
       await ledger.close();
