@@ -124,10 +124,11 @@ function mysqlSession(pool: MysqlPoolLike): OutboxSession<unknown> {
  */
 function sqliteSession(db: SqliteDatabaseLike, begin: boolean): OutboxSession<unknown> {
   let queue: Promise<unknown> = Promise.resolve();
+  const inTransaction = (): boolean => db.inTransaction;
   return {
     transaction(work) {
       const run = async (): Promise<Awaited<ReturnType<typeof work>>> => {
-        if (db.inTransaction) {
+        if (inTransaction()) {
           throw new ConfigError(
             'database',
             'the SQLite connection is inside a transaction: give the outbox a connection of its own (new Database(file))',
@@ -139,7 +140,7 @@ function sqliteSession(db: SqliteDatabaseLike, begin: boolean): OutboxSession<un
           if (begin) db.exec('COMMIT');
           return value;
         } catch (error) {
-          if (db.inTransaction) db.exec('ROLLBACK');
+          if (inTransaction()) db.exec('ROLLBACK');
           throw begin ? error : unavailable(error, 'running a statement');
         }
       };

@@ -159,7 +159,7 @@ describe.each(OUTBOX_DATABASES)('the outbox end to end on $name', (factory) => {
       body: Buffer.from('{}'),
       deliveryCount: 1,
       publishedAt: new Date(),
-    } as unknown as Envelope);
+    });
     expect(outcome.kind).toBe('dead');
     expect(outcome.kind === 'dead' ? outcome.error : undefined).toMatchObject({
       name: 'ConfigError',
