@@ -159,7 +159,7 @@ describe.each(TARGETS)('the outbox relay from PostgreSQL to $name', (target) => 
     await consume(outboxDb, broker.transport);
     const sent = await sender.sendInTransaction(
       { topic: 'events', key: 'paid-1', body: { v: 1 } },
-      async () => 'ok',
+      () => 'ok',
     );
     expect(sent).toMatchObject({ via: 'outbox', state: 'COMMIT', value: 'ok' });
     await expect(
