@@ -8,13 +8,14 @@ import type { Outbox } from './outbox.js';
 import type { OutboxDatabase } from './outbox-database.js';
 import type { RelayedMessage } from './relay-rows.js';
 
-/** Fault hooks of a relay, for tests (a relay crash between publish and mark). */
+/** Fault hooks of a relay, for tests (a relay killed between publish and mark). */
 export interface RelayFaults {
   /**
-   * Called after the broker confirmed `row` and before it is marked sent. Throwing {@link RelayCrash}
-   * stops the relay there, as a killed process would: nothing more is marked, the leases run out.
+   * Called before each publish of a round, in order. Throwing {@link RelayCrash} kills the relay
+   * there, as `kill -9` would: the publishes already under way complete at the broker but are never
+   * marked sent, the later rows of the round are never published, and the leases run out.
    */
-  afterPublish?(row: RelayedMessage): void;
+  beforePublish?(row: RelayedMessage): void;
 }
 
 /** Thrown by a fault hook to make the relay stop as if its process died. */

@@ -42,6 +42,7 @@ export class Relay<Tx> {
   readonly #config: ResolvedRelayConfig;
   #running = false;
   #crashed = false;
+  #dead = false;
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   #woken = false;
@@ -261,6 +262,13 @@ export class Relay<Tx> {
   }
 
   async #publish(row: RelayedMessage): Promise<void> {
+    if (this.#dead) throw new RelayCrash('the relay died before this publish');
+    try {
+      this.#config.faults?.beforePublish?.(row);
+    } catch (error) {
+      if (error instanceof RelayCrash) this.#dead = true;
+      throw error;
+    }
     const { publishTimeoutMs } = this.#config;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -274,7 +282,6 @@ export class Relay<Tx> {
     } finally {
       clearTimeout(timer);
     }
-    this.#config.faults?.afterPublish?.(row);
   }
 
   async #cleanup(): Promise<void> {

@@ -7,12 +7,13 @@ import {
   createTransactionalSender,
   RetryPolicy,
   type Envelope,
+  type OutgoingMessage,
   type Relay,
 } from 'oncemq';
 import type { LocalBroker, LocalSubscription } from 'oncemq/local';
 import { testBroker, waitUntil } from '../support/local-points.js';
 import { OUTBOX_DATABASES, type OutboxDb } from '../support/outbox.js';
-import { scratchDir } from '../support/points.js';
+import { scratchDir, sleep } from '../support/points.js';
 
 const QUICK = { pollInterval: '10ms', minBackoff: '20ms', maxBackoff: '200ms' } as const;
 const STEPS = ['create', 'pay', 'ship'] as const;
@@ -62,8 +63,8 @@ describe.each(OUTBOX_DATABASES)('the outbox end to end on $name', (factory) => {
     // Each order's steps commit one after another; the orders' transactions run side by side.
     await Promise.all(
       Array.from({ length: 4 }, async (_, lane) => {
-        for (const step of STEPS) {
-          for (let order = lane; order < ORDERS; order += 4) {
+        for (let order = lane; order < ORDERS; order += 4) {
+          for (const step of STEPS) {
             const entry = await outboxDb.inTx((tx) =>
               outboxDb.outbox.add(tx, {
                 topic: 'orders',
@@ -92,7 +93,18 @@ describe.each(OUTBOX_DATABASES)('the outbox end to end on $name', (factory) => {
       },
     });
     subscriptions.push(await broker.subscribe('fulfilment', ['orders'], pipeline, { ordering: {} }));
-    await Promise.all([relay({ batchSize: 8 }).start(), relay({ batchSize: 8 }).start()]);
+    // Confirms that take a random while: a later row of a key published beside an earlier one would overtake it.
+    const jittery = {
+      name: 'jittery-local',
+      publish: async (message: OutgoingMessage) => {
+        await sleep(Math.random() * 8);
+        return broker.publish(message);
+      },
+    };
+    await Promise.all([
+      relay({ batchSize: 8, transport: jittery }).start(),
+      relay({ batchSize: 8, transport: jittery }).start(),
+    ]);
     await waitUntil(async () => (await outboxDb.effects()).size === ORDERS * 3, 'every step applied', 60_000);
     expect(outOfOrder).toBe(0);
     expect([...applied.values()].every((steps) => steps.join() === 'create,pay,ship')).toBe(true);
