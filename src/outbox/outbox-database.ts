@@ -34,7 +34,14 @@ function unavailable(error: unknown, what: string): Error {
   return new LedgerUnavailableError(`the outbox database failed ${what}: ${message}`, { cause: error });
 }
 
-function postgresSession(pool: PgPoolLike): OutboxSession<unknown> {
+/**
+ * PostgreSQL. With `relaxed`, the relay's own transactions (claims, marks) commit without waiting for
+ * the WAL flush (`synchronous_commit = off`): a crash can lose only their last milliseconds, so a
+ * lease or a mark is lost at worst and the row is published again, which consumers absorb. The
+ * messages themselves are written by the caller's transaction, with its own durability.
+ */
+function postgresSession(pool: PgPoolLike, relaxed: boolean): OutboxSession<unknown> {
+  const begin = relaxed ? 'BEGIN; SET LOCAL synchronous_commit TO OFF' : 'BEGIN';
   return {
     async transaction(work) {
       let client: PgPoolClientLike;
@@ -44,7 +51,7 @@ function postgresSession(pool: PgPoolLike): OutboxSession<unknown> {
         throw unavailable(error, 'connecting');
       }
       try {
-        await client.query('BEGIN');
+        await client.query(begin);
         const value = await work(client);
         const done = await client.query('COMMIT');
         if (done.command === 'ROLLBACK')
@@ -168,7 +175,7 @@ export function openOutboxSession<Tx>(
   switch (dialect.name) {
     case 'postgres':
       expect(typeof shape?.connect === 'function', 'a pg Pool (its connect() is missing)');
-      return postgresSession(database as PgPoolLike) as OutboxSession<Tx>;
+      return postgresSession(database as PgPoolLike, !atomic) as OutboxSession<Tx>;
     case 'mysql':
       expect(
         typeof shape?.getConnection === 'function',
