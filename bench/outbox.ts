@@ -121,7 +121,7 @@ async function rabbitTarget(prefix: string): Promise<Target> {
             timestamp: Math.floor(Date.now() / 1000),
           },
           (error: unknown) =>
-            error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(),
+            error ? reject(error instanceof Error ? error : new Error('publish not confirmed')) : resolve(),
         );
       }),
     close: async () => {
