@@ -1,3 +1,4 @@
+import type { SqlValue } from '../ledger/sql-dialect.js';
 import type { ResolvedOutboxConfig } from './outbox-config.js';
 
 /** Columns of a pending row the relay publishes. */
@@ -22,10 +23,18 @@ export interface OutboxStatements {
   readonly lock: (count: number) => string;
   readonly lease: (count: number) => string;
   /**
-   * SQLite: the claim as one statement (`UPDATE … WHERE id IN (candidates) RETURNING`), atomic in
-   * autocommit, so that no write lock is held while the event loop turns. `undefined` elsewhere.
+   * The claim as one statement, `UPDATE … WHERE id IN (…) RETURNING` (`undefined` on MySQL, which has
+   * no `UPDATE … RETURNING`): on PostgreSQL the inner `SELECT … FOR UPDATE SKIP LOCKED` locks the
+   * candidates still free; on SQLite the statement is atomic in autocommit, so that no write lock is
+   * held while the event loop turns. Its values come from {@link claimValues}.
    */
   readonly claim: ((count: number, ids?: number) => string) | undefined;
+  readonly claimValues: (
+    owner: string,
+    leaseUntil: number,
+    now: number,
+    ids: readonly string[],
+  ) => SqlValue[];
   readonly markSent: (count: number) => string;
   readonly release: string;
   readonly cleanup: string;
@@ -63,12 +72,20 @@ export function outboxStatements(config: ResolvedOutboxConfig<unknown>): OutboxS
       `SELECT ${ROW_COLUMNS} FROM ${messages} WHERE sent_at IS NULL AND ${free(1)} AND id IN (${list(2, count)}) ORDER BY id${skipLocked}`,
     lease: (count) =>
       `UPDATE ${messages} SET lease_owner = ${p(1)}, lease_until = ${p(2)}, attempts = attempts + 1 WHERE id IN (${list(3, count)})`,
-    claim:
-      dialect.name === 'sqlite'
-        ? (count, ids = 0) =>
-            `UPDATE ${messages} SET lease_owner = ?, lease_until = ?, attempts = attempts + 1 ` +
-            `WHERE id IN (${candidates(count, ids)}) RETURNING ${ROW_COLUMNS}`
-        : undefined,
+    claim: {
+      postgres: (count: number, ids = 0) =>
+        `UPDATE ${messages} SET lease_owner = ${p(3 + ids)}, lease_until = ${p(4 + ids)}, attempts = attempts + 1 ` +
+        `WHERE id IN (SELECT id FROM ${messages} WHERE id IN (${candidates(count, ids)}) AND sent_at IS NULL ` +
+        `AND ${free(2)}${skipLocked}) RETURNING ${ROW_COLUMNS}`,
+      mysql: undefined,
+      sqlite: (count: number, ids = 0) =>
+        `UPDATE ${messages} SET lease_owner = ?, lease_until = ?, attempts = attempts + 1 ` +
+        `WHERE id IN (${candidates(count, ids)}) RETURNING ${ROW_COLUMNS}`,
+    }[dialect.name],
+    claimValues: (owner, leaseUntil, now, ids) =>
+      dialect.name === 'postgres'
+        ? [now, now, ...ids, owner, leaseUntil]
+        : [owner, leaseUntil, now, now, ...ids],
     markSent: (count) =>
       `UPDATE ${messages} SET sent_at = ${p(1)}, lease_owner = NULL, lease_until = NULL, last_error = NULL ` +
       `WHERE lease_owner = ${p(2)} AND id IN (${list(3, count)})`,

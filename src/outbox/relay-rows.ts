@@ -75,15 +75,18 @@ export function claimRows<Tx>(
   const ids = claim.ids ?? [];
   const single = statements.claim;
   if (single !== undefined) {
+    const sqlite = dialect.name === 'sqlite';
     return session.transaction(async (tx) => {
-      // A plain read first: an idle relay never asks for the write lock.
-      const found = await dialect.query(tx, statements.candidates(1, ids.length), [
-        claim.now,
-        claim.now,
-        ...ids,
-      ]);
-      if (found.length === 0) return [];
-      const values = [claim.owner, claim.leaseUntil, claim.now, claim.now, ...ids];
+      if (sqlite) {
+        // A plain read first: an idle SQLite relay never asks for the file's write lock.
+        const found = await dialect.query(tx, statements.candidates(1, ids.length), [
+          claim.now,
+          claim.now,
+          ...ids,
+        ]);
+        if (found.length === 0) return [];
+      }
+      const values = statements.claimValues(claim.owner, claim.leaseUntil, claim.now, ids);
       const rows = await dialect.query(tx, single(claim.limit, ids.length), values);
       return [...rows].sort((a, b) => Number(a.id) - Number(b.id)).map((row) => relayed(row, true));
     });

@@ -191,7 +191,7 @@ describe.each(OUTBOX_DATABASES)('the outbox end to end on $name', (factory) => {
   it('inline dispatch publishes right after the commit; cleanup deletes sent rows past their retention', async (ctx) => {
     if (db === undefined) return ctx.skip();
     const outboxDb = db;
-    const sweeper = relay({ pollInterval: '1h', retention: '0ms', cleanupEvery: '1ms' });
+    const sweeper = relay({ pollInterval: '20ms', retention: '0ms', cleanupEvery: '1ms' });
     const entries = await outboxDb.inTx(async (tx) => [
       await outboxDb.outbox.add(tx, { topic: 'events', key: 'a', orderingKey: 'o', body: '1' }),
       await outboxDb.outbox.add(tx, { topic: 'events', key: 'b', orderingKey: 'o', body: '2' }),
