@@ -3,7 +3,7 @@ import { formatTable, type Suite } from './harness.js';
 
 const usage = `Usage: npm run bench -- <suite> [--json] [--seconds N] [--flag key=value ...]
 
-Suites: sqlite, postgres, mysql, redis, local.
+Suites: sqlite, postgres, mysql, redis, local, outbox.
 Prints a table, or with --json one object {"suite", "results": [{name, concurrency, messagesPerSecond, p50Ms, p99Ms}]}.`;
 
 const suites: Readonly<Record<string, () => Promise<Suite>>> = {
@@ -12,6 +12,7 @@ const suites: Readonly<Record<string, () => Promise<Suite>>> = {
   postgres: async () => (await import('./postgres.js')).suite,
   mysql: async () => (await import('./mysql.js')).suite,
   local: async () => (await import('./local.js')).suite,
+  outbox: async () => (await import('./outbox.js')).suite,
 };
 
 const { values, positionals } = parseArgs({

@@ -129,3 +129,23 @@ export {
   replayHeaders,
 } from './transport/dead-letters.js';
 export type { DeadLetter, DeadLetterCause, DeadLetterQuery, DeadLetters } from './transport/dead-letters.js';
+export { createOutbox } from './outbox/outbox.js';
+export type { Outbox, OutboxEntry } from './outbox/outbox.js';
+export { DEFAULT_OUTBOX_CONFIG, MAX_OUTBOX_TABLE_LENGTH } from './outbox/outbox-config.js';
+export type { OutboxConfig } from './outbox/outbox-config.js';
+export type { OutboxMessage } from './outbox/outbox-message.js';
+export type { OutboxDatabase } from './outbox/outbox-database.js';
+export { createRelay, Relay } from './outbox/relay.js';
+export type { RelayMetrics, RelayRound } from './outbox/relay.js';
+export { DEFAULT_RELAY_CONFIG, RelayCrash } from './outbox/relay-config.js';
+export type { RelayConfig, RelayFaults } from './outbox/relay-config.js';
+export { OUTBOX_ID_HEADER } from './outbox/relay-rows.js';
+export type { RelayedMessage } from './outbox/relay-rows.js';
+export { createTransactionalSender, TransactionalSender } from './outbox/transactional-send.js';
+export type {
+  HalfMessageProducer,
+  HalfMessageTransport,
+  TransactionalSenderConfig,
+  TransactionalSendResult,
+} from './outbox/transactional-send.js';
+export type { HandlerOutbox } from './consumer/handler-context.js';

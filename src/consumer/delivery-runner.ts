@@ -14,6 +14,7 @@ import { isWon, type Claim, type ClaimResult, type Ledger, type WonClaim } from 
 import type { Readable } from './delivery-reader.js';
 import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
 import { NEVER_ABORTED, type HeldDelivery, type LeaseKeeper, type SignalSource } from './lease-keeper.js';
+import type { Outbox } from '../outbox/outbox.js';
 import type { OutcomeBuilder } from './outcome-builder.js';
 import type { RetryPolicy } from './retry-policy.js';
 
@@ -67,6 +68,8 @@ export interface RunnerConfig<Tx, T> {
   readonly onFailure: 'fail' | 'release';
   readonly leases: LeaseKeeper;
   readonly outcomes: OutcomeBuilder;
+  /** Bound to each delivery's transaction as `ctx.outbox`. */
+  readonly outbox: Outbox<Tx> | undefined;
   readonly logger: Logger;
 }
 
@@ -114,7 +117,16 @@ export class DeliveryRunner<Tx, T> {
   /** The context a handler gets for a won claim. */
   context(delivery: Readable<T>, claim: Claim, tx: Tx | undefined, signal: SignalSource): HandlerContext<Tx> {
     const { group, mode } = this.config;
-    return new PipelineContext(delivery.envelope, group, delivery.key, claim.attempt, mode, tx, signal);
+    return new PipelineContext(
+      delivery.envelope,
+      group,
+      delivery.key,
+      claim.attempt,
+      mode,
+      tx,
+      signal,
+      this.config.outbox,
+    );
   }
 
   /** Calls the handler for a won claim, with its context. */

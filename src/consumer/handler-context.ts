@@ -1,6 +1,8 @@
 import type { Envelope } from '../core/envelope.js';
 import { ConfigError } from '../core/errors.js';
 import { sha256Hex } from '../core/fingerprint.js';
+import type { OutboxMessage } from '../outbox/outbox-message.js';
+import type { Outbox, OutboxEntry } from '../outbox/outbox.js';
 import type { SignalSource } from './lease-keeper.js';
 
 export type Mode = 'transactional' | 'leased';
@@ -26,6 +28,16 @@ export interface HandlerContext<Tx> {
    * `(group, key, step)`: pass it to payment APIs and the like so a re-run after a crash is absorbed there.
    */
   downstreamKey(step?: string): string;
+  /**
+   * Follow-up messages written in this delivery's transaction, with the claim and the business write
+   * (transactional mode, a pipeline configured with `outbox`): they are sent only if it commits.
+   */
+  readonly outbox: HandlerOutbox;
+}
+
+/** `ctx.outbox`: the pipeline's outbox bound to the delivery's transaction. */
+export interface HandlerOutbox {
+  add(message: OutboxMessage): Promise<OutboxEntry>;
 }
 
 /** The idempotency key `ctx.downstreamKey(step)` returns: 32 hex characters of SHA-256(group, key, step). */
@@ -37,6 +49,7 @@ export function downstreamKey(group: string, key: string, step = 'effect'): stri
 export class PipelineContext<Tx> implements HandlerContext<Tx> {
   readonly #tx: Tx | undefined;
   readonly #signal: SignalSource;
+  readonly #outbox: Outbox<Tx> | undefined;
 
   constructor(
     readonly envelope: Envelope,
@@ -46,9 +59,23 @@ export class PipelineContext<Tx> implements HandlerContext<Tx> {
     readonly mode: Mode,
     tx: Tx | undefined,
     signal: SignalSource,
+    outbox?: Outbox<Tx>,
   ) {
     this.#tx = tx;
     this.#signal = signal;
+    this.#outbox = outbox;
+  }
+
+  get outbox(): HandlerOutbox {
+    const outbox = this.#outbox;
+    if (outbox === undefined) {
+      throw new ConfigError(
+        'outbox',
+        'ctx.outbox needs an outbox: createPipeline({ ..., outbox: createOutbox({ ledger }) })',
+      );
+    }
+    const tx = this.tx;
+    return { add: (message) => outbox.add(tx, message) };
   }
 
   /** Read lazily: a leased handler that never looks at its signal never costs an AbortController. */

@@ -12,6 +12,7 @@ import { compileDecoder, type Decoder } from './delivery-reader.js';
 import { batchResults, type BatchHandler, type Handler } from './delivery-runner.js';
 import { isThenable } from '../core/thenable.js';
 import type { Mode } from './handler-context.js';
+import type { Outbox } from '../outbox/outbox.js';
 import {
   checkRetention,
   DEFAULT_REPLAY_MARGIN,
@@ -58,6 +59,12 @@ export interface PipelineConfig<Tx, T = unknown> {
   readonly onOutcome?: (outcome: Outcome) => void;
   /** @default silent */
   readonly logger?: Logger;
+  /**
+   * The transactional outbox of the ledger's database (`createOutbox({ ledger })`): handlers write
+   * follow-up messages with `ctx.outbox.add(...)` in the claim's transaction. Transactional mode only.
+   * @default none (`ctx.outbox` throws)
+   */
+  readonly outbox?: Outbox<Tx>;
 }
 
 export const DEFAULT_PIPELINE_CONFIG = Object.freeze({
@@ -84,6 +91,7 @@ export interface ResolvedPipelineConfig<Tx, T> {
   readonly serializer: Serializer;
   readonly onOutcome: ((outcome: Outcome) => void) | undefined;
   readonly logger: Logger;
+  readonly outbox: Outbox<Tx> | undefined;
 }
 
 function resolveMode(ledger: Ledger, mode: Mode | undefined): Mode {
@@ -118,6 +126,26 @@ function oneByOne<Tx, T>(group: string, batchHandler: BatchHandler<Tx, T>): Hand
   };
 }
 
+/** An outbox writes in the claim's transaction: it needs transactional mode on the outbox's own database. */
+function checkOutbox<Tx>(ledger: Ledger<Tx>, mode: Mode, outbox: Outbox<Tx> | undefined): void {
+  if (outbox === undefined) return;
+  if (typeof (outbox as Partial<Outbox<Tx>>).add !== 'function') {
+    throw new ConfigError('outbox', 'pass createOutbox({ ledger }) from oncemq');
+  }
+  if (mode !== 'transactional') {
+    throw new ConfigError(
+      'outbox',
+      `ctx.outbox writes in the claim's transaction: it needs mode 'transactional', not '${mode}'`,
+    );
+  }
+  if (ledger.dialect === undefined || ledger.dialect.name !== outbox.dialect.name) {
+    throw new ConfigError(
+      'outbox',
+      `the outbox is on ${outbox.dialect.name} but ledger '${ledger.name}' is not: create it with createOutbox({ ledger })`,
+    );
+  }
+}
+
 /** Checks a pipeline's configuration at start-up: a bad value fails here, never at the first delivery. */
 export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): ResolvedPipelineConfig<Tx, T> {
   const { ledger, batchHandler } = config;
@@ -135,6 +163,7 @@ export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): Res
       `runs inside the claim's transaction: it needs mode 'transactional', not '${mode}'`,
     );
   }
+  checkOutbox(ledger, mode, config.outbox);
   const retry = resolveRetry(config.retry);
   checkRetention({
     retentionMs: ledger.retentionMs,
@@ -177,5 +206,6 @@ export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): Res
     serializer: config.serializer ?? JSON_SERIALIZER,
     onOutcome: config.onOutcome,
     logger: config.logger ?? SILENT_LOGGER,
+    outbox: config.outbox,
   });
 }

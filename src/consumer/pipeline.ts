@@ -84,6 +84,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
       onFailure: resolved.onFailure,
       leases: new LeaseKeeper(ledger, leaseMs, resolved.renewEveryMs, logger),
       outcomes: this.#outcomes,
+      outbox: resolved.outbox,
       logger,
     });
     this.#recorder = new OutcomeRecorder(group, logger, resolved.onOutcome);

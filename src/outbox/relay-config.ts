@@ -1,0 +1,119 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { parseDuration, type Duration } from '../core/duration.js';
+import { ConfigError } from '../core/errors.js';
+import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import type { Transport } from '../transport/transport.js';
+import type { Outbox } from './outbox.js';
+import type { OutboxDatabase } from './outbox-database.js';
+import type { RelayedMessage } from './relay-rows.js';
+
+/** Fault hooks of a relay, for tests (a relay killed between publish and mark). */
+export interface RelayFaults {
+  /**
+   * Called before each publish of a round, in order. Throwing {@link RelayCrash} kills the relay
+   * there, as `kill -9` would: the publishes already under way complete at the broker but are never
+   * marked sent, the later rows of the round are never published, and the leases run out.
+   */
+  beforePublish?(row: RelayedMessage): void;
+}
+
+/** Thrown by a fault hook to make the relay stop as if its process died. */
+export class RelayCrash extends Error {
+  override name = 'RelayCrash' as const;
+}
+
+export interface RelayConfig<Tx> {
+  readonly outbox: Outbox<Tx>;
+  /** Where the messages go; `publish` resolves on the broker's confirm. */
+  readonly transport: Pick<Transport, 'name' | 'publish'>;
+  /** Where the relay opens its own short transactions: a pg or mysql2 pool, or a SQLite database of its own. */
+  readonly database: OutboxDatabase;
+  /** Rows claimed (and published at once) per round. @default 100 */
+  readonly batchSize?: number;
+  /** Wait between rounds that found less than a batch (PostgreSQL's NOTIFY wakes the relay sooner). @default '500ms' */
+  readonly pollInterval?: Duration;
+  /** How long a claimed row is the relay's; a relay that dies leaves it to another after this. @default '30s' */
+  readonly lease?: Duration;
+  /** First wait after a round with a failed publish, doubled each failed round. @default '200ms' */
+  readonly minBackoff?: Duration;
+  /** Longest wait between failed rounds (and longest retry delay of a row). @default '30s' */
+  readonly maxBackoff?: Duration;
+  /** A publish not confirmed within this counts as failed (the row is tried again; a late confirm makes a duplicate the consumers absorb). @default '30s' */
+  readonly publishTimeout?: Duration;
+  /** How long sent rows are kept before cleanup deletes them. @default '1d' */
+  readonly retention?: Duration;
+  /** How often sent rows past their retention are deleted. @default '1m' */
+  readonly cleanupEvery?: Duration;
+  /** PostgreSQL: wake on the outbox's NOTIFY. @default true (ignored elsewhere) */
+  readonly listen?: boolean;
+  /** Owner token prefix written into the leases it holds. @default host, process id and a random suffix */
+  readonly name?: string;
+  readonly faults?: RelayFaults;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_RELAY_CONFIG = Object.freeze({
+  batchSize: 100,
+  pollInterval: '500ms',
+  lease: '30s',
+  minBackoff: '200ms',
+  maxBackoff: '30s',
+  publishTimeout: '30s',
+  retention: '1d',
+  cleanupEvery: '1m',
+  listen: true,
+} as const);
+
+export interface ResolvedRelayConfig {
+  readonly batchSize: number;
+  readonly pollIntervalMs: number;
+  readonly leaseMs: number;
+  readonly minBackoffMs: number;
+  readonly maxBackoffMs: number;
+  readonly publishTimeoutMs: number;
+  readonly retentionMs: number;
+  readonly cleanupEveryMs: number;
+  readonly listen: boolean;
+  readonly owner: string;
+  readonly faults: RelayFaults | undefined;
+  readonly logger: Logger;
+}
+
+/** Checks a relay's configuration at start-up. */
+export function resolveRelayConfig<Tx>(config: RelayConfig<Tx>): ResolvedRelayConfig {
+  const d = DEFAULT_RELAY_CONFIG;
+  const ms = (value: Duration | undefined, fallback: Duration, field: string, min = 1): number => {
+    const parsed = parseDuration(value ?? fallback, field);
+    if (parsed < min) throw new ConfigError(field, `must be at least ${min}ms, got ${parsed}ms`);
+    return parsed;
+  };
+  const batchSize = config.batchSize ?? d.batchSize;
+  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 1000) {
+    throw new ConfigError('batchSize', `must be a whole number from 1 to 1000, got ${batchSize}`);
+  }
+  const minBackoffMs = ms(config.minBackoff, d.minBackoff, 'minBackoff');
+  const maxBackoffMs = ms(config.maxBackoff, d.maxBackoff, 'maxBackoff');
+  if (maxBackoffMs < minBackoffMs) {
+    throw new ConfigError('maxBackoff', `${maxBackoffMs}ms is shorter than minBackoff ${minBackoffMs}ms`);
+  }
+  const name = config.name ?? `${hostname()}-${process.pid}`;
+  if (typeof name !== 'string' || name === '' || name.length > 40) {
+    throw new ConfigError('name', 'must be a string of 1 to 40 characters');
+  }
+  return Object.freeze({
+    batchSize,
+    pollIntervalMs: ms(config.pollInterval, d.pollInterval, 'pollInterval'),
+    leaseMs: ms(config.lease, d.lease, 'lease', 10),
+    minBackoffMs,
+    maxBackoffMs,
+    publishTimeoutMs: ms(config.publishTimeout, d.publishTimeout, 'publishTimeout'),
+    retentionMs: ms(config.retention, d.retention, 'retention', 0),
+    cleanupEveryMs: ms(config.cleanupEvery, d.cleanupEvery, 'cleanupEvery'),
+    listen: config.listen ?? d.listen,
+    owner: `${name}-${randomBytes(6).toString('hex')}`,
+    faults: config.faults,
+    logger: config.logger ?? SILENT_LOGGER,
+  });
+}
