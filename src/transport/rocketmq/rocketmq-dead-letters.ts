@@ -28,8 +28,17 @@ export interface RocketMQDeadLetterParts {
   readonly fifo: boolean;
 }
 
-/** RocketMQ's own properties are upper case (`UNIQ_KEY`, `RETRY_TOPIC`, `__BORNHOST`); oncemq's and users' are not. */
-const SYSTEM_PROPERTY = /^(__)?[A-Z][A-Z0-9_]*$/;
+/** RocketMQ's own properties are upper case (`UNIQ_KEY`, `1ST_POP_TIME`, `__BORNHOST`); oncemq's and users' are not. */
+const SYSTEM_PROPERTY = /^(__)?[A-Z0-9][A-Z0-9_]*$/;
+
+/** The topic a broker dead letter came from: its retry topic is `%RETRY%<group>_<topic>` (or `+` in v2 names). */
+function originalTopic(group: string, system: Readonly<Record<string, string>>): string {
+  const retry = system.RETRY_TOPIC ?? system.REAL_TOPIC ?? '';
+  for (const prefix of [`%RETRY%${group}_`, `%RETRY%${group}+`]) {
+    if (retry.startsWith(prefix)) return retry.slice(prefix.length);
+  }
+  return retry;
+}
 
 /** One dead letter as stored: oncemq's copy (with its reason) or the broker's (after `retryMaxTimes`). */
 function toDeadLetter(group: string, id: string, stored: StoredMessage): DeadLetter {
@@ -54,10 +63,11 @@ function toDeadLetter(group: string, id: string, stored: StoredMessage): DeadLet
       ...headers,
       [DEAD_LETTER_HEADERS.group]: group,
       [DEAD_LETTER_HEADERS.reason]: MAX_DELIVERIES_REASON,
-      [DEAD_LETTER_HEADERS.topic]: system.RETRY_TOPIC ?? system.REAL_TOPIC ?? '',
+      [DEAD_LETTER_HEADERS.topic]: originalTopic(group, system),
       [DEAD_LETTER_HEADERS.brokerId]: system.UNIQ_KEY ?? '',
       [DEAD_LETTER_HEADERS.deadAt]: stored.storedAt.toISOString(),
-      [DEAD_LETTER_HEADERS.deliveryCount]: String(stored.reconsumeTimes + 1),
+      // Measured on 5.5.0: the copy the proxy forwards carries reconsumeTimes = deliveries + 1.
+      [DEAD_LETTER_HEADERS.deliveryCount]: String(Math.max(1, stored.reconsumeTimes - 1)),
     },
     stored.body,
     details,

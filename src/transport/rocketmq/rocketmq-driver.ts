@@ -4,6 +4,7 @@
  */
 import { ConfigError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { guardTelemetry } from './telemetry-guard.js';
 
 /** A received message (`MessageView`); `receiptHandle` is replaced by each visibility change. */
 export interface MessageViewLike {
@@ -80,6 +81,7 @@ export interface RocketMQDriver {
       maxAttempts?: number;
       checker?: { check(message: MessageViewLike): Promise<number> };
     },
+    logger: Logger,
   ): ProducerLike;
   simpleConsumer(
     options: ClientOptions & {
@@ -87,6 +89,7 @@ export interface RocketMQDriver {
       subscriptions: Map<string, string>;
       awaitDuration: number;
     },
+    logger: Logger,
   ): SimpleConsumerLike;
 }
 
@@ -109,8 +112,8 @@ export async function loadRocketMQDriver(): Promise<RocketMQDriver> {
     });
   }
   return {
-    producer: (options) => new client.Producer(options),
-    simpleConsumer: (options) => new client.SimpleConsumer(options),
+    producer: (options, logger) => guardTelemetry(new client.Producer(options), logger),
+    simpleConsumer: (options, logger) => guardTelemetry(new client.SimpleConsumer(options), logger),
   };
 }
 

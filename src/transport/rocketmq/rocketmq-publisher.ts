@@ -36,12 +36,15 @@ export class RocketMQPublisher {
   #start(): Promise<ProducerLike> {
     this.#producer ??= (async () => {
       const { endpoints, namespace, requestTimeoutMs, logger } = this.#settings;
-      const producer = this.#driver.producer({
-        endpoints,
-        namespace,
-        requestTimeout: requestTimeoutMs,
-        logger: clientLogger(logger),
-      });
+      const producer = this.#driver.producer(
+        {
+          endpoints,
+          namespace,
+          requestTimeout: requestTimeoutMs,
+          logger: clientLogger(logger),
+        },
+        logger,
+      );
       await producer.startup();
       return producer;
     })().catch((error: unknown) => {

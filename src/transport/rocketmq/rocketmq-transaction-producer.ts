@@ -105,14 +105,17 @@ export class RocketMQTransactionProducer {
     this.#config = config;
     this.#settings = settings;
     this.#topology = topology;
-    this.#producer = driver.producer({
-      endpoints: settings.endpoints,
-      namespace: settings.namespace,
-      requestTimeout: settings.requestTimeoutMs,
-      logger: clientLogger(settings.logger),
-      topics: [...(config.topics ?? [])],
-      checker: { check: (message) => this.#checkBack(message) },
-    });
+    this.#producer = driver.producer(
+      {
+        endpoints: settings.endpoints,
+        namespace: settings.namespace,
+        requestTimeout: settings.requestTimeoutMs,
+        logger: clientLogger(settings.logger),
+        topics: [...(config.topics ?? [])],
+        checker: { check: (message) => this.#checkBack(message) },
+      },
+      settings.logger,
+    );
   }
 
   /** @internal started by the transport */

@@ -189,15 +189,18 @@ export class RocketMQTransport implements Transport {
       settings.retryMaxTimes ??
       (policyReconsumes(target) ?? ROCKETMQ_DEFAULT_RETRY_MAX_TIMES) + RETRY_MAX_TIMES_GRACE;
     await open.topology.group(group, retryMaxTimes);
-    const consumer = open.driver.simpleConsumer({
-      endpoints: settings.endpoints,
-      namespace: settings.namespace,
-      requestTimeout: settings.requestTimeoutMs,
-      logger: clientLogger(settings.logger),
-      consumerGroup: group,
-      subscriptions: new Map(topics.map((topic) => [topic, '*'])),
-      awaitDuration: settings.longPollMs,
-    });
+    const consumer = open.driver.simpleConsumer(
+      {
+        endpoints: settings.endpoints,
+        namespace: settings.namespace,
+        requestTimeout: settings.requestTimeoutMs,
+        logger: clientLogger(settings.logger),
+        consumerGroup: group,
+        subscriptions: new Map(topics.map((topic) => [topic, '*'])),
+        awaitDuration: settings.longPollMs,
+      },
+      settings.logger,
+    );
     try {
       await within(
         settings.requestTimeoutMs * 3,
