@@ -28,6 +28,10 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
     (await import('../transport/rabbitmq/rabbit-tool.js')).openRabbitForTool(options),
   'redis-streams': async ({ url }) =>
     (await import('../transport/redis-streams/redis-streams-tool.js')).openRedisStreamsForTool(url),
+  rocketmq: async ({ url }) =>
+    (await import('../transport/rocketmq/rocketmq-tool.js')).openRocketMQForTool(
+      resolveServiceUrl('rocketmq', url).url,
+    ),
 });
 
 /** Names `--transport` accepts. */

@@ -9,9 +9,12 @@ import type { LocalBroker } from './local-broker.js';
 /** The state of a local transaction, as RocketMQ's `LocalTransactionState`. */
 export type TransactionState = 'COMMIT' | 'ROLLBACK' | 'UNKNOWN';
 
-/** A half message as the local transaction and the check-back callback see it. */
-export interface HalfMessageView {
-  readonly id: number;
+/**
+ * A half message as the local transaction and the check-back callback see it. `Id` is the type of
+ * the broker's half-message id: a number on the local broker, RocketMQ's message id (a string) there.
+ */
+export interface HalfMessageView<Id extends number | string = number> {
+  readonly id: Id;
   readonly topic: string;
   readonly key: string | undefined;
   readonly uniqueId: string;
@@ -37,10 +40,10 @@ export const DEFAULT_TRANSACTION_PRODUCER_CONFIG = Object.freeze({
   maxChecks: 15,
 } as const);
 
-/** What became of a transactional send. */
-export interface TransactionSendResult {
+/** What became of a transactional send; `Id` as in {@link HalfMessageView}. */
+export interface TransactionSendResult<Id extends number | string = number> {
   readonly state: TransactionState;
-  readonly halfId: number;
+  readonly halfId: Id;
   /** Present once committed: the copy consumers will see. */
   readonly receipt?: PublishReceipt;
 }

@@ -8,6 +8,7 @@ import {
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
 import type { DeadLetterReason, Outcome } from '../../core/outcome.js';
 import { deadLetterHeaders } from '../dead-letters.js';
+import type { DeliveryResult } from '../settle-batch.js';
 import type { NatsSettings } from './nats-config.js';
 import type { NatsConnectionLike } from './nats-driver.js';
 import {
@@ -43,8 +44,7 @@ export interface DeliverySource {
   readonly keepAliveEveryMs: number;
 }
 
-/** What became of processing one delivery: an outcome, or the processor threw. */
-export type DeliveryResult = { readonly outcome: Outcome } | { readonly error: unknown };
+export type { DeliveryResult } from '../settle-batch.js';
 
 type Settle = 'ack' | 'nak' | 'term' | 'working';
 

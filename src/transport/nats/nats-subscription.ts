@@ -1,6 +1,6 @@
 import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { errorText } from '../../core/errors.js';
-import type { Outcome } from '../../core/outcome.js';
+import { processAndSettleBatch } from '../settle-batch.js';
 import type { Processor, Subscription } from '../transport.js';
 import { DeliverySlots } from './delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
@@ -171,21 +171,7 @@ export class NatsSubscription implements Subscription {
       await Promise.all(batch.map((delivery) => this.#processOne(delivery)));
       return;
     }
-    let outcomes: readonly (Outcome | undefined)[];
-    try {
-      outcomes = await processor.processBatch(batch.map((delivery) => delivery.envelope));
-    } catch (error) {
-      await Promise.all(batch.map((delivery) => delivery.settle({ error })));
-      return;
-    }
-    await Promise.all(
-      batch.map((delivery, index) => {
-        const outcome = outcomes[index];
-        return outcome === undefined
-          ? delivery.settle({ error: new Error(`processBatch answered no outcome for delivery ${index}`) })
-          : delivery.settle({ outcome });
-      }),
-    );
+    await processAndSettleBatch(processor.processBatch.bind(processor), batch);
   }
 
   /**

@@ -1,0 +1,147 @@
+/**
+ * Topics and subscription groups of a RocketMQ cluster, through the name server and each master's
+ * remoting port, as `mqadmin updateTopic` / `updateSubGroup` do and as `npm run brokers --
+ * rocketmq-topic|rocketmq-group` does (brokers/lib/rocketmq-admin.js): gRPC clients create neither.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ConfigError } from '../../core/errors.js';
+import {
+  expectSuccess,
+  parseAddress,
+  remotingRequest,
+  RequestCode,
+  ResponseCode,
+  type Address,
+} from './remoting.js';
+
+/** The message types a topic accepts (its `message.type` attribute). */
+export type RocketMQMessageType = 'NORMAL' | 'FIFO' | 'DELAY' | 'TRANSACTION';
+
+/** Read + write permission (`PermName.PERM_READ | PERM_WRITE`). */
+const PERM_READ_WRITE = 6;
+
+export interface TopicSpec {
+  readonly topic: string;
+  readonly type: RocketMQMessageType;
+  readonly queues: number;
+}
+
+export interface GroupSpec {
+  readonly group: string;
+  /** Delivers each message group of a FIFO topic in order (`consumeMessageOrderly`). */
+  readonly orderly: boolean;
+  /** Redeliveries after the first delivery, then `%DLQ%<group>` (`retryMaxTimes`). */
+  readonly retryMaxTimes: number;
+}
+
+/** Admin requests to one cluster, found through its name server. */
+export class RocketMQAdmin {
+  readonly nameServer: Address;
+  readonly #timeoutMs: number;
+
+  constructor(nameServer: string, timeoutMs = 5000) {
+    this.nameServer = parseAddress(nameServer);
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /** The master (broker id 0) addresses of every broker the name server knows. */
+  async masters(): Promise<readonly Address[]> {
+    const answer = await remotingRequest({
+      ...this.nameServer,
+      code: RequestCode.GET_BROKER_CLUSTER_INFO,
+      timeoutMs: this.#timeoutMs,
+    });
+    const body = expectSuccess('reading the cluster', answer).body.toString('utf8');
+    const found = [...body.matchAll(/"brokerAddrs":\{[^}]*?\b0:"([^"]+)"/g)].map((match) => match[1] ?? '');
+    if (found.length === 0) {
+      const { host, port } = this.nameServer;
+      throw new ConfigError('nameServer', `the RocketMQ name server ${host}:${port} knows no broker`);
+    }
+    return [...new Set(found)].map(parseAddress);
+  }
+
+  /** Whether the name server routes `topic`. */
+  async topicExists(topic: string): Promise<boolean> {
+    const answer = await remotingRequest({
+      ...this.nameServer,
+      code: RequestCode.GET_ROUTEINFO_BY_TOPIC,
+      extFields: { topic },
+      timeoutMs: this.#timeoutMs,
+    });
+    if (answer.code === ResponseCode.SUCCESS) return true;
+    if (answer.code === ResponseCode.TOPIC_NOT_EXIST) return false;
+    expectSuccess(`routing topic ${topic}`, answer);
+    return false;
+  }
+
+  /** Whether every master knows the subscription group `group`. */
+  async groupExists(group: string): Promise<boolean> {
+    for (const master of await this.masters()) {
+      const answer = await remotingRequest({
+        ...master,
+        code: RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        timeoutMs: this.#timeoutMs,
+      });
+      const body = expectSuccess('reading the subscription groups', answer).body.toString('utf8');
+      if (!body.includes(`"groupName":${JSON.stringify(group)}`)) return false;
+    }
+    return true;
+  }
+
+  /** Creates (or updates) a topic on every master, then waits until the name server routes it. */
+  async createTopic(spec: TopicSpec): Promise<void> {
+    for (const master of await this.masters()) {
+      const answer = await remotingRequest({
+        ...master,
+        code: RequestCode.UPDATE_AND_CREATE_TOPIC,
+        extFields: {
+          topic: spec.topic,
+          defaultTopic: 'TBW102',
+          readQueueNums: spec.queues,
+          writeQueueNums: spec.queues,
+          perm: PERM_READ_WRITE,
+          topicFilterType: 'SINGLE_TAG',
+          topicSysFlag: 0,
+          order: false,
+          attributes: `+message.type=${spec.type}`,
+        },
+        timeoutMs: this.#timeoutMs,
+      });
+      expectSuccess(`creating topic ${spec.topic}`, answer);
+    }
+    const deadline = Date.now() + 30_000;
+    while (!(await this.topicExists(spec.topic))) {
+      if (Date.now() > deadline) {
+        throw new ConfigError(
+          'topics',
+          `the RocketMQ name server does not route ${spec.topic} 30s after creating it`,
+        );
+      }
+      await sleep(100);
+    }
+  }
+
+  /** Creates (or updates) a subscription group on every master. */
+  async createGroup(spec: GroupSpec): Promise<void> {
+    for (const master of await this.masters()) {
+      const answer = await remotingRequest({
+        ...master,
+        code: RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        body: {
+          groupName: spec.group,
+          consumeEnable: true,
+          consumeFromMinEnable: true,
+          consumeBroadcastEnable: false,
+          consumeMessageOrderly: spec.orderly,
+          retryQueueNums: 1,
+          retryMaxTimes: spec.retryMaxTimes,
+          brokerId: 0,
+          whichBrokerWhenConsumeSlowly: 1,
+          notifyConsumerIdsChangedEnable: true,
+        },
+        timeoutMs: this.#timeoutMs,
+      });
+      expectSuccess(`creating group ${spec.group}`, answer);
+    }
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The part of `rocketmq-client-nodejs` oncemq calls, typed here so that the package stays an
+ * optional peer, loaded only when a RocketMQ transport opens.
+ */
+import { ConfigError } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { guardTelemetry } from './telemetry-guard.js';
+
+/** A received message (`MessageView`); `receiptHandle` is replaced by each visibility change. */
+export interface MessageViewLike {
+  readonly messageId: string;
+  readonly topic: string;
+  readonly body: Buffer;
+  readonly messageGroup?: string | undefined;
+  readonly keys: string[];
+  readonly bornTimestamp?: Date | undefined;
+  readonly deliveryAttempt?: number | undefined;
+  readonly receiptHandle: string;
+  readonly offset?: number | undefined;
+  readonly properties: Map<string, string>;
+}
+
+/** A message to send (`MessageOptions`). */
+export interface SendMessageLike {
+  topic: string;
+  body: Buffer;
+  keys?: string[];
+  messageGroup?: string;
+  properties?: Map<string, string>;
+  delay?: number;
+}
+
+export interface SendReceiptLike {
+  readonly messageId: string;
+  readonly offset?: number | undefined;
+}
+
+/** A transaction of one half message (`Transaction`). */
+export interface TransactionLike {
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+}
+
+export interface ProducerLike {
+  startup(): Promise<void>;
+  shutdown(): Promise<void>;
+  send(message: SendMessageLike, transaction?: TransactionLike): Promise<SendReceiptLike>;
+  beginTransaction(): TransactionLike;
+}
+
+export interface SimpleConsumerLike {
+  startup(): Promise<void>;
+  shutdown(): Promise<void>;
+  receive(maxMessageNum: number, invisibleDurationMs: number): Promise<MessageViewLike[]>;
+  ack(message: MessageViewLike): Promise<void>;
+  changeInvisibleDuration(message: MessageViewLike, invisibleDurationMs: number): Promise<void>;
+}
+
+/** The client's logger shape (`ILogger`). */
+export interface ClientLoggerLike {
+  info(...args: unknown[]): void;
+  warn(...args: unknown[]): void;
+  error(...args: unknown[]): void;
+  debug(...args: unknown[]): void;
+}
+
+interface ClientOptions {
+  endpoints: string;
+  namespace: string;
+  requestTimeout: number;
+  logger: ClientLoggerLike;
+}
+
+/** `TransactionResolution` of the client's protocol: unspecified (no answer yet), commit, rollback. */
+export const TransactionResolution = Object.freeze({ UNKNOWN: 0, COMMIT: 1, ROLLBACK: 2 });
+
+export interface RocketMQDriver {
+  producer(
+    options: ClientOptions & {
+      topics?: string[];
+      maxAttempts?: number;
+      checker?: { check(message: MessageViewLike): Promise<number> };
+    },
+    logger: Logger,
+  ): ProducerLike;
+  simpleConsumer(
+    options: ClientOptions & {
+      consumerGroup: string;
+      subscriptions: Map<string, string>;
+      awaitDuration: number;
+    },
+    logger: Logger,
+  ): SimpleConsumerLike;
+}
+
+interface ClientModule {
+  Producer: new (options: object) => ProducerLike;
+  SimpleConsumer: new (options: object) => SimpleConsumerLike;
+}
+
+const INSTALL = 'npm install rocketmq-client-nodejs@1.0.8';
+
+/** Loads `rocketmq-client-nodejs` when a RocketMQ transport opens (oncemq itself loads no driver). */
+export async function loadRocketMQDriver(): Promise<RocketMQDriver> {
+  let client: ClientModule;
+  try {
+    const loaded = (await import('rocketmq-client-nodejs')) as ClientModule & { default?: ClientModule };
+    client = loaded.default ?? loaded;
+  } catch (error) {
+    throw new ConfigError('url', `the RocketMQ transport needs the RocketMQ client (${INSTALL})`, {
+      cause: error,
+    });
+  }
+  return {
+    producer: (options, logger) => guardTelemetry(new client.Producer(options), logger),
+    simpleConsumer: (options, logger) => guardTelemetry(new client.SimpleConsumer(options), logger),
+  };
+}
+
+/** The client logs through oncemq's logger at debug level (its own default writes to ~/logs). */
+export function clientLogger(logger: Logger): ClientLoggerLike {
+  const write =
+    (level: string) =>
+    (...args: unknown[]): void => {
+      logger.debug(`rocketmq-client: ${args.map(String).join(' ')}`, { level });
+    };
+  return { info: write('info'), warn: write('warn'), error: write('error'), debug: write('debug') };
+}

@@ -1,0 +1,264 @@
+import { randomUUID } from 'node:crypto';
+import { parseDuration } from '../../core/duration.js';
+import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
+import { OrderingGate } from '../../consumer/ordering-gate.js';
+import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { validateGroup } from '../../core/group.js';
+import {
+  DEFAULT_SUBSCRIBE_OPTIONS,
+  toProcessor,
+  type OutgoingMessage,
+  type Processor,
+  type ProcessorLike,
+  type PublishReceipt,
+  type SubscribeOptions,
+  type Transport,
+  type TransportCapabilities,
+} from '../transport.js';
+import {
+  MIN_INVISIBLE_MS,
+  resolveRocketMQSettings,
+  RETRY_MAX_TIMES_GRACE,
+  ROCKETMQ_DEFAULT_RETRY_MAX_TIMES,
+  wholeNumber,
+  type RocketMQSettings,
+  type RocketMQTransportConfig,
+} from './rocketmq-config.js';
+import { RocketMQDeadLetters } from './rocketmq-dead-letters.js';
+import { clientLogger, loadRocketMQDriver, type RocketMQDriver } from './rocketmq-driver.js';
+import { validRocketMQGroup, validRocketMQTopic } from './rocketmq-names.js';
+import { RocketMQPublisher } from './rocketmq-publisher.js';
+import { RocketMQSubscription } from './rocketmq-subscription.js';
+import { RocketMQTopology } from './rocketmq-topology.js';
+import {
+  RocketMQTransactionProducer,
+  type RocketMQTransactionProducerConfig,
+} from './rocketmq-transaction-producer.js';
+import { UnchargedRetries } from './uncharged-retries.js';
+
+interface Open {
+  readonly driver: RocketMQDriver;
+  readonly topology: RocketMQTopology;
+  readonly publisher: RocketMQPublisher;
+}
+
+/** The retry policy's most reconsumes, when the processor is a pipeline. */
+function policyReconsumes(processor: Processor): number | undefined {
+  const retry = (processor as { readonly retry?: { readonly maxReconsumeTimes?: unknown } }).retry;
+  return typeof retry?.maxReconsumeTimes === 'number' ? retry.maxReconsumeTimes : undefined;
+}
+
+/** Resolves `work` or fails after `ms` (a SimpleConsumer of a group the proxy refuses never starts). */
+async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new TransportUnavailableError(`RocketMQ: ${what} did not finish in ${ms} ms`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * RocketMQ 5 through its gRPC proxy (`rocketmq-client-nodejs`): a `SimpleConsumer` per member,
+ * messages kept invisible while their handler runs, acked after the outcome, retried by the broker's
+ * own redelivery after the retry's delay, dead letters in `%DLQ%<group>`; FIFO topics and orderly
+ * groups for per-key order; transactional (half) messages with check-back.
+ */
+export class RocketMQTransport implements Transport {
+  readonly name = 'rocketmq';
+  readonly deadLetters: RocketMQDeadLetters;
+  readonly #settings: RocketMQSettings;
+  readonly #subscriptions = new Set<RocketMQSubscription>();
+  readonly #producers = new Set<RocketMQTransactionProducer>();
+  #opening: Promise<Open> | undefined;
+  #closed = false;
+
+  constructor(config: RocketMQTransportConfig = {}) {
+    this.#settings = resolveRocketMQSettings(config);
+    this.deadLetters = new RocketMQDeadLetters(async () => {
+      const open = await this.#open();
+      return { topology: open.topology, publisher: open.publisher, fifo: this.#settings.fifo };
+    });
+  }
+
+  get capabilities(): TransportCapabilities {
+    return Object.freeze({
+      delay: true,
+      deadLetter: true,
+      ordering: this.#settings.fifo,
+      brokerDedupWindowMs: 0,
+      halfMessages: true,
+      batch: true,
+      keepAlive: true,
+    });
+  }
+
+  /** The proxy endpoint and name server this transport uses. */
+  get endpoints(): { readonly endpoints: string; readonly nameServer: string } {
+    return { endpoints: this.#settings.endpoints, nameServer: this.#settings.nameServer };
+  }
+
+  /** Loads the client. Idempotent; the other methods call it. */
+  async init(): Promise<void> {
+    await this.#open();
+  }
+
+  #open(): Promise<Open> {
+    if (this.#closed) return Promise.reject(new ClosedError('RocketMQ transport'));
+    this.#opening ??= (async () => {
+      const driver = await loadRocketMQDriver();
+      const topology = new RocketMQTopology(this.#settings);
+      return { driver, topology, publisher: new RocketMQPublisher(driver, this.#settings, topology) };
+    })().catch((error: unknown) => {
+      this.#opening = undefined;
+      throw error;
+    });
+    return this.#opening;
+  }
+
+  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    const topic = validRocketMQTopic(message.topic);
+    const open = await this.#open();
+    const properties: Record<string, string> = { ...message.headers };
+    if (message.key !== undefined) properties[KEY_HEADER] = message.key;
+    const orderingKey = message.orderingKey ?? message.headers?.[ORDERING_KEY_HEADER];
+    if (orderingKey !== undefined) properties[ORDERING_KEY_HEADER] = orderingKey;
+    const receipt = await open.publisher.send({
+      topic,
+      body: Buffer.from(encodeBody(message.body)),
+      properties,
+      keys: message.key === undefined ? [] : [message.key],
+      // On a FIFO topic every message has a message group: its ordering key, else one of its own.
+      messageGroup: this.#settings.fifo ? (orderingKey ?? randomUUID()) : undefined,
+    });
+    return {
+      brokerId: receipt.messageId,
+      topic,
+      messageId: receipt.messageId,
+      ...(receipt.offset === undefined ? {} : { position: { offset: receipt.offset } }),
+    };
+  }
+
+  async subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options: SubscribeOptions = {},
+  ): Promise<RocketMQSubscription> {
+    validRocketMQGroup(validateGroup(group));
+    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
+    for (const topic of topics) validRocketMQTopic(topic);
+    if (options.ordering !== undefined && !this.#settings.fifo) {
+      throw new ConfigError(
+        'ordering',
+        'per-key order on RocketMQ needs FIFO topics and an orderly group: create the transport with fifo: true',
+      );
+    }
+    const target = toProcessor(processor);
+    const concurrency = wholeNumber(
+      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+      1,
+      'concurrency',
+    );
+    const batchSize =
+      target.processBatch === undefined || options.ordering !== undefined
+        ? 1
+        : wholeNumber(options.batchSize ?? concurrency, 1, 'batchSize');
+    if (batchSize > concurrency) {
+      throw new ConfigError(
+        'batchSize',
+        `${batchSize} is more than concurrency ${concurrency}; a batch is held at once`,
+      );
+    }
+    const visibilityMs = parseDuration(
+      options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility,
+      'visibility',
+    );
+    if (visibilityMs < MIN_INVISIBLE_MS)
+      throw new ConfigError('visibility', 'must be at least 1s (RocketMQ counts invisibility in seconds)');
+    const open = await this.#open();
+    const settings = this.#settings;
+    for (const topic of topics) await open.topology.topic(topic);
+    const retryMaxTimes =
+      settings.retryMaxTimes ??
+      (policyReconsumes(target) ?? ROCKETMQ_DEFAULT_RETRY_MAX_TIMES) + RETRY_MAX_TIMES_GRACE;
+    await open.topology.group(group, retryMaxTimes);
+    const consumer = open.driver.simpleConsumer(
+      {
+        endpoints: settings.endpoints,
+        namespace: settings.namespace,
+        requestTimeout: settings.requestTimeoutMs,
+        logger: clientLogger(settings.logger),
+        consumerGroup: group,
+        subscriptions: new Map(topics.map((topic) => [topic, '*'])),
+        awaitDuration: settings.longPollMs,
+      },
+      settings.logger,
+    );
+    try {
+      await within(
+        settings.requestTimeoutMs * 3,
+        `starting a consumer of group ${group}`,
+        consumer.startup(),
+      );
+    } catch (error) {
+      await consumer.shutdown().catch(() => undefined);
+      throw new TransportUnavailableError(
+        `RocketMQ: cannot start a consumer of group ${group}: ${errorText(error)}`,
+        { cause: error },
+      );
+    }
+    const subscription = new RocketMQSubscription(group, topics, {
+      ctx: {
+        group,
+        consumer,
+        publisher: open.publisher,
+        uncharged: new UnchargedRetries(),
+        visibilityMs,
+        failureBackoffMs: settings.failureBackoffMs,
+        logger: settings.logger,
+      },
+      processor: target,
+      concurrency,
+      batchSize,
+      gate:
+        options.ordering === undefined
+          ? undefined
+          : new OrderingGate(target, { ...options.ordering, concurrency, logger: settings.logger }),
+    });
+    this.#subscriptions.add(subscription);
+    subscription.onClose = () => this.#subscriptions.delete(subscription);
+    subscription.start();
+    return subscription;
+  }
+
+  /**
+   * A producer of transactional (half) messages, as the local broker's `createTransactionProducer`:
+   * its `check` answers the broker's check-backs of the halves left undecided.
+   */
+  async createTransactionProducer(
+    config: RocketMQTransactionProducerConfig,
+  ): Promise<RocketMQTransactionProducer> {
+    const open = await this.#open();
+    const producer = new RocketMQTransactionProducer(open.driver, this.#settings, open.topology, config);
+    await producer.start();
+    this.#producers.add(producer);
+    return producer;
+  }
+
+  /** Closes every subscription (each drains), the transaction producers, then the producer. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
+    await Promise.all([...this.#producers].map((producer) => producer.close()));
+    const open = await this.#opening?.catch(() => undefined);
+    await open?.publisher.close();
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * Keeps a dropped connection from ending the process. `rocketmq-client-nodejs` 1.0.8 renews its
+ * telemetry stream after both its `error` and its `end`, so two streams can be open at once; when the
+ * older one fails, the client's handler releases the newer one with `removeAllListeners()`, and the
+ * newer one's own failure then has no `error` listener: Node throws it as an uncaught exception.
+ * Every telemetry stream of a guarded client keeps one `error` listener that survives that release
+ * and hands the error to oncemq's logger; the client renews the stream as before.
+ */
+import { errorText } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+
+interface StreamLike {
+  on(event: 'error', listener: (error: unknown) => void): unknown;
+  removeAllListeners(event?: string | symbol): unknown;
+}
+
+interface TelemetryClient {
+  createTelemetryStream?: (...args: unknown[]) => StreamLike;
+}
+
+/** Wraps `client.createTelemetryStream` so that no stream it makes is ever without an `error` listener. */
+export function guardTelemetry<T extends object>(client: T, logger: Logger): T {
+  const target = client as TelemetryClient;
+  const create = target.createTelemetryStream?.bind(client);
+  if (create === undefined) return client;
+  target.createTelemetryStream = (...args: unknown[]): StreamLike => {
+    const stream = create(...args);
+    const guard = (error: unknown): void => {
+      logger.debug('oncemq: a RocketMQ telemetry stream failed; the client opens another', {
+        error: errorText(error),
+      });
+    };
+    stream.on('error', guard);
+    const removeAll = stream.removeAllListeners.bind(stream);
+    stream.removeAllListeners = (event?: string | symbol): unknown => {
+      const result = removeAll(event);
+      stream.on('error', guard);
+      return result;
+    };
+    return stream;
+  };
+  return client;
+}
