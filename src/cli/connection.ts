@@ -1,5 +1,5 @@
 /** The services the CLI, the benchmarks and the tests connect to. */
-export type ServiceName = 'postgres' | 'mysql' | 'redis' | 'rabbitmq' | 'nats';
+export type ServiceName = 'postgres' | 'mysql' | 'redis' | 'rabbitmq' | 'nats' | 'kafka';
 
 export interface ServiceConnection {
   /** Environment variable that overrides the default URL. */
@@ -14,6 +14,7 @@ export const SERVICE_CONNECTIONS: Readonly<Record<ServiceName, ServiceConnection
   redis: { variable: 'ONCEMQ_REDIS_URL', defaultUrl: 'redis://127.0.0.1:6379' },
   rabbitmq: { variable: 'ONCEMQ_RABBITMQ_URL', defaultUrl: 'amqp://guest:guest@127.0.0.1:5672' },
   nats: { variable: 'ONCEMQ_NATS_URL', defaultUrl: 'nats://127.0.0.1:4222' },
+  kafka: { variable: 'ONCEMQ_KAFKA_URL', defaultUrl: 'kafka://127.0.0.1:9092' },
 });
 
 /** Where a resolved URL came from, for messages. */
