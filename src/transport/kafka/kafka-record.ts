@@ -31,7 +31,8 @@ export function writeHeaders(headers: Readonly<Record<string, string>>): Map<Buf
 
 /** The value of a record; a tombstone (no value) as no bytes, whatever the client's types say. */
 export function bytesOf(message: KafkaMessage): Buffer {
-  return (message.value) ?? Buffer.alloc(0);
+  const value: unknown = message.value;
+  return Buffer.isBuffer(value) ? value : Buffer.alloc(0);
 }
 
 /** When a copy in a retry topic is due, in milliseconds since the epoch (0: at once). */
