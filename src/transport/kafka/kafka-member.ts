@@ -38,6 +38,8 @@ export class KafkaMember {
   #partitions = new Map<string, PartitionOffsets>();
   #pumpScheduled = false;
   #resetting = false;
+  /** Disconnects before this time come from the member closing its own stream's connections. */
+  #quietUntil = 0;
   /** Partitions the group currently assigns this member (`undefined` until the first assignment). */
   #assigned: Set<string> | undefined;
   #inFlight = 0;
@@ -67,7 +69,7 @@ export class KafkaMember {
    * unacknowledged deliveries of a lost connection.
    */
   async #connectionLost(): Promise<void> {
-    if (this.#closing || this.#resetting) return;
+    if (this.#closing || this.#resetting || Date.now() < this.#quietUntil) return;
     this.#resetting = true;
     try {
       this.#partitions = new Map();
@@ -100,7 +102,9 @@ export class KafkaMember {
   async #reopen(failed: MessagesStream<Buffer, Buffer, Buffer, Buffer>): Promise<void> {
     if (this.#stream !== failed || this.#closing) return;
     this.#stream = undefined;
+    this.#quietUntil = Number.POSITIVE_INFINITY;
     await failed.close().catch(() => undefined);
+    this.#quietUntil = Date.now() + 1000;
     for (let first = true; !this.#closing; first = false) {
       if (!first) await sleep(this.#init.failureBackoffMs);
       try {

@@ -65,6 +65,30 @@ export class KafkaTopology {
         });
       }
     }
+    await this.#waitForLeaders(topic);
     this.#known.add(topic);
+  }
+
+  /**
+   * Waits until every partition of a new topic has a leader: a group that joins before would be
+   * assigned none of them and, with this client, not rebalance when they appear.
+   */
+  async #waitForLeaders(topic: string): Promise<void> {
+    const deadline = Date.now() + this.settings.timeoutMs;
+    for (;;) {
+      try {
+        const metadata = await this.admin.metadata({ topics: [topic], forceUpdate: true });
+        const partitions = metadata.topics.get(topic)?.partitions ?? [];
+        if (partitions.length > 0 && partitions.every((partition) => partition.leader >= 0)) return;
+      } catch {
+        // Not known yet: asked again below.
+      }
+      if (Date.now() > deadline) {
+        throw new TransportUnavailableError(
+          `kafka: topic '${topic}' has no leader after ${this.settings.timeoutMs}ms`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 }
