@@ -21,13 +21,33 @@ export interface KafkaRecordOut {
  * every in-sync replica (`acks=all`).
  */
 export class KafkaPublisher {
+  /** The last send to each topic: sends to one topic go one after another (see {@link send}). */
+  readonly #lastSend = new Map<string, Promise<unknown>>();
+
   constructor(
     readonly producer: Producer,
     readonly topology: KafkaTopology,
   ) {}
 
-  /** Stores one record; the receipt names its partition and offset. */
-  async send(record: KafkaRecordOut): Promise<PublishReceipt & { partition: number; offset: bigint }> {
+  /**
+   * Stores one record; the receipt names its partition and offset. Sends to one topic go one after
+   * another: `@platformatic/kafka`'s idempotent producer numbers the batches of a partition as it
+   * sends them, and two sends in flight at once to one partition were seen to come back
+   * OUT_OF_ORDER_SEQUENCE_NUMBER, after which every later send to it failed the same way.
+   */
+  send(record: KafkaRecordOut): Promise<PublishReceipt & { partition: number; offset: bigint }> {
+    const previous = this.#lastSend.get(record.topic) ?? Promise.resolve();
+    const next = previous.catch(() => undefined).then(() => this.#send(record));
+    this.#lastSend.set(record.topic, next);
+    void next
+      .finally(() => {
+        if (this.#lastSend.get(record.topic) === next) this.#lastSend.delete(record.topic);
+      })
+      .catch(() => undefined);
+    return next;
+  }
+
+  async #send(record: KafkaRecordOut): Promise<PublishReceipt & { partition: number; offset: bigint }> {
     await this.topology.ensure(record.topic);
     let result;
     try {
