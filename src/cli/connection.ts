@@ -1,5 +1,5 @@
 /** The services the CLI, the benchmarks and the tests connect to. */
-export type ServiceName = 'postgres' | 'mysql' | 'redis' | 'rabbitmq' | 'nats' | 'rocketmq';
+export type ServiceName = 'postgres' | 'mysql' | 'redis' | 'rabbitmq' | 'nats' | 'rocketmq' | 'kafka';
 
 export interface ServiceConnection {
   /** Environment variable that overrides the default URL. */
@@ -15,6 +15,7 @@ export const SERVICE_CONNECTIONS: Readonly<Record<ServiceName, ServiceConnection
   rabbitmq: { variable: 'ONCEMQ_RABBITMQ_URL', defaultUrl: 'amqp://guest:guest@127.0.0.1:5672' },
   nats: { variable: 'ONCEMQ_NATS_URL', defaultUrl: 'nats://127.0.0.1:4222' },
   rocketmq: { variable: 'ONCEMQ_ROCKETMQ_URL', defaultUrl: 'rocketmq://127.0.0.1:8081' },
+  kafka: { variable: 'ONCEMQ_KAFKA_URL', defaultUrl: 'kafka://127.0.0.1:9092' },
 });
 
 /** Where a resolved URL came from, for messages. */

@@ -26,6 +26,8 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
     (await import('../transport/nats/nats-tool.js')).openNatsForTool(resolveServiceUrl('nats', url).url),
   rabbitmq: async (options) =>
     (await import('../transport/rabbitmq/rabbit-tool.js')).openRabbitForTool(options),
+  kafka: async ({ url }) =>
+    (await import('../transport/kafka/kafka-tool.js')).openKafkaForTool(resolveServiceUrl('kafka', url).url),
   'redis-streams': async ({ url }) =>
     (await import('../transport/redis-streams/redis-streams-tool.js')).openRedisStreamsForTool(url),
   rocketmq: async ({ url }) =>

@@ -29,6 +29,7 @@ describe('service URL resolution', () => {
       'ONCEMQ_REDIS_URL',
       'ONCEMQ_RABBITMQ_URL',
       'ONCEMQ_NATS_URL',
+      'ONCEMQ_KAFKA_URL',
     ]);
     expect(resolveServiceUrl('redis', undefined, {}).url).toBe('redis://127.0.0.1:6379');
   });

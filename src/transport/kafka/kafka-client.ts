@@ -1,0 +1,133 @@
+import type { Admin, Consumer, ConsumerOptions, Producer, ProducerOptions } from '@platformatic/kafka';
+import { ConfigError } from '../../core/errors.js';
+import type { KafkaBrokerAddress, KafkaSettings } from './kafka-config.js';
+
+const INSTALL = 'npm install @platformatic/kafka@1';
+
+/** The classes oncemq takes from `@platformatic/kafka`. */
+export interface KafkaDriver {
+  readonly Producer: typeof Producer;
+  readonly Consumer: typeof Consumer;
+  readonly Admin: typeof Admin;
+}
+
+/** Loads `@platformatic/kafka` when a Kafka transport opens (oncemq itself loads no driver). */
+export async function loadKafkaDriver(): Promise<KafkaDriver> {
+  try {
+    const kafka = await import('@platformatic/kafka');
+    return { Producer: kafka.Producer, Consumer: kafka.Consumer, Admin: kafka.Admin };
+  } catch (error) {
+    throw new ConfigError('url', `the Kafka transport needs the Kafka client package (${INSTALL})`, {
+      cause: error,
+    });
+  }
+}
+
+/** The part of the client's connection pool that picks where to dial. */
+interface PoolLike {
+  get(broker: KafkaBrokerAddress, callback: unknown): unknown;
+  getFirstAvailable(brokers: readonly KafkaBrokerAddress[], callback: unknown): unknown;
+}
+
+function symbolNamed(target: object, description: string): symbol | undefined {
+  for (
+    let proto: object | null = target;
+    proto !== null;
+    proto = Object.getPrototypeOf(proto) as object | null
+  ) {
+    const found = Object.getOwnPropertySymbols(proto).find((symbol) => symbol.description === description);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+function mapPool(pool: PoolLike, map: (broker: KafkaBrokerAddress) => KafkaBrokerAddress): PoolLike {
+  const get = pool.get.bind(pool);
+  const getFirstAvailable = pool.getFirstAvailable.bind(pool);
+  pool.get = (broker, callback) => get(map(broker), callback);
+  pool.getFirstAvailable = (brokers, callback) => getFirstAvailable(brokers.map(map), callback);
+  return pool;
+}
+
+/**
+ * Makes every connection of `client` (its own pool, and the pools its message streams create) dial
+ * the mapped address of a broker: `@platformatic/kafka` has no option for it, so its connection pools
+ * are wrapped where the client creates them.
+ */
+function dialMapped<T extends object>(client: T, addresses: ReadonlyMap<string, KafkaBrokerAddress>): T {
+  if (addresses.size === 0) return client;
+  const map = (broker: KafkaBrokerAddress): KafkaBrokerAddress =>
+    addresses.get(`${broker.host}:${broker.port}`) ?? broker;
+  const connections = symbolNamed(client, 'plt.kafka.base.connections');
+  const create = symbolNamed(client, 'plt.kafka.base.createConnectionPool');
+  const record = client as unknown as Record<symbol, unknown>;
+  const createPool = create === undefined ? undefined : record[create];
+  if (connections === undefined || create === undefined || typeof createPool !== 'function') {
+    throw new ConfigError(
+      'brokerAddresses',
+      'this version of @platformatic/kafka does not let oncemq choose where to dial; remove brokerAddresses',
+    );
+  }
+  mapPool(record[connections] as PoolLike, map);
+  record[create] = (context: unknown): PoolLike =>
+    mapPool((createPool as (context: unknown) => PoolLike).call(client, context), map);
+  return client;
+}
+
+function base(settings: KafkaSettings): {
+  clientId: string;
+  bootstrapBrokers: string[];
+  timeout: number;
+  requestTimeout: number;
+  retries: number;
+  retryDelay: number;
+} {
+  const bootstrap = settings.brokers.map((broker) => {
+    const dial = settings.brokerAddresses.get(`${broker.host}:${broker.port}`) ?? broker;
+    return `${dial.host}:${dial.port}`;
+  });
+  return {
+    clientId: settings.clientId,
+    bootstrapBrokers: bootstrap,
+    timeout: settings.timeoutMs,
+    requestTimeout: settings.timeoutMs,
+    retries: 10,
+    retryDelay: 250,
+  };
+}
+
+/** The idempotent producer: acks from every in-sync replica, one session's resends dropped by the broker. */
+export function createProducer(driver: KafkaDriver, settings: KafkaSettings): Producer {
+  const options: ProducerOptions<Buffer, Buffer, Buffer, Buffer> = {
+    ...base(settings),
+    idempotent: true,
+    acks: -1,
+    autocreateTopics: false,
+  };
+  return dialMapped(new driver.Producer(options), settings.brokerAddresses);
+}
+
+/** A group member's consumer; offsets are committed by oncemq only. */
+export function createConsumer(
+  driver: KafkaDriver,
+  settings: KafkaSettings,
+  groupId: string,
+  instanceId?: string,
+): Consumer {
+  const options: ConsumerOptions<Buffer, Buffer, Buffer, Buffer> = {
+    ...base(settings),
+    groupId,
+    autocommit: false,
+    sessionTimeout: settings.sessionTimeoutMs,
+    heartbeatInterval: settings.heartbeatMs,
+    rebalanceTimeout: Math.max(settings.sessionTimeoutMs, 30_000),
+    maxWaitTime: 200,
+    ...(instanceId === undefined ? {} : { groupInstanceId: instanceId }),
+  };
+  return dialMapped(new driver.Consumer(options), settings.brokerAddresses);
+}
+
+/** The admin client: topics are listed and created through it. */
+export function createAdmin(driver: KafkaDriver, settings: KafkaSettings): Admin {
+  return dialMapped(new driver.Admin(base(settings)), settings.brokerAddresses);
+}

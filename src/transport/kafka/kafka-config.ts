@@ -1,0 +1,207 @@
+import { hostname } from 'node:os';
+import { parseDuration, type Duration } from '../../core/duration.js';
+import { ConfigError } from '../../core/errors.js';
+import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
+import { KafkaNames } from './kafka-names.js';
+
+export interface KafkaTransportConfig {
+  /**
+   * The bootstrap brokers as a URL, `kafka://host:9092` (several: `kafka://h1:9092,h2:9092`). One of
+   * `url` and `brokers` is required.
+   */
+  readonly url?: string;
+  /** The bootstrap brokers, `host:port` each; used instead of `url`. */
+  readonly brokers?: readonly string[];
+  /** The Kafka client id of every connection. @default 'oncemq' */
+  readonly clientId?: string;
+  /** First word of the group's retry and dead-letter topics: `<prefix>.<group>.retry.<delayMs>`, `<prefix>.<group>.dlt`. @default 'oncemq' */
+  readonly prefix?: string;
+  /**
+   * `create`: missing topics (published to, subscribed, retry tiers, dead-letter topics) are created
+   * with `partitions` partitions. `check`: nothing is created; a missing topic is a `ConfigError`
+   * naming it (what the CLI tools use). @default 'create'
+   */
+  readonly topology?: 'create' | 'check';
+  /** Partitions of the topics the transport creates. @default 4 */
+  readonly partitions?: number;
+  /** Longest wait for one request (a publish's confirm, a commit). @default '10s' */
+  readonly timeout?: Duration;
+  /** Wait before a delivery whose processor threw, or whose settle failed, is processed again. @default '1s' */
+  readonly failureBackoff?: Duration;
+  /** How often a subscription looks for retry tiers its group's other members created. @default '5s' */
+  readonly retryDiscoveryInterval?: Duration;
+  /** The group session timeout: a member silent this long leaves the group. @default '10s' */
+  readonly sessionTimeout?: Duration;
+  /** Heartbeats to the group coordinator, sent apart from processing. @default '1s' */
+  readonly heartbeatInterval?: Duration;
+  /**
+   * Addresses to dial instead of the ones the brokers advertise, `advertised host:port` → `host:port`
+   * (a TCP proxy, a tunnel, a port forward). Kafka clients connect to the address each broker
+   * advertises in its metadata, not to the bootstrap address: without this, a client given a proxy as
+   * bootstrap reaches the brokers around it. @default none
+   */
+  readonly brokerAddresses?: Readonly<Record<string, string>>;
+  /** @default silent */
+  readonly logger?: Logger;
+}
+
+export const DEFAULT_KAFKA_TRANSPORT_CONFIG = Object.freeze({
+  clientId: 'oncemq',
+  prefix: 'oncemq',
+  topology: 'create',
+  partitions: 4,
+  timeout: '10s',
+  failureBackoff: '1s',
+  retryDiscoveryInterval: '5s',
+  sessionTimeout: '10s',
+  heartbeatInterval: '1s',
+} as const);
+
+/** A broker address. */
+export interface KafkaBrokerAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The configuration, checked, in milliseconds. */
+export interface KafkaSettings {
+  readonly brokers: readonly KafkaBrokerAddress[];
+  readonly clientId: string;
+  readonly names: KafkaNames;
+  readonly topology: 'create' | 'check';
+  readonly partitions: number;
+  readonly timeoutMs: number;
+  readonly failureBackoffMs: number;
+  readonly retryDiscoveryMs: number;
+  readonly sessionTimeoutMs: number;
+  readonly heartbeatMs: number;
+  readonly brokerAddresses: ReadonlyMap<string, KafkaBrokerAddress>;
+  readonly logger: Logger;
+}
+
+function wholeNumber(value: number, field: string, min: number): number {
+  if (!Number.isInteger(value) || value < min) {
+    throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
+  }
+  return value;
+}
+
+function duration(value: Duration, field: string, minMs: number): number {
+  const ms = parseDuration(value, field);
+  if (ms < minMs) throw new ConfigError(field, `must be at least ${minMs}ms, got ${ms}ms`);
+  return Math.round(ms);
+}
+
+/** Parses `host:port` (a bare host takes port 9092). */
+export function parseBrokerAddress(text: string, field: string): KafkaBrokerAddress {
+  const match = /^\[?([^\]\s/]+?)\]?(?::(\d{1,5}))?$/.exec(text.trim());
+  const port = Number(match?.[2] ?? 9092);
+  if (match === null || port < 1 || port > 65535) {
+    throw new ConfigError(field, `${JSON.stringify(text)} is not host:port`);
+  }
+  return { host: match[1] as string, port };
+}
+
+/** The bootstrap brokers of a `kafka://h1:9092,h2:9092` URL. */
+export function brokersOfUrl(url: string): KafkaBrokerAddress[] {
+  const match = /^kafka:\/\/([^/?#]+)\/?(?:[?#].*)?$/.exec(url);
+  if (match === null) {
+    throw new ConfigError(
+      'url',
+      `${JSON.stringify(url)} is not a Kafka URL; use kafka://host:9092[,host:9092]`,
+    );
+  }
+  return (match[1] as string).split(',').map((part) => parseBrokerAddress(part, 'url'));
+}
+
+/** Checks a configuration and freezes it; a bad value fails here, at construction. */
+export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSettings {
+  const d = DEFAULT_KAFKA_TRANSPORT_CONFIG;
+  let brokers: KafkaBrokerAddress[];
+  if (config.brokers !== undefined && config.brokers.length > 0) {
+    brokers = config.brokers.map((broker) => parseBrokerAddress(broker, 'brokers'));
+  } else if (typeof config.url === 'string') {
+    brokers = brokersOfUrl(config.url);
+  } else {
+    throw new ConfigError('url', 'pass { url: "kafka://host:9092" } or { brokers: ["host:9092"] }');
+  }
+  const topology: string = config.topology ?? d.topology;
+  if (topology !== 'create' && topology !== 'check') {
+    throw new ConfigError('topology', `expected 'create' or 'check', got ${JSON.stringify(topology)}`);
+  }
+  const clientId = config.clientId ?? d.clientId;
+  if (!/^[A-Za-z0-9._-]{1,100}$/.test(clientId)) {
+    throw new ConfigError(
+      'clientId',
+      `${JSON.stringify(clientId)} must be 1 to 100 letters, digits, '.', '_' or '-'`,
+    );
+  }
+  const brokerAddresses = new Map<string, KafkaBrokerAddress>();
+  for (const [advertised, dial] of Object.entries(config.brokerAddresses ?? {})) {
+    const from = parseBrokerAddress(advertised, 'brokerAddresses');
+    brokerAddresses.set(`${from.host}:${from.port}`, parseBrokerAddress(dial, 'brokerAddresses'));
+  }
+  return Object.freeze({
+    brokers,
+    clientId,
+    names: new KafkaNames(config.prefix ?? d.prefix),
+    topology,
+    partitions: wholeNumber(config.partitions ?? d.partitions, 'partitions', 1),
+    timeoutMs: duration(config.timeout ?? d.timeout, 'timeout', 1),
+    failureBackoffMs: duration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff', 1),
+    retryDiscoveryMs: duration(
+      config.retryDiscoveryInterval ?? d.retryDiscoveryInterval,
+      'retryDiscoveryInterval',
+      10,
+    ),
+    sessionTimeoutMs: duration(config.sessionTimeout ?? d.sessionTimeout, 'sessionTimeout', 1000),
+    heartbeatMs: duration(config.heartbeatInterval ?? d.heartbeatInterval, 'heartbeatInterval', 10),
+    brokerAddresses,
+    logger: config.logger ?? SILENT_LOGGER,
+  });
+}
+
+/**
+ * Options of {@link KafkaTransport.subscribe}: the transport contract's, read the Kafka way.
+ * - `concurrency`: records of this member in flight at once, across its partitions and within one. @default 16
+ * - `batchSize`: most records of one fetch handed to `processBatch` at once. @default the concurrency
+ * - `visibility`: not used — Kafka holds a partition, not a record, for its member (see the docs).
+ * - `consumerName`: the member's static group instance id (`group.instance.id`): a restarted member
+ *   with the same name gets its partitions back without a rebalance. @default none (dynamic member)
+ * - `ordering`: refused (see the docs).
+ */
+export type KafkaSubscribeOptions = SubscribeOptions;
+
+/** The subscribe options, checked. */
+export interface KafkaSubscribeSettings {
+  readonly concurrency: number;
+  readonly batchSize: number;
+  readonly instanceId: string | undefined;
+  /** A name for logs. */
+  readonly memberName: string;
+}
+
+let members = 0;
+
+/** Checks subscribe options. */
+export function resolveKafkaSubscribeSettings(options: KafkaSubscribeOptions): KafkaSubscribeSettings {
+  const concurrency = wholeNumber(
+    options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+    'concurrency',
+    1,
+  );
+  const instanceId = options.consumerName;
+  if (instanceId !== undefined && (typeof instanceId !== 'string' || !/^\S{1,200}$/.test(instanceId))) {
+    throw new ConfigError(
+      'consumerName',
+      `expected 1 to 200 characters without spaces, got ${JSON.stringify(instanceId)}`,
+    );
+  }
+  return Object.freeze({
+    concurrency,
+    batchSize: wholeNumber(options.batchSize ?? concurrency, 'batchSize', 1),
+    instanceId,
+    memberName: instanceId ?? `${hostname()}:${process.pid}:${++members}`,
+  });
+}

@@ -1,0 +1,281 @@
+import type { Consumer, MessagesStream } from '@platformatic/kafka';
+import { errorText } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import { PartitionOffsets } from './partition-offsets.js';
+import { dueAt, readHeaders, type KafkaMessage } from './kafka-record.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What a member needs: its consumer, what it reads, how many at once, and who settles the records. */
+export interface KafkaMemberInit {
+  readonly consumer: Consumer;
+  readonly topics: readonly string[];
+  readonly concurrency: number;
+  /** Most records handed to `settle` at once. */
+  readonly batchSize: number;
+  /** A retry tier: each record waits in order until its due time. */
+  readonly delayed: boolean;
+  /**
+   * Processes records and settles each outcome at the broker (a retry or dead-letter copy confirmed);
+   * resolves when all are settled. A rejection leaves them unfinished: they are processed again.
+   */
+  readonly settle: (messages: readonly KafkaMessage[]) => Promise<void>;
+  readonly failureBackoffMs: number;
+  readonly logger: Logger;
+}
+
+const partitionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+
+/**
+ * One Kafka consumer in one Kafka group: fetches, hands records out up to `concurrency` at a time,
+ * and commits per partition only the contiguous prefix of finished records, never past one in flight.
+ */
+export class KafkaMember {
+  readonly #init: KafkaMemberInit;
+  #stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | undefined;
+  readonly #queue: KafkaMessage[] = [];
+  /** Offsets per partition; replaced when the connection is lost (records in flight then count for nothing). */
+  #partitions = new Map<string, PartitionOffsets>();
+  #pumpScheduled = false;
+  #resetting = false;
+  /** Disconnects before this time come from the member closing its own stream's connections. */
+  #quietUntil = 0;
+  /** Partitions the group currently assigns this member (`undefined` until the first assignment). */
+  #assigned: Set<string> | undefined;
+  #inFlight = 0;
+  #closing = false;
+  #dueTimer: NodeJS.Timeout | undefined;
+  #committing: Promise<void> | undefined;
+  #commitAgain = false;
+  readonly #running = new Set<Promise<void>>();
+
+  constructor(init: KafkaMemberInit) {
+    this.#init = init;
+  }
+
+  /** Joins the group and starts reading from the committed offsets (the earliest, for a new group). */
+  async start(): Promise<void> {
+    const consumer = this.#init.consumer;
+    consumer.on('consumer:group:join', (payload) => this.#onAssignment(payload.assignments));
+    consumer.on('client:broker:disconnect', () => void this.#connectionLost());
+    await this.#openStream();
+  }
+
+  /**
+   * A lost connection: whether this member still owns its partitions, and whether a commit sent
+   * before it arrived, is unknown. Records in flight finish, but their offsets are not committed by
+   * this member's old view; the stream reads again from the committed offsets and the same copies
+   * come back (the ledger absorbs those whose effect was committed), as a broker redelivers the
+   * unacknowledged deliveries of a lost connection.
+   */
+  async #connectionLost(): Promise<void> {
+    if (this.#closing || this.#resetting || Date.now() < this.#quietUntil) return;
+    this.#resetting = true;
+    try {
+      this.#partitions = new Map();
+      this.#queue.length = 0;
+      const stream = this.#stream;
+      if (stream !== undefined) await this.#reopen(stream);
+    } finally {
+      this.#resetting = false;
+    }
+  }
+
+  async #openStream(): Promise<void> {
+    const stream = await this.#init.consumer.consume({
+      topics: [...this.#init.topics],
+      mode: 'committed',
+      fallbackMode: 'earliest',
+      autocommit: false,
+      maxWaitTime: 200,
+    });
+    this.#stream = stream;
+    stream.on('data', (message: KafkaMessage) => this.#receive(message));
+    stream.on('error', (error: Error) => {
+      this.#init.logger.warn('oncemq: a Kafka message stream failed; opening it again', {
+        error: errorText(error),
+      });
+      void this.#reopen(stream);
+    });
+  }
+
+  async #reopen(failed: MessagesStream<Buffer, Buffer, Buffer, Buffer>): Promise<void> {
+    if (this.#stream !== failed || this.#closing) return;
+    this.#stream = undefined;
+    this.#quietUntil = Number.POSITIVE_INFINITY;
+    await failed.close().catch(() => undefined);
+    this.#quietUntil = Date.now() + 1000;
+    for (let first = true; !this.#closing; first = false) {
+      if (!first) await sleep(this.#init.failureBackoffMs);
+      try {
+        await this.#openStream();
+        return;
+      } catch (error) {
+        this.#init.logger.warn('oncemq: cannot open a Kafka message stream yet', { error: errorText(error) });
+      }
+    }
+  }
+
+  #onAssignment(assignments: readonly { topic: string; partitions: number[] }[] | undefined): void {
+    const assigned = new Set<string>();
+    for (const assignment of assignments ?? []) {
+      for (const partition of assignment.partitions) assigned.add(partitionKey(assignment.topic, partition));
+    }
+    this.#assigned = assigned;
+    // Records of a partition that went and were not started yet are the new owner's now.
+    for (let i = this.#queue.length - 1; i >= 0; i--) {
+      const message = this.#queue[i] as KafkaMessage;
+      if (!assigned.has(partitionKey(message.topic, message.partition))) this.#queue.splice(i, 1);
+    }
+    this.#forgetRevoked();
+    this.#scheduleCommit();
+  }
+
+  /** Forgets partitions that went once nothing of them is in flight (their prefix committed first). */
+  #forgetRevoked(): void {
+    if (this.#assigned === undefined) return;
+    for (const [key, offsets] of this.#partitions) {
+      if (!this.#assigned.has(key) && offsets.unfinished === this.#queuedOf(key)) {
+        if (offsets.committable() === null) this.#partitions.delete(key);
+      }
+    }
+  }
+
+  #queuedOf(key: string): number {
+    return this.#queue.filter((message) => partitionKey(message.topic, message.partition) === key).length;
+  }
+
+  #receive(message: KafkaMessage): void {
+    if (this.#closing) return;
+    const key = partitionKey(message.topic, message.partition);
+    let offsets = this.#partitions.get(key);
+    if (offsets === undefined) {
+      offsets = new PartitionOffsets();
+      this.#partitions.set(key, offsets);
+    }
+    // After a rejoin the stream fetches again from the committed offset: records already here are skipped.
+    if (offsets.seen(message.offset)) return;
+    offsets.receive(message.offset);
+    this.#queue.push(message);
+    if (this.#queue.length >= this.#init.concurrency * 2) this.#stream?.pause();
+    this.#schedulePump();
+  }
+
+  /** Pumps once the records of one fetch are all queued, so that a batch can take several. */
+  #schedulePump(): void {
+    if (this.#pumpScheduled) return;
+    this.#pumpScheduled = true;
+    setImmediate(() => {
+      this.#pumpScheduled = false;
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    while (!this.#closing && this.#inFlight < this.#init.concurrency && this.#queue.length > 0) {
+      if (this.#init.delayed) {
+        const wait = dueAt(readHeaders(this.#queue[0] as KafkaMessage)) - Date.now();
+        if (wait > 0) {
+          if (this.#dueTimer === undefined) {
+            this.#dueTimer = setTimeout(() => {
+              this.#dueTimer = undefined;
+              this.#pump();
+            }, wait);
+          }
+          return;
+        }
+      }
+      const room = Math.min(this.#init.batchSize, this.#init.concurrency - this.#inFlight);
+      const batch: KafkaMessage[] = [];
+      while (batch.length < room && this.#queue.length > 0) {
+        const next = this.#queue[0] as KafkaMessage;
+        if (this.#init.delayed && dueAt(readHeaders(next)) > Date.now()) break;
+        batch.push(next);
+        this.#queue.shift();
+      }
+      this.#inFlight += batch.length;
+      const run = this.#run(batch).finally(() => {
+        this.#running.delete(run);
+        this.#inFlight -= batch.length;
+        if (this.#queue.length < this.#init.concurrency) this.#stream?.resume();
+        this.#pump();
+      });
+      this.#running.add(run);
+    }
+  }
+
+  /** Settles a batch, again after a pause while it fails; then marks it finished and commits. */
+  async #run(batch: readonly KafkaMessage[]): Promise<void> {
+    const partitions = this.#partitions;
+    for (let attempt = 1; ; attempt++) {
+      // A batch that keeps failing while the member closes stays unfinished: it comes again later.
+      if (attempt > 1 && this.#closing) return;
+      try {
+        await this.#init.settle(batch);
+        break;
+      } catch (error) {
+        this.#init.logger.warn('oncemq: processing or settling Kafka records failed; trying again', {
+          error: errorText(error),
+        });
+        await sleep(this.#init.failureBackoffMs);
+      }
+    }
+    for (const message of batch) {
+      partitions.get(partitionKey(message.topic, message.partition))?.finish(message.offset);
+    }
+    this.#scheduleCommit();
+  }
+
+  #scheduleCommit(): void {
+    if (this.#committing !== undefined) {
+      this.#commitAgain = true;
+      return;
+    }
+    this.#committing = this.#commit().finally(() => {
+      this.#committing = undefined;
+      if (this.#commitAgain) {
+        this.#commitAgain = false;
+        this.#scheduleCommit();
+      }
+    });
+  }
+
+  /** Commits the finished prefix of every partition. A failed commit is tried at the next one. */
+  async #commit(): Promise<void> {
+    const partitions = this.#partitions;
+    const offsets: { topic: string; partition: number; offset: bigint; leaderEpoch: number }[] = [];
+    for (const [key, partition] of partitions) {
+      const offset = partition.committable();
+      if (offset === null) continue;
+      const [topic, index] = key.split('\u0000') as [string, string];
+      offsets.push({ topic, partition: Number(index), offset, leaderEpoch: -1 });
+    }
+    if (offsets.length === 0) return;
+    try {
+      await this.#init.consumer.commit({ offsets });
+      for (const { topic, partition, offset } of offsets) {
+        partitions.get(partitionKey(topic, partition))?.committed(offset);
+      }
+      this.#forgetRevoked();
+    } catch (error) {
+      // Not committed: after a rebalance the new owner gets these records again, and the ledger absorbs them.
+      this.#init.logger.warn('oncemq: a Kafka offset commit failed', { error: errorText(error) });
+      if (!this.#closing) setTimeout(() => this.#scheduleCommit(), this.#init.failureBackoffMs).unref();
+    }
+  }
+
+  /** Stops taking records, lets those in flight reach their outcome, commits them, then leaves the group. */
+  async close(): Promise<void> {
+    if (this.#closing) return;
+    this.#closing = true;
+    if (this.#dueTimer !== undefined) clearTimeout(this.#dueTimer);
+    this.#stream?.pause();
+    this.#queue.length = 0;
+    await Promise.all([...this.#running]);
+    await this.#committing;
+    this.#commitAgain = false;
+    await this.#commit();
+    await this.#stream?.close().catch(() => undefined);
+    await this.#init.consumer.close().catch(() => undefined);
+  }
+}

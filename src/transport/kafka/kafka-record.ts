@@ -1,0 +1,60 @@
+import type { Message } from '@platformatic/kafka';
+import { createEnvelope, readDeliveryCount, type Envelope } from '../../core/envelope.js';
+import { ConfigError } from '../../core/errors.js';
+import { kafkaBrokerId, ORIGINAL_TOPIC_HEADER, RETRY_DUE_HEADER } from './kafka-names.js';
+
+/** A record as the consumer hands it over (keys, values and headers as bytes). */
+export type KafkaMessage = Message;
+
+/** Header values are text; a record from another producer may carry bytes that are not UTF-8 (kept as decoded). */
+export function readHeaders(message: KafkaMessage): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of message.headers) {
+    // A header without a value comes as null from some producers, whatever the client's types say.
+    const bytes = value as Buffer | null;
+    headers[name.toString('utf8')] = bytes === null ? '' : bytes.toString('utf8');
+  }
+  return headers;
+}
+
+/** Headers as the producer sends them. */
+export function writeHeaders(headers: Readonly<Record<string, string>>): Map<Buffer, Buffer> {
+  const map = new Map<Buffer, Buffer>();
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value !== 'string') {
+      throw new ConfigError('headers', `header '${name}' must be text, got ${typeof value}`);
+    }
+    map.set(Buffer.from(name, 'utf8'), Buffer.from(value, 'utf8'));
+  }
+  return map;
+}
+
+/** The value of a record; a tombstone (no value) as no bytes, whatever the client's types say. */
+export function bytesOf(message: KafkaMessage): Buffer {
+  const value: unknown = message.value;
+  return Buffer.isBuffer(value) ? value : Buffer.alloc(0);
+}
+
+/** When a copy in a retry topic is due, in milliseconds since the epoch (0: at once). */
+export function dueAt(headers: Readonly<Record<string, string>>): number {
+  const due = Number(headers[RETRY_DUE_HEADER]);
+  return Number.isFinite(due) ? due : 0;
+}
+
+/**
+ * The envelope of a record. A copy read from a retry tier is presented as a delivery of the topic it
+ * was first published to (its broker id stays the retry topic's record, which it is).
+ */
+export function kafkaEnvelope(message: KafkaMessage, fromRetryTier: boolean): Envelope {
+  const headers = readHeaders(message);
+  const value = bytesOf(message);
+  const published = Number(message.timestamp);
+  return createEnvelope({
+    brokerId: kafkaBrokerId(message.topic, message.partition, message.offset),
+    topic: fromRetryTier ? (headers[ORIGINAL_TOPIC_HEADER] ?? message.topic) : message.topic,
+    headers,
+    body: new Uint8Array(value.buffer, value.byteOffset, value.byteLength),
+    deliveryCount: readDeliveryCount(headers),
+    ...(Number.isFinite(published) && published > 0 ? { publishedAt: new Date(published) } : {}),
+  });
+}

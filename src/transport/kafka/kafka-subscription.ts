@@ -1,0 +1,178 @@
+import type { Envelope } from '../../core/envelope.js';
+import { DELIVERY_COUNT_HEADER, ORDERING_KEY_HEADER, KEY_HEADER } from '../../core/envelope.js';
+import { errorText } from '../../core/errors.js';
+import type { Outcome } from '../../core/outcome.js';
+import { deadLetterHeaders } from '../dead-letters.js';
+import type { Processor, Subscription } from '../transport.js';
+import { createConsumer, type KafkaDriver } from './kafka-client.js';
+import type { KafkaSettings, KafkaSubscribeSettings } from './kafka-config.js';
+import { KafkaMember } from './kafka-member.js';
+import {
+  ORIGINAL_OFFSET_HEADER,
+  ORIGINAL_PARTITION_HEADER,
+  ORIGINAL_TOPIC_HEADER,
+  RETRY_DUE_HEADER,
+} from './kafka-names.js';
+import type { KafkaPublisher } from './kafka-publisher.js';
+import { kafkaEnvelope, type KafkaMessage } from './kafka-record.js';
+import type { KafkaTopology } from './kafka-topology.js';
+
+export interface KafkaSubscriptionInit {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly processor: Processor;
+  readonly driver: KafkaDriver;
+  readonly settings: KafkaSettings;
+  readonly member: KafkaSubscribeSettings;
+  readonly publisher: KafkaPublisher;
+  readonly topology: KafkaTopology;
+  readonly onClosed: () => void;
+}
+
+/**
+ * One member of a consumer group on Kafka: a Kafka consumer in the group on its topics, and one in
+ * each retry tier's own Kafka group (`<prefix>.<group>.retry.<delayMs>`). A retry is a copy
+ * published to the tier of its delay, a dead letter a copy published to `<prefix>.<group>.dlt`; each
+ * is confirmed before the original's offset may be committed.
+ */
+export class KafkaSubscription implements Subscription {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly #init: KafkaSubscriptionInit;
+  #main: KafkaMember | undefined;
+  readonly #tiers = new Map<number, Promise<KafkaMember>>();
+  #discovery: NodeJS.Timeout | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(init: KafkaSubscriptionInit) {
+    this.#init = init;
+    this.group = init.group;
+    this.topics = Object.freeze([...init.topics]);
+  }
+
+  /** Creates what is missing (topics, the dead-letter topic, tier 0 where replays go), joins, starts reading. */
+  async start(): Promise<void> {
+    const { topology, settings } = this.#init;
+    const names = settings.names;
+    for (const topic of this.topics) await topology.ensure(topic);
+    await topology.ensure(names.deadLetterTopic(this.group));
+    await topology.ensure(names.retryTopic(this.group, 0));
+    this.#main = this.#member([...this.topics], this.group, false);
+    await this.#main.start();
+    await this.#discoverTiers();
+    this.#discovery = setInterval(() => {
+      this.#discoverTiers().catch((error: unknown) =>
+        settings.logger.warn('oncemq: cannot look for Kafka retry tiers', { error: errorText(error) }),
+      );
+    }, settings.retryDiscoveryMs);
+    this.#discovery.unref();
+  }
+
+  #member(topics: string[], groupId: string, delayed: boolean): KafkaMember {
+    const { driver, settings, member, processor } = this.#init;
+    return new KafkaMember({
+      consumer: createConsumer(driver, settings, groupId, delayed ? undefined : member.instanceId),
+      topics,
+      concurrency: member.concurrency,
+      batchSize: processor.processBatch === undefined ? 1 : member.batchSize,
+      delayed,
+      settle: (messages) => this.#settle(messages, delayed),
+      failureBackoffMs: settings.failureBackoffMs,
+      logger: settings.logger,
+    });
+  }
+
+  /** Starts a member on every retry tier of the group that exists and has none here yet. */
+  async #discoverTiers(): Promise<void> {
+    const names = this.#init.settings.names;
+    for (const topic of await this.#init.topology.list()) {
+      const delay = names.retryDelayOf(this.group, topic);
+      if (delay !== null) await this.#tier(delay);
+    }
+  }
+
+  #tier(delayMs: number): Promise<KafkaMember> {
+    let tier = this.#tiers.get(delayMs);
+    if (tier === undefined) {
+      const names = this.#init.settings.names;
+      const topic = names.retryTopic(this.group, delayMs);
+      tier = (async () => {
+        await this.#init.topology.ensure(topic);
+        const member = this.#member([topic], names.retryGroup(this.group, delayMs), true);
+        await member.start();
+        return member;
+      })();
+      tier.catch(() => this.#tiers.delete(delayMs));
+      this.#tiers.set(delayMs, tier);
+    }
+    return tier;
+  }
+
+  async #settle(messages: readonly KafkaMessage[], fromTier: boolean): Promise<void> {
+    const envelopes = messages.map((message) => kafkaEnvelope(message, fromTier));
+    const processor = this.#init.processor;
+    const outcomes =
+      envelopes.length > 1 && processor.processBatch !== undefined
+        ? await processor.processBatch(envelopes)
+        : await Promise.all(envelopes.map((envelope) => processor.process(envelope)));
+    if (outcomes.length !== envelopes.length) {
+      throw new Error(`processBatch returned ${outcomes.length} outcomes for ${envelopes.length} records`);
+    }
+    await Promise.all(
+      outcomes.map((outcome, i) => this.#act(outcome, envelopes[i] as Envelope, messages[i] as KafkaMessage)),
+    );
+  }
+
+  /** Acts on one outcome: an ack needs nothing (the offset commits); a retry or a dead letter is a confirmed copy. */
+  async #act(outcome: Outcome, envelope: Envelope, message: KafkaMessage): Promise<void> {
+    if (outcome.action === 'ack') return;
+    const names = this.#init.settings.names;
+    const origin = {
+      [ORIGINAL_TOPIC_HEADER]: envelope.topic,
+      [ORIGINAL_PARTITION_HEADER]: envelope.headers[ORIGINAL_PARTITION_HEADER] ?? String(message.partition),
+      [ORIGINAL_OFFSET_HEADER]: envelope.headers[ORIGINAL_OFFSET_HEADER] ?? String(message.offset),
+    };
+    const key =
+      envelope.headers[ORDERING_KEY_HEADER] ??
+      envelope.headers[KEY_HEADER] ??
+      (message.key as Buffer | null | undefined)?.toString('utf8');
+    if (outcome.action === 'retry') {
+      const delayMs = Math.max(0, Math.round(outcome.delayMs));
+      await this.#tier(delayMs);
+      await this.#init.publisher.send({
+        topic: names.retryTopic(this.group, delayMs),
+        key,
+        headers: {
+          ...envelope.headers,
+          ...origin,
+          [DELIVERY_COUNT_HEADER]: String(outcome.nextDeliveryCount),
+          [RETRY_DUE_HEADER]: String(Date.now() + delayMs),
+        },
+        body: envelope.body,
+      });
+      return;
+    }
+    const reason = outcome.reason;
+    const error = 'error' in outcome ? outcome.error : undefined;
+    await this.#init.publisher.send({
+      topic: names.deadLetterTopic(this.group),
+      key,
+      headers: { ...deadLetterHeaders(envelope, { group: this.group, reason, error }), ...origin },
+      body: envelope.body,
+    });
+  }
+
+  /** Stops reading, lets the records in flight reach their outcome and commit, then leaves the groups. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#discovery !== undefined) clearInterval(this.#discovery);
+      const tiers = await Promise.allSettled([...this.#tiers.values()]);
+      await Promise.all([
+        this.#main?.close(),
+        ...tiers.map((tier) => (tier.status === 'fulfilled' ? tier.value.close() : undefined)),
+      ]);
+      this.#init.onClosed();
+    })();
+    return this.#closing;
+  }
+}

@@ -1,0 +1,208 @@
+import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Consumer } from '@platformatic/kafka';
+import {
+  createPipeline,
+  RetryPolicy,
+  type Envelope,
+  type Outcome,
+  type PublishReceipt,
+  type Subscription,
+} from 'oncemq';
+import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
+import { findKafka } from '../support/brokers.js';
+import { deleteTopics, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
+import { ackOutcome, outcomeBase, waitUntil } from '../support/local-points.js';
+import { sleep } from '../support/points.js';
+import { findPostgres, pointsSchema } from '../support/postgres.js';
+
+const kafka = await findKafka();
+const postgres = await findPostgres();
+
+/** A promise that resolves when `open()` is called: holds a handler until the test lets it go. */
+function gate(): { readonly opened: Promise<void>; readonly open: () => void } {
+  let open: () => void = () => undefined;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open: () => open() };
+}
+
+const retryOutcome = (envelope: Envelope, delayMs: number): Outcome => ({
+  ...outcomeBase(envelope, 'g'),
+  kind: 'retry',
+  action: 'retry',
+  delayMs,
+  nextDeliveryCount: envelope.deliveryCount + 1,
+  reconsumeTimes: envelope.deliveryCount - 1,
+  error: new Error('handler failed'),
+});
+
+describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
+  let proxied: ProxiedKafka;
+  let topic: string;
+  let group: string;
+  const subscriptions: Subscription[] = [];
+
+  beforeEach(async () => {
+    proxied = await proxiedKafka(kafka.bootstrap);
+    topic = `pitfalls-${randomUUID().slice(0, 8)}`;
+    group = `g-${randomUUID().slice(0, 8)}`;
+  });
+
+  afterEach(async () => {
+    await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+    await proxied.close();
+    await deleteTopics(kafka.bootstrap, [topic]).catch(() => undefined);
+  });
+
+  /** The group's committed offset of one partition (-1 when none), read the way Kafka tools read it. */
+  const committed = async (partition: number): Promise<bigint> => {
+    const reader = new Consumer({
+      clientId: 'oncemq-test',
+      bootstrapBrokers: [kafka.bootstrap],
+      groupId: group,
+    });
+    try {
+      const offsets = await reader.listCommittedOffsets({ topics: [{ topic, partitions: [partition] }] });
+      return offsets.get(topic)?.[partition] ?? -1n;
+    } finally {
+      await reader.close();
+    }
+  };
+
+  it('never commits an offset past a record still in flight, whatever finishes after it', async () => {
+    const { transport } = proxied;
+    const receipts: PublishReceipt[] = [];
+    // One ordering key: one partition; the first record is slow, the five after it finish at once.
+    for (let i = 0; i < 6; i++)
+      receipts.push(await transport.publish({ topic, key: `k-${i}`, orderingKey: 'one', body: {} }));
+    const partition = Number(receipts[0]?.position?.partition);
+    const first = BigInt(receipts[0]?.position?.offset ?? -1);
+    const slow = gate();
+    const done = new Set<string>();
+    subscriptions.push(
+      await transport.subscribe(
+        group,
+        [topic],
+        async (envelope) => {
+          if (envelope.brokerId === receipts[0]?.brokerId) await slow.opened;
+          done.add(envelope.brokerId);
+          return ackOutcome(envelope);
+        },
+        { concurrency: 6 },
+      ),
+    );
+    await waitUntil(() => done.size === 5, 'the five records after the slow one');
+    await sleep(500);
+    // Five later records are finished; the committed offset still points at the slow one (or is unset).
+    expect(await committed(partition)).toBeLessThanOrEqual(first);
+    slow.open();
+    await waitUntil(async () => (await committed(partition)) === first + 6n, 'the whole prefix committed');
+  });
+
+  it('a retried record waits in its retry tier without holding back the records after it in the partition', async () => {
+    const { transport } = proxied;
+    const poison = await transport.publish({ topic, key: 'poison', orderingKey: 'one', body: {} });
+    for (let i = 0; i < 10; i++)
+      await transport.publish({ topic, key: `after-${i}`, orderingKey: 'one', body: {} });
+    const order: string[] = [];
+    subscriptions.push(
+      await transport.subscribe(group, [topic], (envelope) => {
+        const key = envelope.headers['oncemq-key'] ?? '';
+        order.push(`${key}#${envelope.deliveryCount}`);
+        return Promise.resolve(
+          key === 'poison' && envelope.deliveryCount === 1
+            ? retryOutcome(envelope, 1500)
+            : ackOutcome(envelope),
+        );
+      }),
+    );
+    await waitUntil(() => order.includes('poison#2'), 'the retried poison', 30_000);
+    // Every later record of the partition ran before the retry came back.
+    expect(order.indexOf('poison#2')).toBe(order.length - 1);
+    expect(order.filter((entry) => entry.startsWith('after-'))).toHaveLength(10);
+    expect(order[0]).toBe('poison#1');
+    // The original's offset is committed once the retry copy is confirmed in its tier.
+    await waitUntil(
+      async () =>
+        (await committed(Number(poison.position?.partition))) >= BigInt(poison.position?.offset ?? 0) + 11n,
+      'the partition committed past the retried record',
+    );
+  });
+
+  it('a rebalance lets the records in flight finish and commits them: the new owner starts after them', async () => {
+    const { transport } = proxied;
+    const receipts: PublishReceipt[] = [];
+    for (let i = 0; i < 3; i++)
+      receipts.push(await transport.publish({ topic, key: `r-${i}`, orderingKey: 'one', body: {} }));
+    const partition = Number(receipts[0]?.position?.partition);
+    const slow = gate();
+    const seen: string[] = [];
+    const processor = async (envelope: Envelope): Promise<Outcome> => {
+      seen.push(envelope.brokerId);
+      if (seen.length === 1) await slow.opened;
+      return ackOutcome(envelope);
+    };
+    subscriptions.push(await transport.subscribe(group, [topic], processor, { concurrency: 1 }));
+    await waitUntil(() => seen.length === 1, 'the slow record');
+    // A second member joins while the first record is in flight: the group rebalances.
+    subscriptions.push(await transport.subscribe(group, [topic], processor, { concurrency: 1 }));
+    await sleep(500);
+    slow.open();
+    await waitUntil(
+      async () => (await committed(partition)) === BigInt(receipts[2]?.position?.offset ?? 0) + 1n,
+      'all three committed',
+    );
+    // Nothing lost; a record may run twice only if it was not finished when its partition moved.
+    expect(new Set(seen)).toEqual(new Set(receipts.map((receipt) => receipt.brokerId)));
+    expect(seen.filter((id) => id === receipts[0]?.brokerId)).toHaveLength(1);
+  });
+
+  it.skipIf(!postgres.available)(
+    'a commit lost with the connection redelivers the record, and the ledger absorbs the copy',
+    async () => {
+      const world = await pointsSchema(postgres.url, 4);
+      try {
+        const { transport } = proxied;
+        const ledger = new PostgresLedger({ pool: world.pool, schema: world.schema });
+        await ledger.init();
+        const outcomes: string[] = [];
+        let effects = 0;
+        let dropped = false;
+        const pipeline = createPipeline<PgClientLike, { id: string }>({
+          ledger,
+          group,
+          key: { jsonPath: 'id' },
+          retry: new RetryPolicy({ name: 'test', delays: ['50ms'] }),
+          onOutcome: (outcome) => {
+            outcomes.push(outcome.kind);
+          },
+          handler: async (_event, ctx) => {
+            await world.addPoints(ctx.tx, 'user-1', 100);
+            effects++;
+          },
+        });
+        subscriptions.push(
+          await transport.subscribe(group, [topic], {
+            process: async (envelope) => {
+              const outcome = await pipeline.process(envelope);
+              if (!dropped) {
+                // The effect is committed; the connection goes before the offset commit reaches Kafka.
+                dropped = true;
+                await proxied.dropConnections();
+              }
+              return outcome;
+            },
+          }),
+        );
+        await transport.publish({ topic, key: 'evt-1', body: { id: 'evt-1' } });
+        await waitUntil(() => outcomes.includes('duplicate'), 'the redelivered copy absorbed');
+        expect(outcomes.slice(0, 2)).toEqual(['executed', 'duplicate']);
+        expect(effects).toBe(1);
+        expect(await world.balance('user-1')).toBe(100);
+      } finally {
+        await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+        await world.close();
+      }
+    },
+  );
+});
