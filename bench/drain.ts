@@ -88,6 +88,7 @@ export interface DrainPlan {
 
 interface Tally {
   consumeMs: number;
+  cpuMicros: number;
   publishMs: number;
   messages: number;
   peak: number;
@@ -111,12 +112,15 @@ async function drainOnce(
   tally.publishMs += performance.now() - p0;
   const before = await plan.effects();
   const rss = new RssSampler();
+  const cpu = process.cpuUsage();
   const t0 = performance.now();
   const consumer = await drainer.consume(run);
   try {
     await run.progress.finished;
   } finally {
     const elapsed = performance.now() - t0;
+    const used = process.cpuUsage(cpu);
+    tally.cpuMicros += used.user + used.system;
     rss.stop();
     tally.consumeMs += elapsed;
     tally.rates.push((plan.messages * 1000) / elapsed);
@@ -138,6 +142,7 @@ export async function measureDrains(
 ): Promise<BenchResult[]> {
   const tallies = contenders.map((): Tally => ({
     consumeMs: 0,
+    cpuMicros: 0,
     publishMs: 0,
     messages: 0,
     peak: 0,
@@ -177,6 +182,7 @@ export async function measureDrains(
       messages: t.messages,
       repetitions: plan.repetitions,
       publishPerSecond: Math.round((t.messages * 1000) / t.publishMs),
+      cpuMicrosPerMessage: Math.round(t.cpuMicros / t.messages),
       peakRssMb: Math.round(t.peak / MIB),
       rssGrowthMb: Math.round(t.growth / MIB),
       ...(contender.baseline === undefined ? {} : { baseline: contender.baseline }),

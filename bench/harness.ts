@@ -23,6 +23,8 @@ export interface BenchResult {
   readonly repetitions?: number;
   /** Drains: confirmed publishes per second while the messages were stored (not part of `messagesPerSecond`). */
   readonly publishPerSecond?: number;
+  /** Drains: CPU time (user + system) of this process per message while consuming, in microseconds. */
+  readonly cpuMicrosPerMessage?: number;
   /** Drains: the process's largest resident set size while this row consumed, in MiB. */
   readonly peakRssMb?: number;
   /** Drains: the largest growth of the resident set during one of this row's drains, in MiB. */
@@ -203,6 +205,7 @@ function drainCells(r: BenchResult): string {
   const parts: string[] = [];
   if (r.ratios !== undefined && r.ratios.length > 0)
     parts.push(`each ${r.ratios.map((x) => `${(x * 100).toFixed(0)}%`).join(' ')}`);
+  if (r.cpuMicrosPerMessage !== undefined) parts.push(`cpu ${r.cpuMicrosPerMessage} µs/msg`);
   if (r.publishPerSecond !== undefined) parts.push(`publish ${r.publishPerSecond}/s`);
   if (r.peakRssMb !== undefined) parts.push(`rss ${r.peakRssMb} MiB (+${r.rssGrowthMb ?? 0})`);
   return parts.join(', ');

@@ -7,6 +7,7 @@
  *
  *   npm run bench -- transport [--json] [--flag transport=rabbitmq,nats,redis-streams,local]
  *     [--flag messages=10000] [--flag repetitions=3] [--flag concurrency=16] [--flag batch=100]
+ *     [--flag shape=single,batch]
  */
 import { randomBytes } from 'node:crypto';
 import { measureDrains } from './drain.js';
@@ -30,6 +31,9 @@ export const suite: Suite = {
     const single: RowShape = { concurrency, batchSize: 1 };
     // Two batches in flight, so one is read while the other commits.
     const batched: RowShape = { concurrency: 2 * batch, batchSize: batch };
+    const shapes = listFlag(flags, 'shape', ['single', 'batch'], ['single', 'batch']).map((shape) =>
+      shape === 'single' ? single : batched,
+    );
     const runId = randomBytes(3).toString('hex');
     const db = new PointsDatabase(concurrency);
     const results: BenchResult[] = [];
@@ -38,7 +42,7 @@ export const suite: Suite = {
       for (const target of await reachableTargets(chosen, flags.transport !== undefined, 'transport')) {
         const name = target.name;
         const scope = `oncemq-bench-${runId}-${name}`;
-        for (const shape of [single, batched]) {
+        for (const shape of shapes) {
           const rows = [rawRow(target, db, scope, shape), oncemqRow(target, db, scope, shape)];
           results.push(
             ...(await measureDrains(rows, {
