@@ -4,8 +4,9 @@ export interface BenchResult {
   readonly name: string;
   readonly concurrency: number;
   readonly messagesPerSecond: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
+  /** Latency of one op; absent on rows that time a drain of pre-published messages as a whole. */
+  readonly p50Ms?: number;
+  readonly p99Ms?: number;
   /** Messages measured. */
   readonly messages?: number;
   /** Anything else a suite wants to say about this row (batch size, workload). */
@@ -14,6 +15,20 @@ export interface BenchResult {
   readonly baseline?: string;
   /** A peer library's row (same concurrency) this one is also compared with, as a speed-up. */
   readonly peer?: string;
+  /** Drains: this row's rate divided by its baseline's, over all repetitions. */
+  readonly ratio?: number;
+  /** Drains: the same ratio in each repetition (the spread shows the machine's noise). */
+  readonly ratios?: readonly number[];
+  /** Drains: how many times the row drained its messages. */
+  readonly repetitions?: number;
+  /** Drains: confirmed publishes per second while the messages were stored (not part of `messagesPerSecond`). */
+  readonly publishPerSecond?: number;
+  /** Drains: CPU time (user + system) of this process per message while consuming, in microseconds. */
+  readonly cpuMicrosPerMessage?: number;
+  /** Drains: the process's largest resident set size while this row consumed, in MiB. */
+  readonly peakRssMb?: number;
+  /** Drains: the largest growth of the resident set during one of this row's drains, in MiB. */
+  readonly rssGrowthMb?: number;
 }
 
 export interface SuiteOptions {
@@ -157,6 +172,8 @@ export function summarize(
 export function formatTable(suite: string, results: readonly BenchResult[]): string {
   const rate = new Map(results.map((r) => [`${r.name}@${r.concurrency}`, r.messagesPerSecond]));
   const withPeer = results.some((r) => r.peer !== undefined);
+  const withDrain = results.some((r) => r.peakRssMb !== undefined);
+  const ms = (value: number | undefined): string => (value === undefined ? '' : value.toFixed(3));
   const rows = results.map((r) => {
     const baseline = r.baseline ?? 'raw';
     const base = rate.get(`${baseline}@${r.concurrency}`);
@@ -166,12 +183,14 @@ export function formatTable(suite: string, results: readonly BenchResult[]): str
         : `${((r.messagesPerSecond / base) * 100).toFixed(0)}% of ${baseline}`;
     const peer = r.peer === undefined ? undefined : rate.get(`${r.peer}@${r.concurrency}`);
     const speedUp = peer === undefined ? '' : `${(r.messagesPerSecond / peer).toFixed(2)}× ${r.peer ?? ''}`;
-    const cells = [r.name, String(r.concurrency), String(r.messagesPerSecond), r.p50Ms.toFixed(3)];
-    cells.push(r.p99Ms.toFixed(3), ratio, ...(withPeer ? [speedUp] : []), r.note ?? '');
+    const cells = [r.name, String(r.concurrency), String(r.messagesPerSecond), ms(r.p50Ms)];
+    cells.push(ms(r.p99Ms), ratio, ...(withPeer ? [speedUp] : []));
+    if (withDrain) cells.push(drainCells(r));
+    cells.push(r.note ?? '');
     return cells;
   });
   const header = ['name', 'conc', 'msg/s', 'p50 ms', 'p99 ms', 'vs baseline'];
-  header.push(...(withPeer ? ['vs peer'] : []), 'note');
+  header.push(...(withPeer ? ['vs peer'] : []), ...(withDrain ? ['drains'] : []), 'note');
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     cells
@@ -179,4 +198,15 @@ export function formatTable(suite: string, results: readonly BenchResult[]): str
       .join('  ')
       .trimEnd();
   return [`suite ${suite}`, line(header), ...rows.map(line)].join('\n');
+}
+
+/** A drain row's extra figures: the ratio of each repetition, the publish rate, peak RSS. */
+function drainCells(r: BenchResult): string {
+  const parts: string[] = [];
+  if (r.ratios !== undefined && r.ratios.length > 0)
+    parts.push(`each ${r.ratios.map((x) => `${(x * 100).toFixed(0)}%`).join(' ')}`);
+  if (r.cpuMicrosPerMessage !== undefined) parts.push(`cpu ${r.cpuMicrosPerMessage} µs/msg`);
+  if (r.publishPerSecond !== undefined) parts.push(`publish ${r.publishPerSecond}/s`);
+  if (r.peakRssMb !== undefined) parts.push(`rss ${r.peakRssMb} MiB (+${r.rssGrowthMb ?? 0})`);
+  return parts.join(', ');
 }

@@ -3,8 +3,9 @@ import { formatTable, type Suite } from './harness.js';
 
 const usage = `Usage: npm run bench -- <suite> [--json] [--seconds N] [--flag key=value ...]
 
-Suites: sqlite, postgres, mysql, redis, local, outbox.
-Prints a table, or with --json one object {"suite", "results": [{name, concurrency, messagesPerSecond, p50Ms, p99Ms}]}.`;
+Suites: sqlite, postgres, mysql, redis, local, outbox, transport, ordered.
+Prints a table, or with --json one object {"suite", "results": [{name, concurrency, messagesPerSecond, p50Ms?, p99Ms?, ...}]}.
+The transport and ordered suites are sized by --flag messages=N (not --seconds); see docs/bench.md.`;
 
 const suites: Readonly<Record<string, () => Promise<Suite>>> = {
   sqlite: async () => (await import('./sqlite.js')).suite,
@@ -13,6 +14,8 @@ const suites: Readonly<Record<string, () => Promise<Suite>>> = {
   mysql: async () => (await import('./mysql.js')).suite,
   local: async () => (await import('./local.js')).suite,
   outbox: async () => (await import('./outbox.js')).suite,
+  transport: async () => (await import('./transport.js')).suite,
+  ordered: async () => (await import('./ordered.js')).suite,
 };
 
 const { values, positionals } = parseArgs({

@@ -6,6 +6,7 @@
 export class DeliverySlots {
   #free: number;
   #closed = false;
+  #waking = false;
   #waiters: { readonly max: number; readonly take: (count: number) => void }[] = [];
 
   constructor(capacity: number) {
@@ -25,12 +26,21 @@ export class DeliverySlots {
     return count;
   }
 
+  /**
+   * Gives slots back. Waiters are woken after the current turn of the event loop, so that the slots
+   * a batch gives back one by one (its settles go out together) make one pull, not one per slot.
+   */
   release(count: number): void {
     this.#free += count;
-    while (this.#free > 0 && this.#waiters.length > 0) {
-      const waiter = this.#waiters.shift();
-      waiter?.take(this.#take(waiter.max));
-    }
+    if (this.#waking || this.#waiters.length === 0) return;
+    this.#waking = true;
+    setImmediate(() => {
+      this.#waking = false;
+      while (this.#free > 0 && this.#waiters.length > 0) {
+        const waiter = this.#waiters.shift();
+        waiter?.take(this.#take(waiter.max));
+      }
+    });
   }
 
   /** Wakes every waiter with 0: nothing more is pulled. */

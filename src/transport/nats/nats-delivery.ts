@@ -72,6 +72,11 @@ export class NatsDelivery {
   readonly dueAt: number | undefined;
   readonly #ctx: DeliveryContext;
   #settled = false;
+  /**
+   * Called once the settle's last request (the ack, nak or term) has gone out: the delivery needs
+   * its slot no more, while the server's confirm of that request may still be on its way.
+   */
+  onSent: () => void = () => undefined;
 
   constructor(ctx: DeliveryContext, source: DeliverySource, msg: JsMsg) {
     this.#ctx = ctx;
@@ -218,7 +223,9 @@ export class NatsDelivery {
   async #send(kind: Settle, delayMs = 0): Promise<void> {
     const timeout = this.#ctx.settings.requestTimeoutMs;
     if (kind === 'ack') {
-      await this.msg.ackAck({ timeout });
+      const confirmed = this.msg.ackAck({ timeout });
+      this.onSent();
+      await confirmed;
       return;
     }
     // A plain +TERM: servers before 2.10.4 ignore a TERM that carries a reason (the copy stays pending).
@@ -233,7 +240,9 @@ export class NatsDelivery {
     const reply = (this.msg as JsMsg & { readonly reply?: string }).reply;
     if (reply === undefined || reply === '')
       throw new TransportUnavailableError('the delivery has no reply subject to settle on');
-    await this.#ctx.connection.request(reply, payload, { timeout });
+    const answered = this.#ctx.connection.request(reply, payload, { timeout });
+    if (kind !== 'working') this.onSent();
+    await answered;
   }
 }
 

@@ -65,34 +65,69 @@ export class NatsSubscription implements Subscription {
     this.#loops = this.#parts.sources.map((source) => this.#pullLoop(source));
   }
 
+  /**
+   * Pulls for the slots free. A busy source does not wait for one pull to end before the next: a
+   * slot freed while a pull is still bringing its messages starts a pull of its own, so no slot waits
+   * a round trip for the pull before it. A source whose last pull brought nothing (an idle retry
+   * stream) keeps one pull for one slot: a pull holds its slots at the server until it expires, and
+   * the busy sources need them meanwhile.
+   */
   async #pullLoop(source: DeliverySource): Promise<void> {
     const { ctx, js, batchSize, concurrency } = this.#parts;
     let consumer: Consumer | undefined;
+    let idle = source.topic === null;
+    let failure: { readonly error: unknown } | undefined;
+    const pulls = new Set<Promise<void>>();
     while (!this.#closing) {
       await Promise.race([ctx.session.whenConnected(), this.#closingSignal]);
       if (this.#isClosing() || ctx.connection.isClosed()) break;
-      const want = await this.#slots.acquire(batchSize > 1 ? batchSize : concurrency);
-      if (want === 0) break;
-      let got = 0;
-      try {
-        consumer ??= await js.consumers.get(source.stream, source.consumer);
-        const pull = await consumer.fetch({ max_messages: want, expires: ctx.settings.pullExpiresMs });
-        this.#pulls.add(pull);
-        try {
-          for await (const msg of pull) {
-            got++;
-            this.#receive(source, msg, got <= want);
-          }
-        } finally {
-          this.#pulls.delete(pull);
-        }
-      } catch (error) {
+      if (failure !== undefined) {
+        const { error } = failure;
+        failure = undefined;
         consumer = undefined;
         await this.#recover(source, error);
-      } finally {
-        this.#slots.release(Math.max(0, want - got));
+        continue;
       }
+      const want = await this.#slots.acquire(idle ? 1 : batchSize > 1 ? batchSize : concurrency);
+      if (want === 0) break;
+      let pull: ConsumerMessages;
+      try {
+        consumer ??= await js.consumers.get(source.stream, source.consumer);
+        pull = await consumer.fetch({ max_messages: want, expires: ctx.settings.pullExpiresMs });
+      } catch (error) {
+        this.#slots.release(want);
+        failure = { error };
+        continue;
+      }
+      const drained = this.#drainPull(source, pull, want).then(
+        (got) => {
+          idle = got === 0;
+        },
+        (error: unknown) => {
+          failure ??= { error };
+        },
+      );
+      pulls.add(drained);
+      void drained.finally(() => pulls.delete(drained));
+      if (idle) await drained;
     }
+    await Promise.all(pulls);
+  }
+
+  /** Hands over what one pull brings; gives back the slots it did not fill. Resolves to the messages it brought. */
+  async #drainPull(source: DeliverySource, pull: ConsumerMessages, want: number): Promise<number> {
+    let got = 0;
+    this.#pulls.add(pull);
+    try {
+      for await (const msg of pull) {
+        got++;
+        this.#receive(source, msg, got <= want);
+      }
+    } finally {
+      this.#pulls.delete(pull);
+      this.#slots.release(Math.max(0, want - got));
+    }
+    return got;
   }
 
   /** A pull failed (heartbeats missed, consumer deleted, no responders): check the consumer, then pull again. */
@@ -115,11 +150,20 @@ export class NatsSubscription implements Subscription {
     await Promise.race([sleep(Math.max(100, failureBackoffMs)), this.#closingSignal]);
   }
 
+  /** Gives one slot back, once: when the delivery's settle went out, or when its work ended. */
+  #slotRelease(): () => void {
+    let held = true;
+    return () => {
+      if (held) this.#slots.release(1);
+      held = false;
+    };
+  }
+
   #receive(source: DeliverySource, msg: JsMsg, holdsSlot: boolean): void {
     const delivery = new NatsDelivery(this.#parts.ctx, source, msg);
-    const release = (): void => {
-      if (holdsSlot) this.#slots.release(1);
-    };
+    const release = holdsSlot ? this.#slotRelease() : () => undefined;
+    // The next delivery may start once this one's settle went out; its confirm is awaited on the side.
+    delivery.onSent = release;
     if (!holdsSlot || this.#closing) {
       this.#track(delivery.giveBack(), release);
       return;
@@ -145,7 +189,12 @@ export class NatsSubscription implements Subscription {
   #flush(): void {
     this.#flushScheduled = false;
     const batch = this.#pending.splice(0);
-    if (batch.length > 0) this.#track(this.#processBatch(batch), () => this.#slots.release(batch.length));
+    // Each delivery of the batch gives its slot back once its settle went out.
+    const releases = batch.map((delivery) => (delivery.onSent = this.#slotRelease()));
+    if (batch.length > 0)
+      this.#track(this.#processBatch(batch), () => {
+        for (const release of releases) release();
+      });
   }
 
   #track(work: Promise<void>, done: () => void): void {

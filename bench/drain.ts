@@ -1,0 +1,198 @@
+/**
+ * Drains: a row stores its messages at the broker first (confirmed, timed apart as its publish rate),
+ * then consumes all of them, timed from the start of consuming until the last message had its effect.
+ * Rows take turns in every repetition (the order alternates), so a noisy neighbour slows them alike,
+ * and each repetition's ratio to the baseline is kept.
+ */
+import type { BenchResult } from './harness.js';
+
+/** One drain of one row: keys `<tag>-<n>` for n below `count`, fresh in every drain. */
+export interface DrainRun {
+  readonly tag: string;
+  readonly count: number;
+  /** Counts the messages done; `finished` resolves at `count`. */
+  readonly progress: Countdown;
+}
+
+/** A row opened for its drains. */
+export interface Drainer {
+  /** Stores the run's messages at the broker; resolves once the broker confirmed every one. */
+  publish(run: DrainRun): Promise<void>;
+  /** Starts consuming the run's messages; the run's progress counts them. Resolves to the stopper. */
+  consume(run: DrainRun): Promise<{ stop(): Promise<void> }>;
+  /** Closes the clients and removes what the row created at the broker. */
+  close(): Promise<void>;
+}
+
+export interface DrainContender {
+  readonly name: string;
+  readonly concurrency: number;
+  /** The row this one is compared with (the raw client doing the same work). */
+  readonly baseline?: string;
+  readonly note?: string;
+  open(): Promise<Drainer>;
+}
+
+/** Counts messages done until `count`; a failure ends the drain with its error. */
+export class Countdown {
+  readonly finished: Promise<void>;
+  #left: number;
+  #resolve: () => void = () => undefined;
+  #reject: (error: unknown) => void = () => undefined;
+
+  constructor(count: number) {
+    this.#left = count;
+    this.finished = new Promise<void>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    if (count <= 0) this.#resolve();
+  }
+
+  /** `n` more messages had their effect (and their ack went out). */
+  tick(n = 1): void {
+    this.#left -= n;
+    if (this.#left <= 0) this.#resolve();
+  }
+
+  fail(error: unknown): void {
+    this.#reject(error);
+  }
+}
+
+/** Samples the resident set size while a drain runs. */
+class RssSampler {
+  readonly start = process.memoryUsage.rss();
+  peak = this.start;
+  readonly #timer = setInterval(() => this.sample(), 20);
+
+  sample(): void {
+    this.peak = Math.max(this.peak, process.memoryUsage.rss());
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.sample();
+  }
+}
+
+export interface DrainPlan {
+  /** Messages per drain. */
+  readonly messages: number;
+  readonly repetitions: number;
+  /** The business effects counted in the database (points credited ÷ 100): each drain must add `messages`. */
+  readonly effects: () => Promise<number>;
+  /** Prefix of every tag, unique to this run. */
+  readonly runId: string;
+}
+
+interface Tally {
+  consumeMs: number;
+  cpuMicros: number;
+  publishMs: number;
+  messages: number;
+  peak: number;
+  growth: number;
+  rates: number[];
+}
+
+const MIB = 1024 * 1024;
+
+/** One drain: publish, then consume until done, check the effects, stop. */
+async function drainOnce(
+  drainer: Drainer,
+  tag: string,
+  plan: DrainPlan,
+  tally: Tally,
+  name: string,
+): Promise<void> {
+  const run: DrainRun = { tag, count: plan.messages, progress: new Countdown(plan.messages) };
+  const p0 = performance.now();
+  await drainer.publish(run);
+  tally.publishMs += performance.now() - p0;
+  const before = await plan.effects();
+  const rss = new RssSampler();
+  const cpu = process.cpuUsage();
+  const t0 = performance.now();
+  const consumer = await drainer.consume(run);
+  try {
+    await run.progress.finished;
+  } finally {
+    const elapsed = performance.now() - t0;
+    const used = process.cpuUsage(cpu);
+    tally.cpuMicros += used.user + used.system;
+    rss.stop();
+    tally.consumeMs += elapsed;
+    tally.rates.push((plan.messages * 1000) / elapsed);
+    tally.peak = Math.max(tally.peak, rss.peak);
+    tally.growth = Math.max(tally.growth, rss.peak - rss.start);
+    await consumer.stop();
+  }
+  tally.messages += plan.messages;
+  const added = (await plan.effects()) - before;
+  if (added !== plan.messages) {
+    throw new Error(`${name}: ${plan.messages} messages drained but ${added} effects were applied`);
+  }
+}
+
+/** Drains every contender `repetitions` times, taking turns (ABBA), and reports one row each. */
+export async function measureDrains(
+  contenders: readonly DrainContender[],
+  plan: DrainPlan,
+): Promise<BenchResult[]> {
+  const tallies = contenders.map((): Tally => ({
+    consumeMs: 0,
+    cpuMicros: 0,
+    publishMs: 0,
+    messages: 0,
+    peak: 0,
+    growth: 0,
+    rates: [],
+  }));
+  const drainers: Drainer[] = [];
+  try {
+    for (const contender of contenders) drainers.push(await contender.open());
+    for (let rep = 0; rep < plan.repetitions; rep++) {
+      const order = [...contenders.keys()];
+      if (rep % 2 === 1) order.reverse();
+      for (const i of order) {
+        const contender = contenders[i] as DrainContender;
+        const tag = `${plan.runId}-${contender.name.replace(/[^A-Za-z0-9]/g, '_')}-r${rep}`;
+        await drainOnce(drainers[i] as Drainer, tag, plan, tallies[i] as Tally, contender.name);
+      }
+    }
+  } finally {
+    for (const drainer of drainers) await drainer.close();
+  }
+  const rates = new Map(
+    contenders.map((c, i) => {
+      const t = tallies[i] as Tally;
+      return [c.name, { all: (t.messages * 1000) / t.consumeMs, each: t.rates }];
+    }),
+  );
+  return contenders.map((contender, i) => {
+    const t = tallies[i] as Tally;
+    const own = rates.get(contender.name);
+    const base = contender.baseline === undefined ? undefined : rates.get(contender.baseline);
+    const round = (x: number): number => Number(x.toFixed(3));
+    return {
+      name: contender.name,
+      concurrency: contender.concurrency,
+      messagesPerSecond: Math.round(own?.all ?? 0),
+      messages: t.messages,
+      repetitions: plan.repetitions,
+      publishPerSecond: Math.round((t.messages * 1000) / t.publishMs),
+      cpuMicrosPerMessage: Math.round(t.cpuMicros / t.messages),
+      peakRssMb: Math.round(t.peak / MIB),
+      rssGrowthMb: Math.round(t.growth / MIB),
+      ...(contender.baseline === undefined ? {} : { baseline: contender.baseline }),
+      ...(base === undefined || own === undefined
+        ? {}
+        : {
+            ratio: round(own.all / base.all),
+            ratios: own.each.map((rate, rep) => round(rate / (base.each[rep] ?? rate))),
+          }),
+      ...(contender.note === undefined ? {} : { note: contender.note }),
+    };
+  });
+}

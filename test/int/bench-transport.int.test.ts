@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { suite as ordered } from '../../bench/ordered.js';
+import { suite as transport } from '../../bench/transport.js';
+import { NATS_SERVICE } from '../support/nats.js';
+import { findService } from '../support/services.js';
+
+const postgres = await findService({
+  variable: 'ONCEMQ_POSTGRES_URL',
+  defaultUrl: 'postgres://postgres@127.0.0.1:5432/test',
+});
+const brokers = {
+  rabbitmq: await findService({
+    variable: 'ONCEMQ_RABBITMQ_URL',
+    defaultUrl: 'amqp://guest:guest@127.0.0.1:5672',
+  }),
+  nats: await findService(NATS_SERVICE),
+  'redis-streams': await findService({ variable: 'ONCEMQ_REDIS_URL', defaultUrl: 'redis://127.0.0.1:6379' }),
+};
+const transports = [
+  'local',
+  ...Object.entries(brokers)
+    .filter(([, service]) => service.available)
+    .map(([name]) => name),
+];
+
+/**
+ * The benchmark suites run end to end on a few messages: every row is produced with a positive rate,
+ * and each drain's effects were checked by the suite itself (it throws when the points credited do
+ * not match the messages drained). No timing is asserted.
+ */
+describe.skipIf(!postgres.available)('bench suites transport and ordered', () => {
+  it('produces a raw and an oncemq row per transport and shape, with rates and ratios', async () => {
+    const results = await transport.run({
+      seconds: 1,
+      flags: { transport: transports.join(','), messages: '30', repetitions: '2', batch: '5' },
+    });
+    const names = results.map((row) => row.name);
+    for (const name of transports) {
+      for (const suffix of ['', ':batch']) {
+        expect(names).toContain(`raw:${name}${suffix}`);
+        expect(names).toContain(`oncemq:${name}${suffix}`);
+      }
+    }
+    for (const row of results) {
+      expect(row.messagesPerSecond, row.name).toBeGreaterThan(0);
+      expect(row.messages, row.name).toBe(60);
+      expect(row.peakRssMb, row.name).toBeGreaterThan(0);
+      if (row.name.startsWith('oncemq:')) {
+        expect(row.baseline, row.name).toBe(row.name.replace(/^oncemq:/, 'raw:'));
+        expect(row.ratio, row.name).toBeGreaterThan(0);
+        expect(row.ratios, row.name).toHaveLength(2);
+      }
+    }
+  }, 180_000);
+
+  it('produces the ordered and unordered rows on the local broker, none out of order', async () => {
+    const results = await ordered.run({
+      seconds: 1,
+      flags: { transport: 'local', messages: '60', repetitions: '1', keys: '10' },
+    });
+    expect(results.map((row) => row.name)).toEqual(['oncemq:ordered', 'oncemq:unordered']);
+    for (const row of results) expect(row.messagesPerSecond, row.name).toBeGreaterThan(0);
+    expect(results[0]?.note).toContain(', 0 out of order');
+    expect(results[0]?.baseline).toBe('oncemq:unordered');
+  }, 60_000);
+
+  it('refuses a transport it does not know, naming the ones it does', async () => {
+    await expect(transport.run({ seconds: 1, flags: { transport: 'carrier-pigeon' } })).rejects.toThrow(
+      /unknown 'carrier-pigeon'; expected some of rabbitmq, nats, redis-streams, local/,
+    );
+  });
+});
