@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { brokersOfUrl, KafkaNames, PartitionOffsets } from 'oncemq/kafka';
+
+describe('Kafka partition offsets', () => {
+  it('commits only the contiguous prefix of finished records, whatever order they finish in', () => {
+    const offsets = new PartitionOffsets();
+    for (const offset of [10n, 11n, 13n, 14n]) offsets.receive(offset);
+    // Nothing finished: committing the first record's own offset is as far as it may go.
+    expect(offsets.committable()).toBe(10n);
+    offsets.committed(10n);
+    expect(offsets.committable()).toBeNull();
+    offsets.finish(11n);
+    offsets.finish(14n);
+    expect(offsets.committable()).toBeNull();
+    offsets.finish(10n);
+    // 13 is in flight: the commit stops there (12 was never a record: a gap is not waited for).
+    expect(offsets.committable()).toBe(13n);
+    offsets.committed(13n);
+    expect(offsets.committable()).toBeNull();
+    offsets.finish(13n);
+    expect(offsets.committable()).toBe(15n);
+  });
+
+  it('skips records received again after a rejoin', () => {
+    const offsets = new PartitionOffsets();
+    offsets.receive(5n);
+    offsets.finish(5n);
+    offsets.committed(6n);
+    expect(offsets.seen(5n)).toBe(true);
+    expect(offsets.seen(6n)).toBe(false);
+  });
+});
+
+describe('Kafka names and URLs', () => {
+  it('names a group’s retry tiers and dead-letter topic, and reads a tier’s delay back', () => {
+    const names = new KafkaNames('oncemq');
+    expect(names.retryTopic('points:v2', 1500)).toBe('oncemq.points_v2.retry.1500');
+    expect(names.deadLetterTopic('points')).toBe('oncemq.points.dlt');
+    expect(names.retryDelayOf('points', 'oncemq.points.retry.30000')).toBe(30000);
+    expect(names.retryDelayOf('points', 'oncemq.points.dlt')).toBeNull();
+    expect(() => new KafkaNames('bad prefix')).toThrow(/prefix/);
+  });
+
+  it('reads several bootstrap brokers from a URL and refuses what is not one', () => {
+    expect(brokersOfUrl('kafka://a:9092,b:9093')).toEqual([
+      { host: 'a', port: 9092 },
+      { host: 'b', port: 9093 },
+    ]);
+    expect(() => brokersOfUrl('http://a:9092')).toThrow(/kafka:\/\//);
+  });
+});
