@@ -29,9 +29,11 @@ describe('service URL resolution', () => {
       'ONCEMQ_REDIS_URL',
       'ONCEMQ_RABBITMQ_URL',
       'ONCEMQ_NATS_URL',
+      'ONCEMQ_ROCKETMQ_URL',
       'ONCEMQ_KAFKA_URL',
     ]);
     expect(resolveServiceUrl('redis', undefined, {}).url).toBe('redis://127.0.0.1:6379');
+    expect(resolveServiceUrl('rocketmq', undefined, {}).url).toBe('rocketmq://127.0.0.1:8081');
   });
 
   it('tells the store from the URL scheme and hides passwords when printing', () => {
