@@ -1,4 +1,3 @@
-import type { Envelope } from '../core/envelope.js';
 import { errorText } from '../core/errors.js';
 import type { Outcome } from '../core/outcome.js';
 import type { ClaimStatus } from '../ledger/ledger.js';
@@ -51,7 +50,6 @@ export class RecordingTrace implements DeliveryTrace {
 
   constructor(
     private readonly instruments: PipelineInstruments | undefined,
-    private readonly envelope: Envelope,
     private readonly delivery: DeliverySpan | undefined,
   ) {}
 
@@ -61,7 +59,7 @@ export class RecordingTrace implements DeliveryTrace {
 
   claimed(status: ClaimStatus): void {
     const seconds = (performance.now() - this.#claimStarted) / 1000;
-    this.instruments?.claim(this.envelope.topic, status, seconds);
+    this.instruments?.claim(status, seconds);
     this.delivery?.span.addEvent('claim', { [ATTRIBUTES.claimStatus]: status });
   }
 
@@ -93,7 +91,7 @@ export class RecordingTrace implements DeliveryTrace {
   #handlerEnded(error: unknown): void {
     const seconds = (performance.now() - this.#handlerStarted) / 1000;
     const failed = error !== undefined;
-    this.instruments?.handler(this.envelope.topic, failed ? errorType(error) : undefined, seconds);
+    this.instruments?.handler(failed ? errorType(error) : undefined, seconds);
     this.delivery?.span.addEvent(
       'handler',
       failed ? { [ATTRIBUTES.errorType]: errorType(error) } : undefined,

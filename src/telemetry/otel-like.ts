@@ -69,6 +69,7 @@ export interface MeterLike {
   createCounter(name: string, options?: InstrumentOptionsLike): CounterLike;
   createHistogram(name: string, options?: InstrumentOptionsLike): HistogramLike;
   createObservableGauge(name: string, options?: InstrumentOptionsLike): ObservableGaugeLike;
+  createObservableCounter(name: string, options?: InstrumentOptionsLike): ObservableGaugeLike;
 }
 
 export interface MeterProviderLike {

@@ -1,6 +1,15 @@
 import type { Outcome } from '../core/outcome.js';
 import type { ClaimStatus } from '../ledger/ledger.js';
-import type { AttributesLike, CounterLike, HistogramLike, MeterLike } from './otel-like.js';
+import type { AttributesLike, HistogramLike, MeterLike } from './otel-like.js';
+import { outcomeCountersOf, type CounterSeries, type OutcomeCounterStore } from './outcome-counters.js';
+
+/** The counters of one topic of a pipeline. */
+interface TopicSeries {
+  readonly attributes: AttributesLike;
+  readonly consumed: CounterSeries;
+  /** By outcome kind and detail (`dead:malformed`). */
+  readonly outcomes: Map<string, CounterSeries>;
+}
 import { ATTRIBUTES, LATENCY_BUCKETS_S, METRICS } from './telemetry-names.js';
 
 /** What an outcome adds to the attributes of its counter: the kind, and the source or reason. */
@@ -18,28 +27,24 @@ function outcomeDetail(outcome: Outcome): string | undefined {
 }
 
 /**
- * The instruments of one pipeline (one group). Attribute sets are built once per topic and outcome
- * and reused, so recording a delivery allocates nothing once they are known.
+ * The instruments of one pipeline (one group). The counters carry the full messaging attributes
+ * (system, group, destination, operation) and are counted in process; the histograms, recorded
+ * through the SDK on every delivery, carry the group and one attribute that splits them (outcome,
+ * claim status, error type), because the SDK hashes every attribute of every recording.
  */
 export class PipelineInstruments {
-  readonly #consumed: CounterLike;
-  readonly #outcomes: CounterLike;
+  readonly #counters: OutcomeCounterStore;
   readonly #process: HistogramLike;
   readonly #claim: HistogramLike;
   readonly #handler: HistogramLike;
+  readonly #group: string;
   readonly #base: AttributesLike;
-  readonly #cache = new Map<string, AttributesLike>();
+  readonly #cache = new Map<string, Map<string | undefined, AttributesLike>>();
+  readonly #topics = new Map<string, TopicSeries>();
 
   constructor(meter: MeterLike, group: string, system: string | undefined) {
     const latency = { unit: 's', advice: { explicitBucketBoundaries: [...LATENCY_BUCKETS_S] } };
-    this.#consumed = meter.createCounter(METRICS.consumed, {
-      description: 'Deliveries the pipeline took to an outcome',
-      unit: '{message}',
-    });
-    this.#outcomes = meter.createCounter(METRICS.outcomes, {
-      description: 'Outcomes of deliveries by kind, duplicate source and dead-letter reason',
-      unit: '{message}',
-    });
+    this.#counters = outcomeCountersOf(meter);
     this.#process = meter.createHistogram(METRICS.processDuration, {
       description: 'Time from taking a delivery to its outcome',
       ...latency,
@@ -52,6 +57,7 @@ export class PipelineInstruments {
       description: "Time the handler took to apply a message's effect",
       ...latency,
     });
+    this.#group = group;
     this.#base = {
       ...(system === undefined ? {} : { [ATTRIBUTES.system]: system }),
       [ATTRIBUTES.group]: group,
@@ -60,48 +66,60 @@ export class PipelineInstruments {
     };
   }
 
-  /** The attributes of `topic` with `extra`, built once per distinct `id`. */
-  #attributes(id: string, topic: string, extra: () => AttributesLike): AttributesLike {
-    let attributes = this.#cache.get(id);
+  /** The group's attributes with `name: value`, built once per distinct value. */
+  #split(name: string, value: string | undefined): AttributesLike {
+    let byValue = this.#cache.get(name);
+    if (byValue === undefined)
+      this.#cache.set(name, (byValue = new Map<string | undefined, AttributesLike>()));
+    let attributes = byValue.get(value);
     if (attributes === undefined) {
-      attributes = Object.freeze({ ...this.#base, [ATTRIBUTES.destination]: topic, ...extra() });
-      this.#cache.set(id, attributes);
+      attributes = Object.freeze({
+        [ATTRIBUTES.group]: this.#group,
+        ...(value === undefined ? {} : { [name]: value }),
+      });
+      byValue.set(value, attributes);
     }
     return attributes;
   }
 
-  claim(topic: string, status: ClaimStatus, seconds: number): void {
-    this.#claim.record(
-      seconds,
-      this.#attributes(`c\0${topic}\0${status}`, topic, () => ({ [ATTRIBUTES.claimStatus]: status })),
-    );
+  claim(status: ClaimStatus, seconds: number): void {
+    this.#claim.record(seconds, this.#split(ATTRIBUTES.claimStatus, status));
   }
 
-  handler(topic: string, errorType: string | undefined, seconds: number): void {
-    this.#handler.record(
-      seconds,
-      this.#attributes(`h\0${topic}\0${errorType ?? ''}`, topic, () =>
-        errorType === undefined ? {} : { [ATTRIBUTES.errorType]: errorType },
-      ),
-    );
+  handler(errorType: string | undefined, seconds: number): void {
+    this.#handler.record(seconds, this.#split(ATTRIBUTES.errorType, errorType));
+  }
+
+  /** The counter series of `topic`, made on its first delivery. */
+  #topic(topic: string): TopicSeries {
+    let series = this.#topics.get(topic);
+    if (series === undefined) {
+      const attributes = Object.freeze({ ...this.#base, [ATTRIBUTES.destination]: topic });
+      series = { attributes, consumed: this.#counters.consumed(attributes), outcomes: new Map() };
+      this.#topics.set(topic, series);
+    }
+    return series;
   }
 
   outcome(outcome: Outcome, seconds: number): void {
-    const { topic, kind } = outcome;
+    const { kind } = outcome;
     const detail = outcomeDetail(outcome);
-    this.#consumed.add(
-      1,
-      this.#attributes(`t\0${topic}`, topic, () => ({})),
-    );
-    const attributes = this.#attributes(`o\0${topic}\0${kind}\0${detail ?? ''}`, topic, () => ({
-      [ATTRIBUTES.outcome]: kind,
-      ...(kind === 'duplicate' || kind === 'busy' ? { [ATTRIBUTES.duplicateSource]: detail } : {}),
-      ...(kind === 'dead' || kind === 'conflict' ? { [ATTRIBUTES.deadLetterReason]: detail } : {}),
-    }));
-    this.#outcomes.add(1, attributes);
-    this.#process.record(
-      seconds,
-      this.#attributes(`p\0${topic}\0${kind}`, topic, () => ({ [ATTRIBUTES.outcome]: kind })),
-    );
+    const topic = this.#topic(outcome.topic);
+    topic.consumed.value++;
+    const id = detail === undefined ? kind : `${kind}:${detail}`;
+    let counted = topic.outcomes.get(id);
+    if (counted === undefined) {
+      counted = this.#counters.outcome(
+        Object.freeze({
+          ...topic.attributes,
+          [ATTRIBUTES.outcome]: kind,
+          ...(kind === 'duplicate' || kind === 'busy' ? { [ATTRIBUTES.duplicateSource]: detail } : {}),
+          ...(kind === 'dead' || kind === 'conflict' ? { [ATTRIBUTES.deadLetterReason]: detail } : {}),
+        }),
+      );
+      topic.outcomes.set(id, counted);
+    }
+    counted.value++;
+    this.#process.record(seconds, this.#split(ATTRIBUTES.outcome, kind));
   }
 }

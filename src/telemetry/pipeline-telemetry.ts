@@ -100,7 +100,7 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
   }
 
   start(envelope: Envelope): DeliveryTrace {
-    return new RecordingTrace(this.#instruments, envelope, this.#span(envelope));
+    return new RecordingTrace(this.#instruments, this.#span(envelope));
   }
 
   /**

@@ -115,7 +115,10 @@ describe('OpenTelemetry metrics of a pipeline', () => {
     expect(await outcomes({ 'oncemq.outcome': 'busy' })).toBe(0);
 
     // Every delivery's duration; a claim per readable delivery (9); a handler run per won claim (6).
-    expect(await probe.observations(METRICS.processDuration, group)).toBe(10);
+    expect(
+      await probe.observations(METRICS.processDuration, { 'messaging.consumer.group.name': 'points' }),
+    ).toBe(10);
+    expect(await probe.observations(METRICS.processDuration, { 'oncemq.outcome': 'dead' })).toBe(2);
     expect(await probe.observations(METRICS.claimDuration, { 'oncemq.claim.status': 'acquired' })).toBe(5);
     // e4's second copy takes over the FAIL row its first attempt left.
     expect(await probe.observations(METRICS.claimDuration, { 'oncemq.claim.status': 'reclaimed' })).toBe(1);
