@@ -6,7 +6,9 @@ import { createPipeline } from '../src/consumer/pipeline.js';
 import { RetryPolicy } from '../src/consumer/retry-policy.js';
 import type { Envelope } from '../src/core/envelope.js';
 import { SqliteLedger } from '../src/ledger/sqlite/sqlite-ledger.js';
+import type { TelemetryConfig } from '../src/telemetry/pipeline-telemetry.js';
 import { sideBySide, type Suite } from './harness.js';
+import { benchTelemetry } from './telemetry.js';
 
 interface Payment {
   readonly eventId: string;
@@ -63,11 +65,12 @@ export const suite: Suite = {
       if (inserted.changes === 1) add.run(payment.userId);
     });
     const retry = RetryPolicy.rocketmq();
-    const pipeline = (mode: 'transactional' | 'leased') =>
+    const pipeline = (mode: 'transactional' | 'leased', telemetry: TelemetryConfig | false = false) =>
       createPipeline<Database.Database, Payment>({
         ledger,
-        group: mode,
+        group: telemetry === false ? mode : `${mode}-otel`,
         mode,
+        telemetry,
         retry,
         fingerprint: flags.fingerprint !== 'false',
         key: { jsonPath: 'eventId' },
@@ -77,6 +80,14 @@ export const suite: Suite = {
       });
     const transactional = pipeline('transactional');
     const leased = pipeline('leased');
+    const otel = benchTelemetry();
+    const transactionalOtel = pipeline('transactional', { ...otel.config, system: 'local' });
+    const metricsOnly = pipeline('transactional', {
+      ...otel.config,
+      tracerProvider: false,
+      system: 'metrics',
+    });
+    const tracesOnly = pipeline('transactional', { ...otel.config, meterProvider: false, system: 'traces' });
     try {
       return await sideBySide(
         [
@@ -93,6 +104,27 @@ export const suite: Suite = {
             note: `synchronous=${synchronous}`,
           },
           {
+            name: 'oncemq:transactional:otel',
+            concurrency: 1,
+            op: (i) => transactionalOtel.process(message('tx-otel', i)),
+            note: `synchronous=${synchronous}, OpenTelemetry metrics + a span per delivery`,
+            baseline: 'oncemq:transactional',
+          },
+          {
+            name: 'oncemq:transactional:otel-metrics',
+            concurrency: 1,
+            op: (i) => metricsOnly.process(message('tx-metrics', i)),
+            note: `synchronous=${synchronous}, OpenTelemetry metrics only`,
+            baseline: 'oncemq:transactional',
+          },
+          {
+            name: 'oncemq:transactional:otel-traces',
+            concurrency: 1,
+            op: (i) => tracesOnly.process(message('tx-traces', i)),
+            note: `synchronous=${synchronous}, a span per delivery only`,
+            baseline: 'oncemq:transactional',
+          },
+          {
             name: 'oncemq:leased',
             concurrency: 1,
             op: (i) => leased.process(message('leased', i)),
@@ -102,6 +134,7 @@ export const suite: Suite = {
         { seconds },
       );
     } finally {
+      await otel.shutdown();
       await ledger.close();
       db.close();
       rmSync(dir, { recursive: true, force: true });

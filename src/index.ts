@@ -149,3 +149,18 @@ export type {
   TransactionalSendResult,
 } from './outbox/transactional-send.js';
 export type { HandlerOutbox } from './consumer/handler-context.js';
+export { toLogger } from './core/logger.js';
+export type { LoggerLike, PinoLike } from './core/logger.js';
+export { openTelemetryStatus } from './telemetry/otel-api.js';
+export { DEFAULT_TELEMETRY_CONFIG } from './telemetry/pipeline-telemetry.js';
+export type { TelemetryConfig } from './telemetry/pipeline-telemetry.js';
+export { TRACE_HEADERS, tracePublish } from './telemetry/trace-publish.js';
+export { observeDeadLetterDepth } from './telemetry/dead-letter-gauge.js';
+export type { DeadLetterGauge, DeadLetterGaugeConfig } from './telemetry/dead-letter-gauge.js';
+export {
+  ATTRIBUTES,
+  INSTRUMENTATION_SCOPE,
+  LATENCY_BUCKETS_S,
+  METRICS,
+} from './telemetry/telemetry-names.js';
+export type { MeterProviderLike, TracerProviderLike, OtelApiLike } from './telemetry/otel-like.js';

@@ -4,6 +4,7 @@ import { isWon, type ClaimResult, type WonClaim } from '../ledger/ledger.js';
 import type { Readable, ReadDelivery } from './delivery-reader.js';
 import { batchResults, type DeliveryRunner } from './delivery-runner.js';
 import { NEVER_ABORTED, type HeldDelivery } from './lease-keeper.js';
+import type { DeliveryTrace } from '../telemetry/delivery-trace.js';
 
 /** A batch as the pipeline hands it over: every delivery read, and how to run one on its own. */
 export interface BatchInput<Tx, T> {
@@ -13,8 +14,8 @@ export interface BatchInput<Tx, T> {
   readonly deliveries: readonly ReadDelivery<T>[];
   /** Runs one read delivery to its recorded outcome (process()'s path), for fallbacks. */
   readonly one: (delivery: Readable<T>) => Promise<Outcome>;
-  /** Records an outcome (counts, logs, tells the listener) and returns it. */
-  readonly record: (outcome: Outcome) => Outcome;
+  /** Records an outcome (counts, logs, tells the listener, ends the delivery's trace) and returns it. */
+  readonly record: (outcome: Outcome, trace: DeliveryTrace) => Outcome;
   readonly started: number;
 }
 
@@ -64,6 +65,7 @@ async function runTransactional<Tx, T>(
   const values = new Map<number, unknown>();
   const stop = runner.keepAlive(claimable.map(({ delivery }) => delivery.envelope));
   let claimed: readonly ClaimResult[] | undefined;
+  for (const { delivery } of claimable) delivery.trace.claimStarted();
   try {
     claimed = await runner.ledger.transactionMany(
       claimable.map(({ delivery }) => delivery.request),
@@ -71,6 +73,7 @@ async function runTransactional<Tx, T>(
         const items = won.map(({ index, claim }) => {
           const item = claimable[index];
           if (item === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
+          item.delivery.trace.claimed(claim.attempt > 1 ? 'reclaimed' : 'acquired');
           return { index, claim, delivery: item.delivery };
         });
         const batchHandler = runner.batchHandler;
@@ -102,10 +105,12 @@ async function runTransactional<Tx, T>(
     if (result === undefined) {
       outcomes[index] = await input.one(delivery);
     } else {
+      if (isWon(result)) delivery.trace.committed();
       outcomes[index] = input.record(
         isWon(result)
           ? runner.executed(delivery, result, started, values.get(i))
           : runner.notWon(delivery, result, started),
+        delivery.trace,
       );
     }
   }
@@ -132,11 +137,14 @@ async function runLeased<Tx, T>(
     claimable.map(({ delivery }): Promise<LeasedAnswer> => {
       if (seen.has(delivery.key)) return Promise.resolve({ later: true });
       seen.add(delivery.key);
+      delivery.trace.claimStarted();
       return runner.ledger.claim(delivery.request).then(
-        (claimed): LeasedAnswer =>
-          isWon(claimed)
+        (claimed): LeasedAnswer => {
+          delivery.trace.claimed(claimed.status);
+          return isWon(claimed)
             ? { won: true, claimed, held: runner.hold(claimed, sentAt, delivery.envelope) }
-            : { won: false, claimed },
+            : { won: false, claimed };
+        },
         (error: unknown): LeasedAnswer => ({ error }),
       );
     }),
@@ -155,16 +163,16 @@ async function runLeased<Tx, T>(
         await Promise.all(settling); // its first copy must be recorded before it claims
         outcomes[index] = await input.one(delivery);
       } else if ('error' in answer) {
-        outcomes[index] = input.record(runner.unavailable(delivery, answer.error, started));
+        outcomes[index] = input.record(runner.unavailable(delivery, answer.error, started), delivery.trace);
       } else if (answer.won) {
         const { settled } = await runner.runHeld(delivery, answer.claimed, answer.held, started);
         settling.push(
           settled.then((outcome) => {
-            outcomes[index] = input.record(outcome);
+            outcomes[index] = input.record(outcome, delivery.trace);
           }),
         );
       } else {
-        outcomes[index] = input.record(runner.notWon(delivery, answer.claimed, started));
+        outcomes[index] = input.record(runner.notWon(delivery, answer.claimed, started), delivery.trace);
       }
     }
   } finally {

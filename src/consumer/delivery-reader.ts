@@ -3,6 +3,7 @@ import { ConfigError, errorText, PermanentError } from '../core/errors.js';
 import { fingerprint, type FingerprintSource } from '../core/fingerprint.js';
 import { normalizeKey, type KeyExtractor } from '../core/key.js';
 import type { ClaimRequest } from '../ledger/ledger.js';
+import type { DeliveryTrace } from '../telemetry/delivery-trace.js';
 
 /** How the body becomes the handler's message; a failure is a `malformed` dead letter. */
 export type Decoder<T> = 'json' | 'text' | 'bytes' | ((envelope: Envelope) => T);
@@ -12,6 +13,7 @@ export type ReadDelivery<T> =
   | {
       readonly ok: true;
       readonly envelope: Envelope;
+      readonly trace: DeliveryTrace;
       readonly key: string;
       readonly message: T;
       readonly request: ClaimRequest;
@@ -19,6 +21,7 @@ export type ReadDelivery<T> =
   | {
       readonly ok: false;
       readonly envelope: Envelope;
+      readonly trace: DeliveryTrace;
       /** The key, when it could be read before the failure. */
       readonly key: string | null;
       readonly error: PermanentError;
@@ -69,7 +72,11 @@ export interface ReaderConfig<T> {
  * fingerprint and the claim request. Whatever a user function throws becomes a permanent error
  * with a reason, never an exception out of here.
  */
-export function readDelivery<T>(config: ReaderConfig<T>, envelope: Envelope): ReadDelivery<T> {
+export function readDelivery<T>(
+  config: ReaderConfig<T>,
+  envelope: Envelope,
+  trace: DeliveryTrace,
+): ReadDelivery<T> {
   const readKey = (message: unknown): string | PermanentError => {
     try {
       return normalizeKey(config.key(envelope, message));
@@ -78,15 +85,21 @@ export function readDelivery<T>(config: ReaderConfig<T>, envelope: Envelope): Re
     }
   };
   let key = config.key.needsMessage ? null : readKey(undefined);
-  if (key instanceof PermanentError) return { ok: false, envelope, key: null, error: key };
+  if (key instanceof PermanentError) return { ok: false, envelope, trace, key: null, error: key };
   let message: T;
   try {
     message = config.decode(envelope);
   } catch (error) {
-    return { ok: false, envelope, key, error: permanent('malformed', 'cannot decode the body', error) };
+    return {
+      ok: false,
+      envelope,
+      trace,
+      key,
+      error: permanent('malformed', 'cannot decode the body', error),
+    };
   }
   key ??= readKey(message);
-  if (key instanceof PermanentError) return { ok: false, envelope, key: null, error: key };
+  if (key instanceof PermanentError) return { ok: false, envelope, trace, key: null, error: key };
   let print: string | null;
   try {
     print = fingerprint(config.fingerprint, envelope, message);
@@ -94,6 +107,7 @@ export function readDelivery<T>(config: ReaderConfig<T>, envelope: Envelope): Re
     return {
       ok: false,
       envelope,
+      trace,
       key,
       error: permanent('malformed', 'cannot fingerprint the payload', error),
     };
@@ -101,6 +115,7 @@ export function readDelivery<T>(config: ReaderConfig<T>, envelope: Envelope): Re
   return {
     ok: true,
     envelope,
+    trace,
     key,
     message,
     request: {

@@ -129,9 +129,10 @@ export class DeliveryRunner<Tx, T> {
     );
   }
 
-  /** Calls the handler for a won claim, with its context. */
+  /** Calls the handler for a won claim, with its context, inside the delivery's trace. */
   handle(delivery: Readable<T>, claim: Claim, tx: Tx | undefined, signal: SignalSource): unknown {
-    return this.config.handler(delivery.message, this.context(delivery, claim, tx, signal));
+    const context = this.context(delivery, claim, tx, signal);
+    return delivery.trace.handler(() => this.config.handler(delivery.message, context));
   }
 
   /** The batch handler, when the pipeline has one. */
@@ -192,8 +193,10 @@ export class DeliveryRunner<Tx, T> {
       for (let run = 0; ; run++) {
         let value: unknown;
         const handler = { failed: false };
+        delivery.trace.claimStarted();
         try {
           const claimed = await ledger.transaction(delivery.request, (tx, claim) => {
+            delivery.trace.claimed(claim.attempt > 1 ? 'reclaimed' : 'acquired');
             let out: unknown;
             try {
               out = this.handle(delivery, claim, tx, NEVER_ABORTED);
@@ -210,9 +213,12 @@ export class DeliveryRunner<Tx, T> {
               },
             );
           });
-          return isWon(claimed)
-            ? this.executed(delivery, claimed, started, value)
-            : this.notWon(delivery, claimed, started);
+          if (!isWon(claimed)) {
+            delivery.trace.claimed(claimed.status);
+            return this.notWon(delivery, claimed, started);
+          }
+          delivery.trace.committed();
+          return this.executed(delivery, claimed, started, value);
         } catch (error) {
           if (!handler.failed && error instanceof LedgerUnavailableError)
             return this.unavailable(delivery, error, started);
@@ -242,8 +248,10 @@ export class DeliveryRunner<Tx, T> {
   async leased(delivery: Readable<T>, started: number): Promise<Outcome> {
     const sentAt = Date.now();
     let claimed: ClaimResult;
+    delivery.trace.claimStarted();
     try {
       claimed = await this.config.ledger.claim(delivery.request);
+      delivery.trace.claimed(claimed.status);
     } catch (error) {
       // A request the ledger can never store (a key past its limits) is a dead letter, not an outage.
       if (error instanceof PermanentError)
@@ -331,6 +339,7 @@ export class DeliveryRunner<Tx, T> {
     let leaseLost = false;
     try {
       await this.#completeWithResult(delivery, claim, stored);
+      delivery.trace.committed();
     } catch (error) {
       if (!(error instanceof LeaseLostError)) return this.unavailable(delivery, error, started);
       leaseLost = true;

@@ -1,6 +1,7 @@
 import { errorText } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
+import type { DeliveryTrace } from '../telemetry/delivery-trace.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
 
 /** Records every outcome once: counts it, logs it, tells the listener. Never throws. */
@@ -13,8 +14,13 @@ export class OutcomeRecorder {
     private readonly listener: ((outcome: Outcome) => void) | undefined,
   ) {}
 
-  record(outcome: Outcome): Outcome {
+  record(outcome: Outcome, trace: DeliveryTrace): Outcome {
     this.#counters.record(outcome);
+    try {
+      trace.finish(outcome);
+    } catch {
+      // Telemetry that throws (a broken exporter) must not turn an outcome into a failure either.
+    }
     try {
       this.#log(outcome);
     } catch {
@@ -42,6 +48,7 @@ export class OutcomeRecorder {
         key: outcome.key,
         brokerId: outcome.brokerId,
         attempt: outcome.deliveryCount,
+        outcome: outcome.kind,
         error: errorText(outcome.error),
       });
     } else if (outcome.kind === 'retry') {
@@ -50,6 +57,7 @@ export class OutcomeRecorder {
         key: outcome.key,
         brokerId: outcome.brokerId,
         attempt: outcome.deliveryCount,
+        outcome: outcome.kind,
         delayMs: outcome.delayMs,
         charged: outcome.nextDeliveryCount > outcome.deliveryCount,
         error: errorText(outcome.error),
@@ -60,6 +68,7 @@ export class OutcomeRecorder {
         key: outcome.key,
         brokerId: outcome.brokerId,
         attempt: outcome.deliveryCount,
+        outcome: outcome.kind,
         ...(outcome.kind === 'executed' ? { execution: outcome.attempt } : { source: outcome.source }),
       });
     }

@@ -4,10 +4,11 @@ import { ConfigError } from '../core/errors.js';
 import type { FingerprintSource } from '../core/fingerprint.js';
 import { validateGroup } from '../core/group.js';
 import { compileKeySource, DEFAULT_KEY_SOURCE, type KeyExtractor, type KeySource } from '../core/key.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { toLogger, type LoggerLike, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { validateTelemetry, type TelemetryConfig } from '../telemetry/pipeline-telemetry.js';
 import { compileDecoder, type Decoder } from './delivery-reader.js';
 import { batchResults, type BatchHandler, type Handler } from './delivery-runner.js';
 import { isThenable } from '../core/thenable.js';
@@ -57,8 +58,16 @@ export interface PipelineConfig<Tx, T = unknown> {
   readonly serializer?: Serializer;
   /** Called with every outcome, after the ledger has recorded it. */
   readonly onOutcome?: (outcome: Outcome) => void;
-  /** @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where log lines go: any object with debug/info/warn/error, such as `console` or a pino logger as
+   * they are. Every outcome's line carries group, key, brokerId, attempt and outcome. @default silent
+   */
+  readonly logger?: LoggerLike;
+  /**
+   * OpenTelemetry metrics and spans (docs/observability.md), through `@opentelemetry/api` when it is
+   * installed (a no-op when it is not); `false` turns them off. @default the global providers
+   */
+  readonly telemetry?: TelemetryConfig | false;
   /**
    * The transactional outbox of the ledger's database (`createOutbox({ ledger })`): handlers write
    * follow-up messages with `ctx.outbox.add(...)` in the claim's transaction. Transactional mode only.
@@ -92,6 +101,7 @@ export interface ResolvedPipelineConfig<Tx, T> {
   readonly onOutcome: ((outcome: Outcome) => void) | undefined;
   readonly logger: Logger;
   readonly outbox: Outbox<Tx> | undefined;
+  readonly telemetry: TelemetryConfig | false;
 }
 
 function resolveMode(ledger: Ledger, mode: Mode | undefined): Mode {
@@ -205,7 +215,8 @@ export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): Res
     onFailure,
     serializer: config.serializer ?? JSON_SERIALIZER,
     onOutcome: config.onOutcome,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
+    telemetry: validateTelemetry(config.telemetry),
     outbox: config.outbox,
   });
 }

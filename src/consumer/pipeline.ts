@@ -11,6 +11,11 @@ import { OutcomeBuilder } from './outcome-builder.js';
 import { OutcomeRecorder } from './outcome-recorder.js';
 import { resolvePipelineConfig, type PipelineConfig } from './pipeline-config.js';
 import type { RetryPolicy } from './retry-policy.js';
+import {
+  NO_TELEMETRY,
+  openPipelineTelemetry,
+  type PipelineTelemetry,
+} from '../telemetry/pipeline-telemetry.js';
 
 export type { Decoder } from './delivery-reader.js';
 export type { BatchContext, BatchEvent, BatchHandler, Handler } from './delivery-runner.js';
@@ -55,6 +60,9 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
   readonly #recorder: OutcomeRecorder;
   readonly #init: () => Promise<void>;
   readonly #outcomes: OutcomeBuilder;
+  #telemetry: PipelineTelemetry = NO_TELEMETRY;
+  /** Set while `@opentelemetry/api` is being loaded; deliveries wait for it (once). */
+  #telemetryLoading: Promise<void> | undefined;
   #ready = false;
   #initializing: Promise<void> | undefined;
   #closed = false;
@@ -89,6 +97,15 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     });
     this.#recorder = new OutcomeRecorder(group, logger, resolved.onOutcome);
     this.#init = () => ledger.init();
+    if (resolved.telemetry !== false) {
+      this.#telemetryLoading = openPipelineTelemetry(resolved.telemetry, { group, ledger }).then(
+        (telemetry) => {
+          this.#telemetryLoading = undefined;
+          if (this.#closed) telemetry.close();
+          else this.#telemetry = telemetry;
+        },
+      );
+    }
   }
 
   /** Initialises the ledger once; a failed init is retried by the next delivery. */
@@ -117,7 +134,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     } catch (error) {
       if (error instanceof ConfigError) throw error;
       return deliveries.map((delivery) =>
-        this.#recorder.record(this.#runner.unavailable(delivery, error, started)),
+        this.#recorder.record(this.#runner.unavailable(delivery, error, started), delivery.trace),
       );
     }
   }
@@ -125,6 +142,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
   #unreadable(delivery: Extract<ReadDelivery<T>, { ok: false }>, started: number): Outcome {
     return this.#recorder.record(
       this.#outcomes.failed(delivery.envelope, delivery.key, delivery.error, started),
+      delivery.trace,
     );
   }
 
@@ -134,13 +152,14 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
       this.mode === 'transactional'
         ? await this.#runner.transactional(delivery, started)
         : await this.#runner.leased(delivery, started);
-    return this.#recorder.record(outcome);
+    return this.#recorder.record(outcome, delivery.trace);
   }
 
   async process(envelope: Envelope): Promise<Outcome> {
     if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
+    if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
-    const delivery = readDelivery(this.#reader, envelope);
+    const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope));
     if (!delivery.ok) return this.#unreadable(delivery, started);
     const unavailable = await this.#ready$([delivery], started);
     if (unavailable?.[0] !== undefined) return unavailable[0];
@@ -149,8 +168,11 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
 
   async processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]> {
     if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
+    if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
-    const deliveries = envelopes.map((envelope) => readDelivery(this.#reader, envelope));
+    const deliveries = envelopes.map((envelope) =>
+      readDelivery(this.#reader, envelope, this.#telemetry.start(envelope)),
+    );
     const outcomes: (Outcome | undefined)[] = deliveries.map((delivery) =>
       delivery.ok ? undefined : this.#unreadable(delivery, started),
     );
@@ -167,7 +189,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
           mode: this.mode,
           deliveries,
           one: (delivery) => this.#one(delivery, started),
-          record: (outcome) => this.#recorder.record(outcome),
+          record: (outcome, trace) => this.#recorder.record(outcome, trace),
           started,
         },
         outcomes,
@@ -182,6 +204,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
 
   close(): void {
     this.#closed = true;
+    this.#telemetry.close();
   }
 }
 

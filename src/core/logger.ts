@@ -1,10 +1,28 @@
-/** Where oncemq writes log lines. Any object with these four methods fits (console, pino, winston). */
+/** Where oncemq writes log lines: the message first, then the fields (console's order). */
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
 }
+
+type PinoMethod = (fields: Record<string, unknown>, message: string) => void;
+
+/**
+ * A pino (or bunyan-style) logger: the fields first, then the message. Told from a console-style
+ * logger by pino's `bindings()` and `child()`.
+ */
+export interface PinoLike {
+  debug: PinoMethod;
+  info: PinoMethod;
+  warn: PinoMethod;
+  error: PinoMethod;
+  child(bindings: Record<string, unknown>): unknown;
+  bindings(): Record<string, unknown>;
+}
+
+/** What a `logger` option takes: console, a pino logger, or any {@link Logger}, as they are. */
+export type LoggerLike = Logger | PinoLike;
 
 const ignore = (): void => undefined;
 
@@ -15,3 +33,26 @@ export const SILENT_LOGGER: Logger = Object.freeze({
   warn: ignore,
   error: ignore,
 });
+
+const isPino = (logger: LoggerLike): logger is PinoLike =>
+  typeof (logger as Partial<PinoLike>).bindings === 'function' &&
+  typeof (logger as Partial<PinoLike>).child === 'function';
+
+/**
+ * A {@link Logger} of what the user gave: a console-style logger as it is; a pino logger called its
+ * own way (`logger.info(fields, message)`), so the fields become properties of the JSON line.
+ */
+export function toLogger(logger: LoggerLike | undefined): Logger {
+  if (logger === undefined) return SILENT_LOGGER;
+  if (!isPino(logger)) return logger;
+  const level =
+    (name: 'debug' | 'info' | 'warn' | 'error') =>
+    (message: string, fields?: Record<string, unknown>): void =>
+      logger[name](fields ?? {}, message);
+  return Object.freeze({
+    debug: level('debug'),
+    info: level('info'),
+    warn: level('warn'),
+    error: level('error'),
+  });
+}

@@ -59,6 +59,12 @@ export interface DeadLetters {
   replay(group: string, ids: readonly string[]): Promise<number>;
   /** Deletes the chosen dead letters for good. Returns how many were deleted. */
   purge(group: string, ids: readonly string[]): Promise<number>;
+  /**
+   * How many dead letters the group has, counted by the broker without reading them (a queue's
+   * message count, a stream's length, a table count). Absent where the transport cannot tell.
+   * A group without a dead-letter queue is an error, as for {@link list}.
+   */
+  depth?(group: string): Promise<number>;
 }
 
 /** The dead-letter queue of a transport without the `deadLetter` capability: every call says so. */

@@ -112,6 +112,19 @@ export class DeadLetterStore implements DeadLetters {
     });
   }
 
+  depth(group: string): Promise<number> {
+    return later(() => {
+      const row = this.#store.read('counting dead letters', () =>
+        this.#store
+          .statement(
+            'SELECT COUNT(*) AS depth FROM oncemq_dead_letters WHERE consumer_group = ? AND replayed_at IS NULL',
+          )
+          .get(group),
+      ) as { depth: number };
+      return row.depth;
+    });
+  }
+
   list(query: DeadLetterQuery & { readonly includeReplayed?: boolean }): Promise<DeadLetter[]> {
     return later(() => this.listNow(query));
   }

@@ -1,3 +1,4 @@
+import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
@@ -191,7 +192,12 @@ export class LocalBroker implements Transport {
     return { topic, queueId, uniqueId, headers, body: encodeBody(message.body), bornAt: this.store.now() };
   }
 
-  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+  /** Publishes inside a producer span whose trace context travels in the headers (docs/observability.md). */
+  publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    return tracePublish(this.name, message, (traced) => this.#publish(traced));
+  }
+
+  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
     const store = await this.#open();
     const prepared = this.prepare(message);
     const orderingKey = prepared.headers[ORDERING_KEY_HEADER];
@@ -278,6 +284,7 @@ export class LocalBroker implements Transport {
     replay: async (group: string, ids: readonly string[]) =>
       (await this.#openDeadLetters()).replay(group, ids),
     purge: async (group: string, ids: readonly string[]) => (await this.#openDeadLetters()).purge(group, ids),
+    depth: async (group: string) => (await this.#openDeadLetters()).depth(group),
   });
 
   async #openDeadLetters(): Promise<DeadLetterStore> {

@@ -1,6 +1,7 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError, errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
+import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { OutgoingMessage, PublishReceipt } from '../transport.js';
 import { CHECK_MAX_TOPIC } from './broker-schema.js';
 import type { HalfMessage } from './half-message-store.js';
@@ -112,7 +113,14 @@ export class TransactionProducer {
    * Stores `message` as a half message, runs `localTx`, and ends the half message by its answer.
    * A throwing local transaction counts as UNKNOWN: the check-back decides later.
    */
-  async sendInTransaction(
+  sendInTransaction(
+    message: OutgoingMessage,
+    localTx: (message: HalfMessageView) => TransactionState | Promise<TransactionState>,
+  ): Promise<TransactionSendResult> {
+    return tracePublish(this.#broker.name, message, (traced) => this.#send(traced, localTx));
+  }
+
+  async #send(
     message: OutgoingMessage,
     localTx: (message: HalfMessageView) => TransactionState | Promise<TransactionState>,
   ): Promise<TransactionSendResult> {

@@ -1,3 +1,4 @@
+import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -157,7 +158,12 @@ export class NatsTransport implements Transport {
     }
   }
 
-  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+  /** Publishes inside a producer span whose trace context travels in the headers (docs/observability.md). */
+  publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    return tracePublish(this.name, message, (traced) => this.#publish(traced));
+  }
+
+  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
     const topic = validNatsTopic(message.topic);
     const open = await this.#connect();
     const headers: Record<string, string> = { ...message.headers };

@@ -74,6 +74,17 @@ export class RabbitDeadLetters implements DeadLetters {
     });
   }
 
+  /** The dead-letter queue's message count (a passive declare: nothing is created). */
+  async depth(group: string): Promise<number> {
+    const queue = await this.#topology.deadQueue(group, false);
+    const channel = await this.#connection.channel('dead letters', this.#settings.publishTimeoutMs);
+    try {
+      return (await channel.raw.checkQueue(queue)).messageCount;
+    } finally {
+      await channel.close();
+    }
+  }
+
   replay(group: string, ids: readonly string[]): Promise<number> {
     const work = this.#topology.names.work(group);
     return this.#acting(group, ids, async (channel, { message }) => {

@@ -1,3 +1,4 @@
+import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, errorText } from '../../core/errors.js';
@@ -91,7 +92,12 @@ export class RabbitTransport implements Transport {
    * again as a new copy (a new broker id, the same key and unique id), at most `publishAttempts`
    * times; an unroutable message (no queue or log bound to the topic) is refused at once.
    */
-  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+  /** Publishes inside a producer span whose trace context travels in the headers (docs/observability.md). */
+  publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    return tracePublish(this.name, message, (traced) => this.#publish(traced));
+  }
+
+  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
     this.#refuseClosed();
     const topic = validTopic(message.topic);
     await this.init();

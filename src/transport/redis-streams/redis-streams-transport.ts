@@ -1,3 +1,4 @@
+import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ConfigError, errorText, TransportClosedError } from '../../core/errors.js';
@@ -104,7 +105,12 @@ export class RedisStreamsTransport implements Transport {
    * connection breaks before the reply, the message is sent again (a new copy with the same key) up
    * to `publishAttempts` times, backing off; a command that times out is not (it may still be stored), and fails.
    */
-  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+  /** Publishes inside a producer span whose trace context travels in the headers (docs/observability.md). */
+  publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    return tracePublish(this.name, message, (traced) => this.#publish(traced));
+  }
+
+  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
     const commands = this.#open();
     const topic = validTopic(message.topic);
     const headers: Record<string, string> = { ...message.headers };

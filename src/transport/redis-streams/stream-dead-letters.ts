@@ -43,6 +43,12 @@ export class StreamDeadLetters implements DeadLetters {
     return readDeadLetter(entry.id, message.headers, message.body, { stream });
   }
 
+  /** The group's dead-letter stream length (`XLEN`). */
+  async depth(group: string): Promise<number> {
+    const commands = await this.#checked(group);
+    return replyNumber(await commands.send(['XLEN', this.keys.deadLetters(group)], 'counting dead letters'));
+  }
+
   async list(query: DeadLetterQuery): Promise<readonly DeadLetter[]> {
     const commands = await this.#checked(query.group);
     const limit = query.limit ?? DEFAULT_DEAD_LETTER_LIMIT;

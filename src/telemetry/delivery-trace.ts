@@ -1,0 +1,135 @@
+import { errorText } from '../core/errors.js';
+import type { Outcome } from '../core/outcome.js';
+import type { ClaimStatus } from '../ledger/ledger.js';
+import type { AttributesLike, ContextLike, OtelApiLike, SpanLike } from './otel-like.js';
+import type { PipelineInstruments } from './pipeline-instruments.js';
+import { ATTRIBUTES } from './telemetry-names.js';
+
+/**
+ * What the pipeline tells about one delivery as it goes: claim, handler, commit, outcome. One per
+ * delivery; a no-op when telemetry is off.
+ */
+export interface DeliveryTrace {
+  /** The ledger claim starts (again, for an immediate retry). */
+  claimStarted(): void;
+  /** The ledger answered the claim. */
+  claimed(status: ClaimStatus): void;
+  /** Runs the handler inside the delivery's span (its own spans become children) and times it. */
+  handler<R>(run: () => R): R;
+  /** The claim's transaction committed, or a leased claim was completed. */
+  committed(): void;
+  /** The outcome is known: counts it, records the durations, ends the span. */
+  finish(outcome: Outcome): void;
+}
+
+/** The trace of a pipeline without telemetry. */
+export const NO_TRACE: DeliveryTrace = Object.freeze({
+  claimStarted: () => undefined,
+  claimed: () => undefined,
+  handler: <R>(run: () => R): R => run(),
+  committed: () => undefined,
+  finish: () => undefined,
+});
+
+const isThenable = (value: unknown): value is PromiseLike<unknown> =>
+  typeof (value as { then?: unknown } | null)?.then === 'function';
+
+/** The span of a delivery and the API it was started with. */
+export interface DeliverySpan {
+  readonly api: OtelApiLike;
+  readonly span: SpanLike;
+  /** The context the handler runs in: the delivery's span set on the parent. */
+  readonly context: ContextLike;
+}
+
+/** One delivery, recorded into the pipeline's instruments and (when tracing) its span. */
+export class RecordingTrace implements DeliveryTrace {
+  readonly #started = performance.now();
+  #claimStarted = this.#started;
+  #handlerStarted = 0;
+
+  constructor(
+    private readonly instruments: PipelineInstruments | undefined,
+    private readonly delivery: DeliverySpan | undefined,
+  ) {}
+
+  claimStarted(): void {
+    this.#claimStarted = performance.now();
+  }
+
+  claimed(status: ClaimStatus): void {
+    const seconds = (performance.now() - this.#claimStarted) / 1000;
+    this.instruments?.claim(status, seconds);
+    this.delivery?.span.addEvent('claim', { [ATTRIBUTES.claimStatus]: status });
+  }
+
+  handler<R>(run: () => R): R {
+    this.#handlerStarted = performance.now();
+    let out: R;
+    try {
+      out = this.delivery === undefined ? run() : this.delivery.api.context.with(this.delivery.context, run);
+    } catch (error) {
+      this.#handlerEnded(error);
+      throw error;
+    }
+    if (!isThenable(out)) {
+      this.#handlerEnded(undefined);
+      return out;
+    }
+    return Promise.resolve(out).then(
+      (value) => {
+        this.#handlerEnded(undefined);
+        return value;
+      },
+      (error: unknown) => {
+        this.#handlerEnded(error);
+        throw error;
+      },
+    ) as R;
+  }
+
+  #handlerEnded(error: unknown): void {
+    const seconds = (performance.now() - this.#handlerStarted) / 1000;
+    const failed = error !== undefined;
+    this.instruments?.handler(failed ? errorType(error) : undefined, seconds);
+    this.delivery?.span.addEvent(
+      'handler',
+      failed ? { [ATTRIBUTES.errorType]: errorType(error) } : undefined,
+    );
+  }
+
+  committed(): void {
+    this.delivery?.span.addEvent('commit');
+  }
+
+  finish(outcome: Outcome): void {
+    this.instruments?.outcome(outcome, (performance.now() - this.#started) / 1000);
+    if (this.delivery !== undefined) endSpan(this.delivery, outcome);
+  }
+}
+
+/** The name of an error's class, for `error.type`. */
+function errorType(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
+}
+
+function endSpan({ api, span }: DeliverySpan, outcome: Outcome): void {
+  const attributes: AttributesLike = {
+    [ATTRIBUTES.outcome]: outcome.kind,
+    [ATTRIBUTES.action]: outcome.action,
+    [ATTRIBUTES.attempt]: outcome.deliveryCount,
+  };
+  if (outcome.key !== null) span.setAttribute(ATTRIBUTES.key, outcome.key);
+  if (outcome.kind === 'duplicate' || outcome.kind === 'busy')
+    attributes[ATTRIBUTES.duplicateSource] = outcome.source;
+  if (outcome.kind === 'dead' || outcome.kind === 'conflict')
+    attributes[ATTRIBUTES.deadLetterReason] = outcome.reason;
+  span.addEvent('settle', attributes);
+  for (const [name, value] of Object.entries(attributes))
+    if (value !== undefined) span.setAttribute(name, value);
+  if (outcome.kind === 'dead' || outcome.kind === 'conflict' || outcome.kind === 'retry') {
+    span.setAttribute(ATTRIBUTES.errorType, errorType(outcome.error));
+    span.setStatus({ code: api.SpanStatusCode.ERROR, message: errorText(outcome.error) });
+  }
+  span.end();
+}

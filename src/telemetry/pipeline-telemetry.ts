@@ -1,0 +1,176 @@
+import type { Envelope } from '../core/envelope.js';
+import { ConfigError } from '../core/errors.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { NO_TRACE, RecordingTrace, type DeliverySpan, type DeliveryTrace } from './delivery-trace.js';
+import { loadOtelApi } from './otel-api.js';
+import type {
+  AttributesLike,
+  MeterLike,
+  MeterProviderLike,
+  OtelApiLike,
+  SpanContextLike,
+  TracerLike,
+  TracerProviderLike,
+} from './otel-like.js';
+import { PipelineInstruments } from './pipeline-instruments.js';
+import { ATTRIBUTES, INSTRUMENTATION_SCOPE, METRICS } from './telemetry-names.js';
+import { TRACE_HEADERS } from './trace-publish.js';
+
+/** OpenTelemetry for a pipeline: `createPipeline({ …, telemetry: { … } })`, or `false` for none. */
+export interface TelemetryConfig {
+  /** Where the metrics go; `false` records none. @default the global meter provider of `@opentelemetry/api` */
+  readonly meterProvider?: MeterProviderLike | false;
+  /** Where the spans go; `false` starts none. @default the global tracer provider of `@opentelemetry/api` */
+  readonly tracerProvider?: TracerProviderLike | false;
+  /**
+   * The `messaging.system` attribute of the pipeline's spans and metrics: the name of the transport
+   * that feeds it (`transport.name`: `rabbitmq`, `nats`, …). @default omitted
+   */
+  readonly system?: string;
+}
+
+/** Defaults of {@link TelemetryConfig}: the global providers, whatever they are (no-op until an SDK registers). */
+export const DEFAULT_TELEMETRY_CONFIG: TelemetryConfig = Object.freeze({});
+
+/** Checks a pipeline's `telemetry` field at start-up. */
+export function validateTelemetry(telemetry: unknown): TelemetryConfig | false {
+  if (telemetry === undefined) return DEFAULT_TELEMETRY_CONFIG;
+  if (telemetry === false) return false;
+  if (typeof telemetry !== 'object' || telemetry === null)
+    throw new ConfigError(
+      'telemetry',
+      'expected an object ({ meterProvider, tracerProvider, system }) or false',
+    );
+  const config = telemetry as Record<string, unknown>;
+  for (const [field, method] of [
+    ['meterProvider', 'getMeter'],
+    ['tracerProvider', 'getTracer'],
+  ] as const) {
+    const provider = config[field] as Record<string, unknown> | false | null | undefined;
+    if (provider !== undefined && provider !== false && typeof provider?.[method] !== 'function')
+      throw new ConfigError(
+        `telemetry.${field}`,
+        `expected an OpenTelemetry provider (with ${method}) or false`,
+      );
+  }
+  if (config.system !== undefined && (typeof config.system !== 'string' || config.system === ''))
+    throw new ConfigError('telemetry.system', 'expected the transport name, such as "rabbitmq"');
+  return Object.freeze({ ...(telemetry as TelemetryConfig) });
+}
+
+/** Starts the trace of each delivery of one pipeline. */
+export interface PipelineTelemetry {
+  start(envelope: Envelope): DeliveryTrace;
+  /** Stops observing the gauges. */
+  close(): void;
+}
+
+export const NO_TELEMETRY: PipelineTelemetry = Object.freeze({
+  start: () => NO_TRACE,
+  close: () => undefined,
+});
+
+/** What a pipeline's telemetry is opened for. */
+export interface TelemetryTarget {
+  readonly group: string;
+  readonly ledger: Ledger;
+}
+
+class OpenTelemetryPipeline implements PipelineTelemetry {
+  readonly #instruments: PipelineInstruments | undefined;
+  readonly #spanAttributes: AttributesLike;
+  readonly #close: () => void;
+
+  constructor(
+    private readonly api: OtelApiLike,
+    meter: MeterLike | undefined,
+    private readonly tracer: TracerLike | undefined,
+    target: TelemetryTarget,
+    system: string | undefined,
+  ) {
+    this.#instruments =
+      meter === undefined ? undefined : new PipelineInstruments(meter, target.group, system);
+    this.#close = meter === undefined ? () => undefined : observeLedger(meter, target);
+    this.#spanAttributes = Object.freeze({
+      ...(system === undefined ? {} : { [ATTRIBUTES.system]: system }),
+      [ATTRIBUTES.group]: target.group,
+      [ATTRIBUTES.operationType]: 'process',
+      [ATTRIBUTES.operationName]: 'process',
+    });
+  }
+
+  start(envelope: Envelope): DeliveryTrace {
+    return new RecordingTrace(this.#instruments, this.#span(envelope));
+  }
+
+  /**
+   * The delivery's CONSUMER span. The producer's context carried in the headers is its parent (one
+   * trace from publish to effect) and also its link, as the messaging conventions ask of process spans.
+   */
+  #span(envelope: Envelope): DeliverySpan | undefined {
+    const { api, tracer } = this;
+    if (tracer === undefined) return undefined;
+    const active = api.context.active();
+    let parent = active;
+    let links: { context: SpanContextLike }[] | undefined;
+    if (envelope.headers[TRACE_HEADERS.parent] !== undefined) {
+      parent = api.propagation.extract(active, envelope.headers);
+      const creation = api.trace.getSpanContext(parent);
+      if (creation !== undefined && api.trace.isSpanContextValid(creation)) links = [{ context: creation }];
+    }
+    const span = tracer.startSpan(
+      `process ${envelope.topic}`,
+      {
+        kind: api.SpanKind.CONSUMER,
+        attributes: {
+          ...this.#spanAttributes,
+          [ATTRIBUTES.destination]: envelope.topic,
+          [ATTRIBUTES.messageId]: envelope.brokerId,
+        },
+        ...(links === undefined ? {} : { links }),
+      },
+      parent,
+    );
+    return { api, span, context: api.trace.setSpan(parent, span) };
+  }
+
+  close(): void {
+    this.#close();
+  }
+}
+
+/** The age of the group's stalest PROCESSING claim, where the ledger can list its rows. */
+function observeLedger(meter: MeterLike, { group, ledger }: TelemetryTarget): () => void {
+  if (!ledger.capabilities.inspect) return () => undefined;
+  const gauge = meter.createObservableGauge(METRICS.oldestProcessing, {
+    description: 'Seconds since the stalest PROCESSING claim of the group was claimed or renewed',
+    unit: 's',
+  });
+  const attributes = Object.freeze({ [ATTRIBUTES.group]: group });
+  const callback = async (result: { observe(value: number, attributes?: AttributesLike): void }) => {
+    try {
+      const [oldest] = await ledger.list({ group, status: 'PROCESSING', limit: 1 });
+      result.observe(oldest === undefined ? 0 : (Date.now() - oldest.updatedAt.getTime()) / 1000, attributes);
+    } catch {
+      // An unreachable ledger reports no value rather than a false zero.
+    }
+  };
+  gauge.addCallback(callback);
+  return () => gauge.removeCallback(callback);
+}
+
+/** Opens a pipeline's telemetry: a no-op when it is off or `@opentelemetry/api` is not installed. */
+export async function openPipelineTelemetry(
+  config: TelemetryConfig | false,
+  target: TelemetryTarget,
+): Promise<PipelineTelemetry> {
+  if (config === false) return NO_TELEMETRY;
+  const api = await loadOtelApi();
+  if (api === undefined) return NO_TELEMETRY;
+  const meterProvider = config.meterProvider ?? api.metrics.getMeterProvider();
+  const tracerProvider = config.tracerProvider ?? api.trace.getTracerProvider();
+  const meter = meterProvider === false ? undefined : meterProvider.getMeter(INSTRUMENTATION_SCOPE);
+  const tracer = tracerProvider === false ? undefined : tracerProvider.getTracer(INSTRUMENTATION_SCOPE);
+  if (meter === undefined && tracer === undefined) return NO_TELEMETRY;
+  return new OpenTelemetryPipeline(api, meter, tracer, target, config.system);
+}

@@ -1,0 +1,58 @@
+import type { OutgoingMessage, PublishReceipt } from '../transport/transport.js';
+import { loadOtelApi } from './otel-api.js';
+import { ATTRIBUTES, INSTRUMENTATION_SCOPE } from './telemetry-names.js';
+
+/** The W3C Trace Context headers a producer writes and a consumer reads. */
+export const TRACE_HEADERS = Object.freeze({ parent: 'traceparent', state: 'tracestate' });
+
+/**
+ * Publishes `message` inside a PRODUCER span (`send {topic}`) and carries that span's context in the
+ * message headers (W3C `traceparent`/`tracestate`, through the global propagator), so that the
+ * consumer's process span continues the trace. Every oncemq producer calls it with its own send:
+ * `publish(m) { return tracePublish(this.name, m, (traced) => this.#send(traced)); }`.
+ * Without `@opentelemetry/api` (or without a registered SDK) it sends the message as it is.
+ */
+export async function tracePublish<R extends object>(
+  system: string,
+  message: OutgoingMessage,
+  send: (message: OutgoingMessage) => Promise<R>,
+): Promise<R> {
+  const api = await loadOtelApi();
+  if (api === undefined) return send(message);
+  const active = api.context.active();
+  const span = api.trace
+    .getTracerProvider()
+    .getTracer(INSTRUMENTATION_SCOPE)
+    .startSpan(
+      `send ${message.topic}`,
+      {
+        kind: api.SpanKind.PRODUCER,
+        attributes: {
+          [ATTRIBUTES.system]: system,
+          [ATTRIBUTES.destination]: message.topic,
+          [ATTRIBUTES.operationType]: 'send',
+          [ATTRIBUTES.operationName]: 'send',
+          ...(message.key === undefined ? {} : { [ATTRIBUTES.key]: message.key }),
+        },
+      },
+      active,
+    );
+  if (!api.trace.isSpanContextValid(span.spanContext())) {
+    span.end();
+    return send(message);
+  }
+  const headers: Record<string, string> = { ...message.headers };
+  api.propagation.inject(api.trace.setSpan(active, span), headers);
+  try {
+    const receipt = await send({ ...message, headers });
+    const brokerId = (receipt as Partial<PublishReceipt>).brokerId;
+    if (typeof brokerId === 'string') span.setAttribute(ATTRIBUTES.messageId, brokerId);
+    return receipt;
+  } catch (error) {
+    span.setAttribute(ATTRIBUTES.errorType, error instanceof Error ? error.name : typeof error);
+    span.setStatus({ code: api.SpanStatusCode.ERROR, message: String(error) });
+    throw error;
+  } finally {
+    span.end();
+  }
+}

@@ -1,0 +1,150 @@
+// One trace from publish to effect: oncemq's producer starts a PRODUCER span and carries its context
+// in the message headers; the consumer's pipeline continues it with a CONSUMER span whose parent is
+// the producer's span. Through the local broker, RabbitMQ and NATS JetStream, with the tracing SDK's
+// in-memory exporter.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SpanKind } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPipeline, type Envelope, type Transport } from 'oncemq';
+import { SqliteLedger } from 'oncemq/sqlite';
+import { findService } from '../support/services.js';
+import { testBroker, waitUntil } from '../support/local-points.js';
+import { NATS_SERVICE, natsUnderTest } from '../support/nats.js';
+import { findRabbit, rabbitWorld } from '../support/rabbitmq.js';
+import { SpanProbe } from '../support/telemetry.js';
+
+const rabbit = await findRabbit();
+const nats = await findService(NATS_SERVICE);
+
+interface Bed {
+  readonly transport: Transport;
+}
+
+const probe = new SpanProbe();
+let dir: string;
+
+beforeAll(() => {
+  probe.registerGlobally();
+  dir = mkdtempSync(join(tmpdir(), 'oncemq-traces-'));
+});
+
+afterAll(async () => {
+  await probe.shutdown();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const spansOf = (traceId: string): ReadableSpan[] =>
+  probe.spans().filter((span) => span.spanContext().traceId === traceId);
+
+/**
+ * Publishes one event and runs it through a pipeline subscribed on `bed`; returns the producer span,
+ * the consumer span and the headers the handler's envelope carried.
+ */
+async function publishToEffect(bed: Bed, topic: string, key: string) {
+  const db = new Database(':memory:');
+  const ledger = new SqliteLedger({ database: db });
+  await ledger.init();
+  const seen: Envelope[] = [];
+  const pipeline = createPipeline<Database.Database, { n: number }>({
+    ledger,
+    group: 'effects',
+    telemetry: { system: bed.transport.name },
+    handler: () => undefined,
+    onOutcome: () => undefined,
+  });
+  const subscription = await bed.transport.subscribe(
+    'effects',
+    [topic],
+    { process: (envelope) => (seen.push(envelope), pipeline.process(envelope)) },
+    {},
+  );
+  try {
+    const receipt = await bed.transport.publish({ topic, key, body: { n: 1 } });
+    await waitUntil(
+      () =>
+        probe
+          .spans()
+          .some((span) => span.kind === SpanKind.CONSUMER && span.attributes['oncemq.key'] === key),
+      `the consumer span of ${key}`,
+    );
+    const producer = probe
+      .spans()
+      .find((span) => span.kind === SpanKind.PRODUCER && span.attributes['oncemq.key'] === key);
+    const consumer = probe
+      .spans()
+      .find((span) => span.kind === SpanKind.CONSUMER && span.attributes['oncemq.key'] === key);
+    return { producer, consumer, receipt, headers: seen[0]?.headers ?? {} };
+  } finally {
+    await subscription.close();
+    await ledger.close();
+    db.close();
+  }
+}
+
+function expectOneTrace(
+  result: Awaited<ReturnType<typeof publishToEffect>>,
+  system: string,
+  topic: string,
+): void {
+  const { producer, consumer, headers } = result;
+  expect(producer, 'producer span').toBeDefined();
+  expect(consumer, 'consumer span').toBeDefined();
+  if (producer === undefined || consumer === undefined) return;
+  const { traceId, spanId } = producer.spanContext();
+  expect(headers.traceparent).toMatch(new RegExp(`^00-${traceId}-${spanId}-0[01]$`));
+  expect(consumer.spanContext().traceId).toBe(traceId);
+  expect(consumer.parentSpanContext?.spanId).toBe(spanId);
+  expect(consumer.links.map((link) => link.context.spanId)).toEqual([spanId]);
+  expect(producer.name).toBe(`send ${topic}`);
+  expect(consumer.name).toBe(`process ${topic}`);
+  expect(producer.attributes['messaging.system']).toBe(system);
+  expect(consumer.attributes).toMatchObject({
+    'messaging.system': system,
+    'messaging.destination.name': topic,
+    'messaging.consumer.group.name': 'effects',
+    'messaging.operation.type': 'process',
+    'oncemq.outcome': 'executed',
+    'oncemq.action': 'ack',
+    'oncemq.attempt': 1,
+  });
+  expect(consumer.events.map((event) => event.name)).toEqual(['claim', 'handler', 'commit', 'settle']);
+  expect(spansOf(traceId)).toHaveLength(2);
+}
+
+describe('one trace from publish to effect', () => {
+  it('crosses the local broker', async () => {
+    const broker = testBroker(dir);
+    try {
+      const result = await publishToEffect({ transport: broker }, 'orders', 'local-1');
+      expectOneTrace(result, 'local', 'orders');
+      expect(result.producer?.attributes['messaging.message.id']).toBe(result.receipt.brokerId);
+    } finally {
+      await broker.close();
+    }
+  });
+
+  it.skipIf(!rabbit.available)('crosses RabbitMQ', async () => {
+    const world = await rabbitWorld(rabbit.url);
+    try {
+      const result = await publishToEffect({ transport: world.transport }, 'orders', 'rabbit-1');
+      expectOneTrace(result, 'rabbitmq', 'orders');
+    } finally {
+      await world.cleanup();
+    }
+  });
+
+  it.skipIf(!nats.available)('crosses NATS JetStream', async () => {
+    const bed = await natsUnderTest(nats.url);
+    try {
+      const result = await publishToEffect(bed, 'orders', 'nats-1');
+      expectOneTrace(result, 'nats', 'orders');
+    } finally {
+      await bed.transport.close();
+      await bed.cleanup();
+    }
+  });
+});
