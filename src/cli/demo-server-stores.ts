@@ -46,6 +46,10 @@ function serverStore<Tx>(parts: ServerParts<Tx>): DemoStore<Tx> {
       const rows = await run(DEMO_SQL.grantsPerEvent);
       return new Map(rows.map((row) => [String(row.event_id), Number(row.n)]));
     },
+    async grantedEvents() {
+      const rows = await run(DEMO_SQL.grantedEvents);
+      return Number(rows[0]?.n ?? 0);
+    },
     async balances() {
       const rows = await run(DEMO_SQL.balances);
       return new Map(rows.map((row) => [String(row.user_id), Number(row.balance)]));

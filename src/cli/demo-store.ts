@@ -21,6 +21,7 @@ export const DEMO_SQL = Object.freeze({
   addPoints: 'UPDATE demo_points SET balance = balance + ? WHERE user_id = ?',
   insertGrant: 'INSERT INTO demo_point_grants (event_id, user_id, points) VALUES (?, ?, ?)',
   grantsPerEvent: 'SELECT event_id, COUNT(*) AS n FROM demo_point_grants GROUP BY event_id',
+  grantedEvents: 'SELECT COUNT(DISTINCT event_id) AS n, COUNT(*) AS rows_n FROM demo_point_grants',
   balances: 'SELECT user_id, balance FROM demo_points',
 });
 
@@ -36,6 +37,8 @@ export interface DemoStore<Tx = unknown> {
   addPointsDirect(userId: string, eventId: string, points: number): Promise<void>;
   /** Grant rows per event id: the effects that became durable. */
   grantsPerEvent(): Promise<Map<string, number>>;
+  /** Events with at least one grant row (a cheap progress count). */
+  grantedEvents(): Promise<number>;
   balances(): Promise<Map<string, number>>;
   /** Ledger rows of a group. */
   ledgerRows(group: string): Promise<number>;
@@ -109,6 +112,10 @@ export async function openSqliteDemoStore(
     grantsPerEvent() {
       const rows = db.prepare(DEMO_SQL.grantsPerEvent).all() as { event_id: string; n: number }[];
       return Promise.resolve(new Map(rows.map((row) => [row.event_id, row.n])));
+    },
+    grantedEvents() {
+      const row = db.prepare(DEMO_SQL.grantedEvents).get() as { n: number };
+      return Promise.resolve(row.n);
     },
     balances() {
       const rows = db.prepare(DEMO_SQL.balances).all() as { user_id: string; balance: number }[];
