@@ -24,8 +24,8 @@ export interface ChaosMemberOptions {
 
 /**
  * One member of a chaos run: the payment-to-points pipeline on the run's store, subscribed to the
- * run's group through the proxy. Says `{"ready":true}` on stdout once subscribed; on SIGTERM it
- * drains and leaves (a `kill -9` is the harness's other way to stop it).
+ * run's group through the proxy. Says `{"ready":true}` on stdout once subscribed; on SIGTERM, or
+ * when its stdin closes (the harness ended), it drains and leaves; a `kill -9` is the harness's fault.
  */
 export async function runChaosMember(options: ChaosMemberOptions): Promise<void> {
   const entry = await runTransport(options.transport);
@@ -44,7 +44,15 @@ export async function runChaosMember(options: ChaosMemberOptions): Promise<void>
     consumerName: options.name,
   });
   process.stdout.write(`${JSON.stringify({ ready: true, name: options.name })}\n`);
-  await new Promise<void>((resolve) => process.once('SIGTERM', resolve));
+  // SIGTERM from the harness, or its end: the harness holds this process's stdin, which closes when it
+  // exits however it exits, so no member outlives its run.
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.stdin.once('end', resolve).once('close', resolve).resume();
+    if (process.stdin.readableEnded) resolve();
+  });
+  // a drain that cannot finish (the broker gone with the harness) must not keep the process alive
+  setTimeout(() => process.exit(1), 15_000).unref();
   await subscription.close();
   await transport.close();
   await store.close();

@@ -64,7 +64,7 @@ export class ChaosMembers {
 
   #spawn(name: string): { member: Member; ready: Promise<void> } {
     const child = spawn(process.execPath, [CLI, 'chaos-member', ...this.#args, '--name', name], {
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
     child.stderr.on('data', (chunk: Buffer) => {
