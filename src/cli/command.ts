@@ -5,6 +5,8 @@ export interface Command {
   readonly name: string;
   /** One line for `oncemq --help`. */
   readonly summary: string;
+  /** Left out of `oncemq --help`: a part of another command (the processes `oncemq chaos` starts). */
+  readonly hidden?: boolean;
   /** Full usage text for `oncemq NAME --help`. */
   readonly usage: string;
   /** Runs with the arguments after the command name; resolves to the process exit code. */

@@ -16,6 +16,7 @@ interface ServerParts<Tx> {
   /** Statements inside the ledger's transaction. */
   readonly runIn: (tx: Tx) => Run;
   readonly ledgerTable: string;
+  readonly killConnections: () => Promise<number>;
   readonly close: () => Promise<void>;
 }
 
@@ -46,6 +47,10 @@ function serverStore<Tx>(parts: ServerParts<Tx>): DemoStore<Tx> {
       const rows = await run(DEMO_SQL.grantsPerEvent);
       return new Map(rows.map((row) => [String(row.event_id), Number(row.n)]));
     },
+    async grantedEvents() {
+      const rows = await run(DEMO_SQL.grantedEvents);
+      return { events: Number(rows[0]?.n ?? 0), rows: Number(rows[0]?.rows_n ?? 0) };
+    },
     async balances() {
       const rows = await run(DEMO_SQL.balances);
       return new Map(rows.map((row) => [String(row.user_id), Number(row.balance)]));
@@ -57,6 +62,7 @@ function serverStore<Tx>(parts: ServerParts<Tx>): DemoStore<Tx> {
       );
       return Number(rows[0]?.n ?? 0);
     },
+    killConnections: parts.killConnections,
     close: parts.close,
   };
 }
@@ -64,6 +70,14 @@ function serverStore<Tx>(parts: ServerParts<Tx>): DemoStore<Tx> {
 /** A fresh, valid identifier for the run's schema or database. */
 function namespace(): string {
   return `oncemq_demo_${randomBytes(5).toString('hex')}`;
+}
+
+/** Where a server store connects, and the run namespace it attaches to (see {@link DemoStoreOptions}). */
+interface ServerStoreOptions {
+  readonly url?: string;
+  readonly connections: number;
+  readonly namespace?: string;
+  readonly attach?: boolean;
 }
 
 function numbered(sql: string): string {
@@ -76,21 +90,22 @@ interface PgQueryable {
 }
 
 /** The demo on PostgreSQL: ledger and business tables in a schema created for the run. */
-export async function openPostgresDemoStore(options: {
-  url?: string;
-  connections: number;
-}): Promise<DemoStore> {
+export async function openPostgresDemoStore(options: ServerStoreOptions): Promise<DemoStore> {
   const { url } = resolveServiceUrl('postgres', options.url);
   const pg = (await loadDriver(() => import('pg'), 'pg')).default;
   const { PostgresLedger } = await import('../ledger/postgres/postgres-ledger.js');
-  const schema = namespace();
+  const schema = options.namespace ?? namespace();
+  const owned = options.attach !== true;
   const pool = new pg.Pool({
     connectionString: url,
     max: options.connections,
     options: `-c search_path=${schema}`,
+    application_name: schema,
   });
+  // A connection killed while idle (failover, pg_terminate_backend) leaves the pool; the next query opens another.
+  pool.on('error', () => undefined);
   const query: PgQueryable = pool;
-  await query.query(`CREATE SCHEMA ${quoteIdentifier(schema)}`);
+  if (owned) await query.query(`CREATE SCHEMA ${quoteIdentifier(schema)}`);
   const ledger = new PostgresLedger({ pool, schema });
   await ledger.init();
   const runOn =
@@ -103,9 +118,17 @@ export async function openPostgresDemoStore(options: {
     run: runOn(query),
     runIn: (tx) => runOn(tx),
     ledgerTable: `${quoteIdentifier(schema)}.${quoteIdentifier(ledger.table)}`,
+    async killConnections() {
+      const { rows } = await query.query(
+        `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`,
+        [schema],
+      );
+      return rows.filter((row) => row.killed === true).length;
+    },
     async close() {
       await ledger.close();
-      await query.query(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`);
+      if (owned) await query.query(`DROP SCHEMA ${quoteIdentifier(schema)} CASCADE`);
       await pool.end();
     },
   });
@@ -116,14 +139,17 @@ interface MysqlExecutable {
 }
 
 /** The demo on MySQL/MariaDB: ledger and business tables in a database created for the run. */
-export async function openMysqlDemoStore(options: { url?: string; connections: number }): Promise<DemoStore> {
+export async function openMysqlDemoStore(options: ServerStoreOptions): Promise<DemoStore> {
   const { url } = resolveServiceUrl('mysql', options.url);
   const mysql = await loadDriver(() => import('mysql2/promise'), 'mysql2');
   const { MysqlLedger } = await import('../ledger/mysql/mysql-ledger.js');
-  const database = namespace();
-  const admin = await mysql.createConnection({ uri: url });
-  await admin.query(`CREATE DATABASE \`${database}\``);
-  await admin.end();
+  const database = options.namespace ?? namespace();
+  const owned = options.attach !== true;
+  if (owned) {
+    const admin = await mysql.createConnection({ uri: url });
+    await admin.query(`CREATE DATABASE \`${database}\``);
+    await admin.end();
+  }
   const pool = mysql.createPool({ uri: url, database, connectionLimit: options.connections });
   const ledger = new MysqlLedger({ pool });
   await ledger.init();
@@ -139,9 +165,30 @@ export async function openMysqlDemoStore(options: { url?: string; connections: n
     run: runOn(pool),
     runIn: (tx) => runOn(tx),
     ledgerTable: ledger.table,
+    async killConnections() {
+      const killer = await mysql.createConnection({ uri: url });
+      try {
+        const [rows] = await killer.query(
+          'SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()',
+          [database],
+        );
+        let killed = 0;
+        for (const row of rows as { id: number }[]) {
+          if (!Number.isSafeInteger(row.id)) continue;
+          // A connection may end between the listing and the KILL: not an error.
+          await killer.query(`KILL ${row.id}`).then(
+            () => killed++,
+            () => undefined,
+          );
+        }
+        return killed;
+      } finally {
+        await killer.end();
+      }
+    },
     async close() {
       await ledger.close();
-      await pool.query(`DROP DATABASE \`${database}\``);
+      if (owned) await pool.query(`DROP DATABASE \`${database}\``);
       await pool.end();
     },
   });

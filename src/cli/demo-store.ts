@@ -21,6 +21,7 @@ export const DEMO_SQL = Object.freeze({
   addPoints: 'UPDATE demo_points SET balance = balance + ? WHERE user_id = ?',
   insertGrant: 'INSERT INTO demo_point_grants (event_id, user_id, points) VALUES (?, ?, ?)',
   grantsPerEvent: 'SELECT event_id, COUNT(*) AS n FROM demo_point_grants GROUP BY event_id',
+  grantedEvents: 'SELECT COUNT(DISTINCT event_id) AS n, COUNT(*) AS rows_n FROM demo_point_grants',
   balances: 'SELECT user_id, balance FROM demo_points',
 });
 
@@ -36,9 +37,16 @@ export interface DemoStore<Tx = unknown> {
   addPointsDirect(userId: string, eventId: string, points: number): Promise<void>;
   /** Grant rows per event id: the effects that became durable. */
   grantsPerEvent(): Promise<Map<string, number>>;
+  /** Events with at least one grant row, and grant rows in all (a cheap progress count). */
+  grantedEvents(): Promise<{ readonly events: number; readonly rows: number }>;
   balances(): Promise<Map<string, number>>;
   /** Ledger rows of a group. */
   ledgerRows(group: string): Promise<number>;
+  /**
+   * Kills every database connection of the run (of every process sharing its namespace) but the one
+   * asking, as a failover or a restarted pool does; returns how many. Absent where there is no server.
+   */
+  killConnections?(): Promise<number>;
   /** The Redis cache's counters, for a store with one in front of its ledger. */
   cacheMetrics?(): { readonly hits: number; readonly misses: number; readonly writes: number };
   close(): Promise<void>;
@@ -51,6 +59,13 @@ export interface DemoStoreOptions {
   readonly dir: string;
   readonly url?: string;
   readonly connections: number;
+  /** Name of the run's namespace (schema, database). @default a fresh name */
+  readonly namespace?: string;
+  /**
+   * The namespace is another process's (a chaos member joining the harness's run): neither created
+   * nor dropped. Else it is created on open and dropped on close. @default false
+   */
+  readonly attach?: boolean;
 }
 
 /**
@@ -109,6 +124,10 @@ export async function openSqliteDemoStore(
     grantsPerEvent() {
       const rows = db.prepare(DEMO_SQL.grantsPerEvent).all() as { event_id: string; n: number }[];
       return Promise.resolve(new Map(rows.map((row) => [row.event_id, row.n])));
+    },
+    grantedEvents() {
+      const row = db.prepare(DEMO_SQL.grantedEvents).get() as { n: number; rows_n: number };
+      return Promise.resolve({ events: row.n, rows: row.rows_n });
     },
     balances() {
       const rows = db.prepare(DEMO_SQL.balances).all() as { user_id: string; balance: number }[];

@@ -1,4 +1,4 @@
-import type { DemoResult } from './demo-run.js';
+import type { DemoResult } from './demo-result.js';
 
 /** What the messages dead-lettered for a reason are, in the summary's words. */
 const DEAD_LETTER_MESSAGES: Readonly<Record<string, string>> = {
@@ -57,6 +57,7 @@ export function demoSummary(result: DemoResult): string {
   }
   lines.push(
     line('faults injected', pairs(result.faults)),
+    ...(result.transport === 'local' ? [] : [line('connections dropped', String(result.connectionDrops))]),
     line('elapsed', `${(result.elapsedMs / 1000).toFixed(1)} s (${result.messagesPerSecond} deliveries/s)`),
   );
   if (result.ok) {

@@ -2,22 +2,33 @@
 import { OncemqError } from '../core/errors.js';
 import { parseErrorLine, UsageError, type Command } from './command.js';
 import { exampleCommand } from './commands/example.js';
+import { chaosCommand } from './commands/chaos.js';
+import { chaosMemberCommand } from './commands/chaos-member.js';
 import { demoCommand } from './commands/demo.js';
 import { dlqCommand } from './commands/dlq.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { migrateCommand } from './commands/migrate.js';
 
-const commands: readonly Command[] = [demoCommand, exampleCommand, dlqCommand, ledgerCommand, migrateCommand];
+const commands: readonly Command[] = [
+  demoCommand,
+  chaosCommand,
+  chaosMemberCommand,
+  exampleCommand,
+  dlqCommand,
+  ledgerCommand,
+  migrateCommand,
+];
 
 function help(): string {
-  const width = Math.max(...commands.map((command) => command.name.length));
+  const shown = commands.filter((command) => command.hidden !== true);
+  const width = Math.max(...shown.map((command) => command.name.length));
   return [
     'oncemq — exactly-once effect for message consumers over at-least-once brokers',
     '',
     'Usage: oncemq <command> [options]',
     '',
     'Commands:',
-    ...commands.map((command) => `  ${command.name.padEnd(width)}  ${command.summary}`),
+    ...shown.map((command) => `  ${command.name.padEnd(width)}  ${command.summary}`),
     '',
     'Run `oncemq <command> --help` for a command’s options.',
   ].join('\n');

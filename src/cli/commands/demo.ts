@@ -2,12 +2,13 @@ import { FAULT_NAMES, parseFaults } from '../../testing/fault-injector.js';
 import { parseOptions, positiveOption, UsageError, type Command } from '../command.js';
 import { DEMO_RETRY, runDemo } from '../demo-run.js';
 import { DEMO_STORES } from '../demo-store.js';
+import { RUN_TRANSPORT_NAMES } from '../run-transports.js';
 import { demoSummary } from '../demo-summary.js';
 import { progressReporter } from '../progress.js';
 
 const usage = `Usage: oncemq demo [options]
 
-The payment-to-points scenario on the embedded broker: a producer publishes payment-succeeded
+The payment-to-points scenario on the embedded broker (or a real one, --transport): a producer publishes payment-succeeded
 events (+100 points to the order's user), consumers in one group apply them on a ledger while a
 seeded fault injector loses confirms and acks, crashes and rebalances consumers, crashes handlers
 mid-write, fails commits after the handler succeeded and slips in poison messages. Then every
@@ -26,7 +27,13 @@ lost; 1 when one is; 2 for a wrong option.
                    tiered puts Redis in front of the SQLite ledger (keys deleted after the run)
   --url URL        server of --store postgres|mysql|tiered (default: ONCEMQ_POSTGRES_URL /
                    ONCEMQ_MYSQL_URL / ONCEMQ_REDIS_URL, else the loopback server)
-  --transport NAME broker: local (default local)
+  --transport NAME broker: ${RUN_TRANSPORT_NAMES.join(', ')} (default local, embedded, no server).
+                   On a real broker the consumers reach it through a TCP proxy the demo cuts every
+                   1.5 s; a lost confirm is resent with the same key; an ack is lost after a commit
+                   (crash-after-commit, consumer-ack-loss); rebalance is the local broker's only.
+                   Queues, streams or keys live under a name made for the run, deleted after it.
+  --broker-url URL the broker of --transport (default: ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
+                   ONCEMQ_REDIS_URL, else the loopback server)
   --naive          consume without oncemq, to see what the faults do to a plain consumer
   --json           print one JSON object on stdout instead of the table
 
@@ -57,14 +64,17 @@ export const demoCommand: Command = {
       store: { type: 'string', default: 'sqlite' },
       url: { type: 'string' },
       transport: { type: 'string', default: 'local' },
+      'broker-url': { type: 'string' },
       naive: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
     });
     const events = positiveOption(values.events, 'events', 10_000);
     const users = positiveOption(values.users, 'users', Math.max(1, Math.ceil(events / 10)));
     const consumers = positiveOption(values.consumers, 'consumers', 4);
-    if (values.transport !== 'local') {
-      throw new UsageError(`--transport '${values.transport}' is not available in this build; use local`);
+    if (!RUN_TRANSPORT_NAMES.includes(values.transport)) {
+      throw new UsageError(
+        `--transport '${values.transport}' is not available; use ${RUN_TRANSPORT_NAMES.join(', ')}`,
+      );
     }
     if (!(DEMO_STORES as readonly string[]).includes(values.store)) {
       throw new UsageError(
@@ -88,6 +98,7 @@ export const demoCommand: Command = {
       store: values.store,
       ...(values.url === undefined ? {} : { url: values.url }),
       transport: values.transport,
+      ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
       naive: values.naive,
       onProgress: (done, total) => {
         progress.update(done, total);

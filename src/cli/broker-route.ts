@@ -1,0 +1,54 @@
+import { TcpProxy } from '../testing/tcp-proxy.js';
+import { resolveServiceUrl } from './connection.js';
+import type { RunTransport } from './run-transports.js';
+
+/** Ports of the URL schemes a run's broker may have, when the URL names none. */
+const DEFAULT_PORTS: Readonly<Record<string, number>> = Object.freeze({
+  'amqp:': 5672,
+  'amqps:': 5671,
+  'nats:': 4222,
+  'redis:': 6379,
+  'rediss:': 6379,
+});
+
+/** How a run reaches its broker: directly (setup, cleanup) and through a proxy it can cut (the consumers). */
+export interface BrokerRoute {
+  /** The broker itself, or for the local broker its SQLite file. */
+  readonly direct: string;
+  /** The same broker through the run's TCP proxy (the local broker's file: there is no connection). */
+  readonly proxied: string;
+  /** Cuts every connection through the proxy; how many were cut (0 for the local broker). */
+  drop(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a TCP proxy in front of the run's broker (`--url`, else the service's environment variable,
+ * else the loopback default), so that the run can drop the consumers' connections without stopping
+ * a broker other programs share.
+ */
+export async function brokerRoute(
+  transport: RunTransport,
+  localPath: string,
+  flag: string | undefined,
+): Promise<BrokerRoute> {
+  if (transport.service === undefined) {
+    const path = flag ?? localPath;
+    return { direct: path, proxied: path, drop: () => 0, close: () => Promise.resolve() };
+  }
+  const direct = resolveServiceUrl(transport.service, flag).url;
+  const target = new URL(direct);
+  const proxy = await TcpProxy.start({
+    targetHost: target.hostname.replace(/^\[|\]$/g, ''),
+    targetPort: Number(target.port || DEFAULT_PORTS[target.protocol] || 0),
+  });
+  const proxied = new URL(direct);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String(proxy.port);
+  return {
+    direct,
+    proxied: proxied.toString(),
+    drop: () => proxy.dropConnections(),
+    close: () => proxy.close(),
+  };
+}

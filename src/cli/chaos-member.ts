@@ -1,0 +1,60 @@
+import { EffectChecker } from '../testing/effect-checker.js';
+import { FaultInjector } from '../testing/fault-injector.js';
+import { DEMO_GROUP, DEMO_TOPIC, demoConsumer } from './demo-consumer.js';
+import { openDemoStore } from './demo-store.js';
+import { RUN_SUBSCRIBE, runTransport } from './run-transports.js';
+
+/** What one member process of a chaos run needs to join it. */
+export interface ChaosMemberOptions {
+  readonly transport: string;
+  /** The broker as the member reaches it: through the run's proxy (the local broker's file). */
+  readonly brokerUrl: string;
+  readonly store: string;
+  /** The store's server (postgres, mysql), if not the default. */
+  readonly storeUrl?: string;
+  /** The run's namespace: broker names, and the schema or database the harness created. */
+  readonly namespace: string;
+  /** The run's scratch directory (the SQLite store's file). */
+  readonly dir: string;
+  /** This member's stable name: a restarted member takes up what it left pending, where the broker names members. */
+  readonly name: string;
+  /** Deliveries processed at once. */
+  readonly concurrency: number;
+}
+
+/**
+ * One member of a chaos run: the payment-to-points pipeline on the run's store, subscribed to the
+ * run's group through the proxy. Says `{"ready":true}` on stdout once subscribed; on SIGTERM, or
+ * when its stdin closes (the harness ended), it drains and leaves; a `kill -9` is the harness's fault.
+ */
+export async function runChaosMember(options: ChaosMemberOptions): Promise<void> {
+  const entry = await runTransport(options.transport);
+  const store = await openDemoStore(options.store, {
+    dir: options.dir,
+    connections: Math.max(2, Math.min(options.concurrency, 8)),
+    namespace: options.namespace,
+    attach: true,
+    ...(options.storeUrl === undefined ? {} : { url: options.storeUrl }),
+  });
+  const consumer = demoConsumer(store, new FaultInjector({ faults: [] }), new EffectChecker(), false);
+  const transport = await entry.open({ url: options.brokerUrl, namespace: options.namespace });
+  const subscription = await transport.subscribe(DEMO_GROUP, [DEMO_TOPIC], consumer.processor, {
+    ...RUN_SUBSCRIBE,
+    concurrency: options.concurrency,
+    consumerName: options.name,
+  });
+  process.stdout.write(`${JSON.stringify({ ready: true, name: options.name })}\n`);
+  // SIGTERM from the harness, or its end: the harness holds this process's stdin, which closes when it
+  // exits however it exits, so no member outlives its run.
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.stdin.once('end', resolve).once('close', resolve).resume();
+    if (process.stdin.readableEnded) resolve();
+  });
+  // a drain that cannot finish (the broker gone with the harness) must not keep the process alive
+  setTimeout(() => process.exit(1), 15_000).unref();
+  await subscription.close();
+  await transport.close();
+  await store.close();
+  process.stdout.write(`${JSON.stringify({ done: true, deliveries: consumer.deliveries() })}\n`);
+}

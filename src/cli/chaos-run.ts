@@ -1,0 +1,235 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EffectChecker } from '../testing/effect-checker.js';
+import { FaultInjector } from '../testing/fault-injector.js';
+import type { Transport } from '../transport/transport.js';
+import { brokerRoute, type BrokerRoute } from './broker-route.js';
+import { ChaosMembers } from './chaos-members.js';
+import { ChaosSchedule } from './chaos-schedule.js';
+import { DEMO_GROUP, DEMO_TOPIC, type PaymentSucceeded } from './demo-consumer.js';
+import { expectedPoints } from './demo-result.js';
+import { openDemoStore, type DemoStore } from './demo-store.js';
+import { runTransport } from './run-transports.js';
+import { settle } from './settle.js';
+import { publishWithResends } from './broker-faults.js';
+
+/** Stores chaos runs on: several processes must share them. */
+export const CHAOS_STORES = ['sqlite', 'postgres', 'mysql'] as const;
+
+export interface ChaosOptions {
+  readonly transport: string;
+  readonly store: string;
+  readonly events: number;
+  readonly consumers: number;
+  readonly seed: string;
+  /** The store's server, if not the default. */
+  readonly storeUrl?: string;
+  /** The broker, if not the default. */
+  readonly brokerUrl?: string;
+  /** Chance that the producer sends an event again (a lost confirm). @default 0.02 */
+  readonly resendRate?: number;
+  /** Chance that a poison message (a body that cannot be decoded) follows an event. @default 0.001 */
+  readonly poisonRate?: number;
+  /** A kill -9 of a random member every this long while events flow. @default 4000 */
+  readonly killEveryMs?: number;
+  /** Broker connections cut every this long. @default 2000 */
+  readonly dropEveryMs?: number;
+  /** The run's database connections killed every this long (server stores). @default 3000 */
+  readonly poolEveryMs?: number;
+  /** Rounds of kill, drop and pool restart between slices of the publishing, whatever the timing. @default 2 */
+  readonly rounds?: number;
+  /** Deliveries each member processes at once. @default 16 */
+  readonly concurrency?: number;
+  /** Longest wait for every event to settle. @default max(2 min, 10 ms per event) */
+  readonly timeoutMs?: number;
+  readonly onProgress?: (done: number, total: number) => void;
+}
+
+export interface ChaosResult {
+  transport: string;
+  store: string;
+  seed: string;
+  events: number;
+  poison: number;
+  consumers: number;
+  /** Copies the producer sent again with the same key. */
+  producerResends: number;
+  kills: number;
+  connectionDrops: number;
+  poolRestarts: number;
+  effects: number;
+  doubleEffects: number;
+  lostEffects: number;
+  deadLettered: number;
+  deadLetterReasons: Record<string, number>;
+  usersWithWrongPoints: number;
+  /** SUCCESS ledger rows of the group; must equal `events`. */
+  ledgerRows: number;
+  /** Every event accounted for and the members quiet before the timeout. */
+  settled: boolean;
+  durationMs: number;
+  eventsPerSecond: number;
+  ok: boolean;
+  doubleKeys: readonly string[];
+  lostKeys: readonly string[];
+  /** The members' last stderr lines, when the run failed. */
+  memberErrors: readonly string[];
+}
+
+/** Messages the producer keeps in flight at once. */
+const PUBLISH_WINDOW = 64;
+
+/** Publishes event `from` to `to` (and the poison the injector asks for); returns resends. */
+async function publishSlice(
+  producer: Transport,
+  injector: FaultInjector,
+  users: readonly string[],
+  range: { from: number; to: number },
+  published: { checker: EffectChecker; poisonKeys: string[] },
+): Promise<number> {
+  let resends = 0;
+  const inFlight = new Set<Promise<unknown>>();
+  const send = async (key: string, body: string | object): Promise<void> => {
+    const work = publishWithResends(producer, { topic: DEMO_TOPIC, key, body }, injector).then((copies) => {
+      resends += copies - 1;
+    });
+    const tracked = work.finally(() => inFlight.delete(tracked));
+    inFlight.add(tracked);
+    if (inFlight.size >= PUBLISH_WINDOW) await Promise.race(inFlight);
+  };
+  for (let index = range.from; index < range.to; index++) {
+    const eventId = `evt-${index}`;
+    const userId = users[index % users.length] ?? 'user-0';
+    published.checker.published(eventId);
+    const event: PaymentSucceeded = { eventId, orderId: `order-${index}`, userId, amount: 100 };
+    await send(eventId, event);
+    if (injector.poison(eventId)) {
+      const key = `poison-${index}`;
+      published.poisonKeys.push(key);
+      published.checker.published(key, 'dead-letter');
+      await send(key, `{"eventId": "${key}", "userId": `);
+    }
+  }
+  await Promise.all(inFlight);
+  return resends;
+}
+
+/**
+ * Several consumer processes on one group while the harness publishes (with resends), kills members
+ * with SIGKILL and restarts them, cuts their broker connections through a proxy and kills their
+ * database connections; then waits until every event settled and checks every effect in the
+ * database (grant rows per event, balances, ledger rows).
+ */
+export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
+  const entry = await runTransport(options.transport);
+  const dir = mkdtempSync(join(tmpdir(), 'oncemq-chaos-'));
+  const namespace = `oncemq_chaos_${randomBytes(4).toString('hex')}`;
+  const injector = new FaultInjector({
+    seed: options.seed,
+    faults: ['producer-ack-loss', 'poison'],
+    rates: { 'producer-ack-loss': options.resendRate ?? 0.02, poison: options.poisonRate ?? 0.001 },
+  });
+  let route: BrokerRoute | undefined;
+  let store: DemoStore | undefined;
+  let producer: Transport | undefined;
+  let members: ChaosMembers | undefined;
+  let schedule: ChaosSchedule | undefined;
+  try {
+    route = await brokerRoute(entry, join(dir, 'broker.db'), options.brokerUrl);
+    store = await openDemoStore(options.store, {
+      dir,
+      connections: 4,
+      namespace,
+      ...(options.storeUrl === undefined ? {} : { url: options.storeUrl }),
+    });
+    const users = Array.from({ length: Math.max(1, Math.ceil(options.events / 10)) }, (_, i) => `user-${i}`);
+    await store.setup(users);
+    producer = await entry.open({ url: route.direct, namespace });
+    members = new ChaosMembers([
+      ...['--transport', options.transport, '--broker-url', route.proxied, '--store', options.store],
+      ...['--namespace', namespace, '--dir', dir, '--concurrency', String(options.concurrency ?? 16)],
+      ...(options.storeUrl === undefined ? [] : ['--store-url', options.storeUrl]),
+    ]);
+    await members.start(options.consumers);
+    schedule = new ChaosSchedule({
+      members,
+      route,
+      store,
+      seed: options.seed,
+      killEveryMs: options.killEveryMs ?? 4000,
+      dropEveryMs: options.dropEveryMs ?? 2000,
+      poolEveryMs: options.poolEveryMs ?? 3000,
+    });
+    const checker = new EffectChecker();
+    const published = { checker, poisonKeys: [] as string[] };
+    const started = performance.now();
+    schedule.start();
+    const rounds = options.rounds ?? 2;
+    let resends = 0;
+    for (let round = 0; round <= rounds; round++) {
+      const range = {
+        from: Math.floor((options.events * round) / (rounds + 1)),
+        to: Math.floor((options.events * (round + 1)) / (rounds + 1)),
+      };
+      resends += await publishSlice(producer, injector, users, range, published);
+      if (round < rounds) await schedule.round();
+    }
+    const settled = await settle({
+      store,
+      deadLetters: producer.deadLetters,
+      group: DEMO_GROUP,
+      events: options.events,
+      poisonKeys: published.poisonKeys,
+      quietMs: 2000,
+      timeoutMs: options.timeoutMs ?? Math.max(120_000, options.events * 10),
+      ...(options.onProgress === undefined ? {} : { onProgress: options.onProgress }),
+    });
+    await schedule.stop();
+    const durationMs = performance.now() - started;
+    await members.stop();
+    for (const dead of settled.deadLetters) checker.deadLettered(dead.key, dead.reason);
+    for (const [key, count] of await store.grantsPerEvent()) checker.effect(key, count);
+    const balances = await store.balances();
+    const expected = expectedPoints(users, options.events);
+    const usersWithWrongPoints = users.filter((u) => (balances.get(u) ?? 0) !== expected.get(u)).length;
+    const ledgerRows = await store.ledgerRows(DEMO_GROUP);
+    const report = checker.report();
+    const ok = report.ok && usersWithWrongPoints === 0 && ledgerRows === options.events && settled.complete;
+    return {
+      transport: options.transport,
+      store: options.store,
+      seed: options.seed,
+      events: options.events,
+      poison: published.poisonKeys.length,
+      consumers: options.consumers,
+      producerResends: resends,
+      kills: members.kills,
+      connectionDrops: schedule.connectionDrops,
+      poolRestarts: schedule.poolRestarts,
+      effects: report.effects,
+      doubleEffects: report.doubleEffects,
+      lostEffects: report.lostEffects,
+      deadLettered: report.deadLettered,
+      deadLetterReasons: { ...report.deadLetterReasons },
+      usersWithWrongPoints,
+      ledgerRows,
+      settled: settled.complete,
+      durationMs: Math.round(durationMs),
+      eventsPerSecond: Math.round((options.events * 1000) / Math.max(1, durationMs)),
+      ok,
+      doubleKeys: report.doubleKeys,
+      lostKeys: report.lostKeys,
+      memberErrors: ok ? [] : members.stderr.slice(-10),
+    };
+  } finally {
+    await schedule?.stop();
+    await members?.stop();
+    await producer?.close();
+    await route?.close();
+    if (route !== undefined) await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]);
+    await store?.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

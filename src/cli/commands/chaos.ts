@@ -1,0 +1,129 @@
+import { parseOptions, positiveOption, UsageError, type Command } from '../command.js';
+import { CHAOS_STORES, runChaos, type ChaosResult } from '../chaos-run.js';
+import { progressReporter } from '../progress.js';
+import { RUN_TRANSPORT_NAMES } from '../run-transports.js';
+
+const usage = `Usage: oncemq chaos --transport T --store S [options]
+
+Several consumer processes on one group apply payment-succeeded events (+100 points) while the
+harness publishes them (resending some with the same key, as after a lost confirm), kills random
+consumers with SIGKILL and starts them again, cuts their broker connections through a TCP proxy and
+kills their database connections. Then it waits until every event is settled (executed, absorbed as
+a duplicate, or dead-lettered) and checks each effect in the database: one grant row per event,
+the right balance per user, one ledger row per event. Exits 0 only when nothing is doubled or lost;
+1 when something is; 2 for a wrong option.
+
+  --transport NAME ${RUN_TRANSPORT_NAMES.join(', ')} (required). local: the processes share one SQLite
+                   broker file (it has no connection to cut: connectionDrops stays 0)
+  --store NAME     ${CHAOS_STORES.join(', ')} (required). sqlite: one file the processes share (no
+                   server connection to kill: poolRestarts stays 0); postgres and mysql: a schema /
+                   database made for the run and dropped after it
+  --events N       payment events to publish (default 1000)
+  --consumers K    consumer processes (default 3)
+  --seed S         seed of the resends, the poison messages and the members killed (default 1)
+  --kill-every MS  a random consumer killed every MS while events flow (default 4000; 0: only the
+                   rounds below)
+  --drop-every MS  broker connections cut every MS (default 2000)
+  --pool-every MS  the run's database connections killed every MS (default 3000)
+  --rounds N       between N+1 slices of the publishing, one kill, one cut and one database kill
+                   each, whatever the timing (default 2)
+  --url URL        the database of --store postgres|mysql (default ONCEMQ_POSTGRES_URL /
+                   ONCEMQ_MYSQL_URL, else the loopback server)
+  --broker-url URL the broker of --transport (default ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
+                   ONCEMQ_REDIS_URL, else the loopback server)
+  --timeout MS     longest wait for every event to settle (default max(120000, 10 per event))
+  --json           one JSON object on stdout (events, kills, connectionDrops, poolRestarts,
+                   doubleEffects, lostEffects, deadLettered, durationMs, ok, …)
+
+Queues, streams or keys on the broker live under a name made for the run and are deleted after it.`;
+
+const nonNegative = (value: string | undefined, name: string, fallback: number): number => {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0)
+    throw new UsageError(`--${name} must be a whole number ≥ 0, got '${value}'`);
+  return n;
+};
+
+function summary(result: ChaosResult): string {
+  const line = (label: string, value: string | number): string => `  ${label.padEnd(22)}${value}`;
+  const lines = [
+    `oncemq chaos — ${result.consumers} consumer processes · transport ${result.transport} · store ${result.store} · seed ${result.seed}`,
+    line(
+      'events published',
+      `${result.events} (+ ${result.poison} poison, ${result.producerResends} resent)`,
+    ),
+    line('consumers killed', result.kills),
+    line('connections dropped', result.connectionDrops),
+    line('pool restarts', result.poolRestarts),
+    line('effects', result.effects),
+    line('dead-lettered', result.deadLettered),
+    line('double effects', result.doubleEffects),
+    line('lost effects', result.lostEffects),
+    line('users wrong points', result.usersWithWrongPoints),
+    line('ledger rows', `${result.ledgerRows} (expected ${result.events})`),
+    line('duration', `${(result.durationMs / 1000).toFixed(1)} s (${result.eventsPerSecond} events/s)`),
+  ];
+  if (result.ok) lines.push('OK: every event took effect exactly once under kills, drops and pool restarts');
+  else {
+    lines.push(`FAILED${result.settled ? '' : ' (not settled before the timeout)'}`);
+    if (result.doubleKeys.length > 0)
+      lines.push(`  doubled, e.g. ${result.doubleKeys.slice(0, 5).join(', ')}`);
+    if (result.lostKeys.length > 0) lines.push(`  lost, e.g. ${result.lostKeys.slice(0, 5).join(', ')}`);
+    for (const error of result.memberErrors) lines.push(`  consumer: ${error}`);
+  }
+  return lines.join('\n');
+}
+
+export const chaosCommand: Command = {
+  name: 'chaos',
+  summary: 'consumer processes killed, connections cut, pools restarted; effects checked',
+  usage,
+  async run(args) {
+    const { values } = parseOptions(args, {
+      transport: { type: 'string' },
+      store: { type: 'string' },
+      events: { type: 'string' },
+      consumers: { type: 'string' },
+      seed: { type: 'string', default: '1' },
+      'kill-every': { type: 'string' },
+      'drop-every': { type: 'string' },
+      'pool-every': { type: 'string' },
+      rounds: { type: 'string' },
+      url: { type: 'string' },
+      'broker-url': { type: 'string' },
+      timeout: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    });
+    const transport = values.transport;
+    if (transport === undefined || !RUN_TRANSPORT_NAMES.includes(transport)) {
+      throw new UsageError(`--transport must be one of ${RUN_TRANSPORT_NAMES.join(', ')}`);
+    }
+    const store = values.store;
+    if (store === undefined || !(CHAOS_STORES as readonly string[]).includes(store)) {
+      throw new UsageError(`--store must be one of ${CHAOS_STORES.join(', ')}`);
+    }
+    const progress = progressReporter('settled');
+    const timeout = values.timeout === undefined ? undefined : positiveOption(values.timeout, 'timeout', 1);
+    const result = await runChaos({
+      transport,
+      store,
+      events: positiveOption(values.events, 'events', 1000),
+      consumers: positiveOption(values.consumers, 'consumers', 3),
+      seed: values.seed,
+      killEveryMs: nonNegative(values['kill-every'], 'kill-every', 4000),
+      dropEveryMs: nonNegative(values['drop-every'], 'drop-every', 2000),
+      poolEveryMs: nonNegative(values['pool-every'], 'pool-every', 3000),
+      rounds: nonNegative(values.rounds, 'rounds', 2),
+      ...(values.url === undefined ? {} : { storeUrl: values.url }),
+      ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
+      ...(timeout === undefined ? {} : { timeoutMs: timeout }),
+      onProgress: (done, total) => {
+        progress.update(done, total);
+      },
+    });
+    progress.end();
+    console.log(values.json ? JSON.stringify(result) : summary(result));
+    return result.ok ? 0 : 1;
+  },
+};

@@ -1,0 +1,118 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EffectChecker } from '../testing/effect-checker.js';
+import { FaultInjector } from '../testing/fault-injector.js';
+import type { Subscription, Transport } from '../transport/transport.js';
+import { faultyProcessor, publishWithResends } from './broker-faults.js';
+import { brokerRoute } from './broker-route.js';
+import { DEMO_GROUP, DEMO_TOPIC, demoConsumer, type PaymentSucceeded } from './demo-consumer.js';
+import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';
+import { openDemoStore, type DemoStore } from './demo-store.js';
+import { RUN_SUBSCRIBE, runTransport } from './run-transports.js';
+import { settle } from './settle.js';
+
+/** Messages the demo's producer keeps in flight at once. */
+const PUBLISH_WINDOW = 64;
+/** How often the demo cuts the consumers' broker connections while they work. */
+const DROP_EVERY_MS = 1500;
+
+/**
+ * The payment-to-points scenario on a real broker: the consumers reach it through a TCP proxy the
+ * demo cuts every {@link DROP_EVERY_MS}; lost confirms are resent with the same key; after a commit
+ * the ack is lost now and then (crash after commit). Topics and groups live in a namespace made for
+ * the run, deleted from the broker after it.
+ */
+export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
+  const entry = await runTransport(options.transport);
+  const dir = mkdtempSync(join(tmpdir(), 'oncemq-demo-'));
+  const namespace = `oncemq-demo-${randomBytes(4).toString('hex')}`;
+  const injector = new FaultInjector({ seed: options.seed, faults: options.faults, rates: options.rates });
+  const route = await brokerRoute(entry, join(dir, 'broker.db'), options.brokerUrl);
+  const transports: Transport[] = [];
+  const subscriptions: Subscription[] = [];
+  let store: DemoStore | undefined;
+  let drops = 0;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    store = await openDemoStore(options.store, {
+      dir,
+      connections: options.consumers + 2,
+      ...(options.url === undefined ? {} : { url: options.url }),
+    });
+    const users = Array.from({ length: options.users }, (_, index) => `user-${index}`);
+    await store.setup(users);
+    const checker = new EffectChecker();
+    const consumer = demoConsumer(store, injector, checker, options.naive);
+    const processor = faultyProcessor(consumer.processor, injector);
+    const producer = await entry.open({ url: route.direct, namespace });
+    transports.push(producer);
+    for (let index = 0; index < options.consumers; index++) {
+      const transport = await entry.open({ url: route.proxied, namespace });
+      transports.push(transport);
+      subscriptions.push(await transport.subscribe(DEMO_GROUP, [DEMO_TOPIC], processor, RUN_SUBSCRIBE));
+    }
+    const started = performance.now();
+    timer = setInterval(() => {
+      if (route.drop() > 0) drops++;
+    }, DROP_EVERY_MS);
+    let poison = 0;
+    const poisonKeys: string[] = [];
+    const inFlight = new Set<Promise<unknown>>();
+    const send = async (work: Promise<unknown>): Promise<void> => {
+      const tracked = work.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+      if (inFlight.size >= PUBLISH_WINDOW) await Promise.race(inFlight);
+    };
+    for (let index = 0; index < options.events; index++) {
+      const eventId = `evt-${index}`;
+      const userId = users[index % users.length] ?? 'user-0';
+      checker.published(eventId);
+      const event: PaymentSucceeded = { eventId, orderId: `order-${index}`, userId, amount: 100 };
+      await send(publishWithResends(producer, { topic: DEMO_TOPIC, key: eventId, body: event }, injector));
+      if (injector.poison(eventId)) {
+        const key = `poison-${index}`;
+        poison++;
+        poisonKeys.push(key);
+        checker.published(key, 'dead-letter');
+        const body = `{"eventId": "${key}", "userId": `;
+        await send(publishWithResends(producer, { topic: DEMO_TOPIC, key, body }, injector));
+      }
+    }
+    await Promise.all(inFlight);
+    const settled = await settle({
+      store,
+      deadLetters: producer.deadLetters,
+      group: DEMO_GROUP,
+      events: options.events,
+      poisonKeys,
+      activity: () => consumer.deliveries(),
+      timeoutMs: Math.max(120_000, options.events * 20),
+      ...(options.onProgress === undefined ? {} : { onProgress: options.onProgress }),
+    });
+    clearInterval(timer);
+    const elapsedMs = performance.now() - started;
+    await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+    for (const dead of settled.deadLetters) checker.deadLettered(dead.key, dead.reason);
+    return await demoResult(options, {
+      store,
+      checker,
+      injector,
+      users,
+      expected: expectedPoints(users, options.events),
+      poison,
+      deliveries: consumer.deliveries(),
+      connectionDrops: drops,
+      elapsedMs,
+    });
+  } finally {
+    clearInterval(timer);
+    await Promise.all(subscriptions.map((subscription) => subscription.close()));
+    await Promise.all(transports.map((transport) => transport.close()));
+    await route.close();
+    await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]);
+    await store?.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,56 @@
+import type { SubscribeOptions, Transport } from '../transport/transport.js';
+import { UsageError } from './command.js';
+import type { ServiceName } from './connection.js';
+
+/** Where a run's transport connects, and the names it keeps to. */
+export interface RunTransportTarget {
+  /** The broker's URL (through the run's proxy), or for the local broker its SQLite file. */
+  readonly url: string;
+  /** A name made for the run: every queue, stream, subject or key prefix the run creates starts with it. */
+  readonly namespace: string;
+}
+
+/**
+ * A transport `oncemq demo --transport` and `oncemq chaos` run on. Each entry loads its driver only
+ * when chosen; adding a broker is one entry here and one small file beside its adapter.
+ */
+export interface RunTransport {
+  /**
+   * The broker server, reached through a TCP proxy the run drops connections of; `undefined` for the
+   * local broker, which has no connection to drop (its processes share one SQLite file).
+   */
+  readonly service?: ServiceName;
+  /** Opens a transport on the run's names, creating its topology as it subscribes and publishes. */
+  open(target: RunTransportTarget): Promise<Transport>;
+  /**
+   * Deletes what the run created on the broker (queues, exchanges, streams, keys of its namespace),
+   * on a direct connection; `url` is the broker itself, not the proxy.
+   */
+  cleanup(target: RunTransportTarget, groups: readonly string[]): Promise<void>;
+}
+
+const RUN_TRANSPORTS: Readonly<Record<string, () => Promise<RunTransport>>> = Object.freeze({
+  local: async () => (await import('../transport/local/local-run.js')).LOCAL_RUN_TRANSPORT,
+  rabbitmq: async () => (await import('../transport/rabbitmq/rabbit-run.js')).RABBIT_RUN_TRANSPORT,
+  nats: async () => (await import('../transport/nats/nats-run.js')).NATS_RUN_TRANSPORT,
+  'redis-streams': async () =>
+    (await import('../transport/redis-streams/redis-streams-run.js')).REDIS_STREAMS_RUN_TRANSPORT,
+});
+
+/**
+ * How runs subscribe: a short visibility, so that a copy whose ack a dropped connection lost comes
+ * back in seconds rather than the default 30 s (handlers are short; keep-alive covers a slow one).
+ */
+export const RUN_SUBSCRIBE: SubscribeOptions = Object.freeze({ visibility: '5s' });
+
+/** Names `demo --transport` and `chaos --transport` accept. */
+export const RUN_TRANSPORT_NAMES: readonly string[] = Object.freeze(Object.keys(RUN_TRANSPORTS));
+
+/** The run transport `name`, or a usage error listing the names. */
+export async function runTransport(name: string): Promise<RunTransport> {
+  const load = RUN_TRANSPORTS[name];
+  if (load === undefined) {
+    throw new UsageError(`--transport '${name}' is not available; use ${RUN_TRANSPORT_NAMES.join(', ')}`);
+  }
+  return load();
+}

@@ -1,0 +1,40 @@
+import type { RunTransport } from '../../cli/run-transports.js';
+import { loadDriver } from '../../cli/stores.js';
+import { NatsTransport } from './nats-transport.js';
+
+/** Stream names are upper case by convention: the namespace's stream prefix. */
+const streamPrefix = (namespace: string): string => namespace.toUpperCase().replace(/[^A-Z0-9_]/g, '_');
+
+/**
+ * NATS JetStream for `oncemq demo` and `oncemq chaos`: streams and subjects under the run's
+ * namespace, short pulls and a short failure backoff so a dropped connection costs little.
+ */
+export const NATS_RUN_TRANSPORT = Object.freeze<RunTransport>({
+  service: 'nats',
+  open: async ({ url, namespace }) => {
+    const transport = new NatsTransport({
+      servers: url,
+      streamPrefix: streamPrefix(namespace),
+      subjectPrefix: namespace,
+      pullExpires: '1s',
+      failureBackoff: '200ms',
+      requestTimeout: '2s',
+    });
+    await transport.init();
+    return transport;
+  },
+  cleanup: async ({ url, namespace }) => {
+    const { connect } = await loadDriver(() => import('@nats-io/transport-node'), '@nats-io/transport-node');
+    const { jetstreamManager } = await loadDriver(() => import('@nats-io/jetstream'), '@nats-io/jetstream');
+    const connection = await connect({ servers: url });
+    try {
+      const jsm = await jetstreamManager(connection);
+      const prefix = streamPrefix(namespace);
+      const doomed: string[] = [];
+      for await (const name of jsm.streams.names()) if (name.startsWith(prefix)) doomed.push(name);
+      for (const name of doomed) await jsm.streams.delete(name);
+    } finally {
+      await connection.close();
+    }
+  },
+});

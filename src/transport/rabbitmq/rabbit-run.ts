@@ -1,0 +1,52 @@
+import type { RunTransport } from '../../cli/run-transports.js';
+import { loadDriver } from '../../cli/stores.js';
+import type { AmqpConnectionLike } from './amqp-like.js';
+import { DEFAULT_RABBITMQ_DELAY_LEVELS } from './rabbit-config.js';
+import { RabbitNames } from './rabbit-names.js';
+import { RabbitTransport } from './rabbit-transport.js';
+import { parseDuration } from '../../core/duration.js';
+
+/**
+ * RabbitMQ for `oncemq demo` and `oncemq chaos`: prefix and exchange are the run's namespace, no
+ * topic log (every group subscribes before the first publish), quick reconnects.
+ */
+export const RABBIT_RUN_TRANSPORT = Object.freeze<RunTransport>({
+  service: 'rabbitmq',
+  open: async ({ url, namespace }) => {
+    const transport = new RabbitTransport({
+      url,
+      prefix: namespace,
+      exchange: namespace,
+      retention: false,
+      reconnectDelay: '50ms',
+      maxReconnectDelay: '500ms',
+      failureBackoff: '100ms',
+    });
+    await transport.init();
+    return transport;
+  },
+  cleanup: async ({ url, namespace }, groups) => {
+    type Connect = (url: string) => Promise<AmqpConnectionLike>;
+    const module = (await loadDriver(() => import('amqplib'), 'amqplib')) as unknown as {
+      connect?: Connect;
+      default?: { connect: Connect };
+    };
+    const connect = module.connect ?? module.default?.connect;
+    if (connect === undefined) throw new Error('amqplib has no connect()');
+    const names = new RabbitNames(namespace);
+    const queues = groups.flatMap((group) => [
+      names.work(group),
+      names.dead(group),
+      ...DEFAULT_RABBITMQ_DELAY_LEVELS.map((level) => names.retry(group, parseDuration(level, 'level'))),
+    ]);
+    const connection = await connect(url);
+    try {
+      const channel = await connection.createConfirmChannel();
+      for (const queue of queues) await channel.deleteQueue(queue);
+      await channel.deleteExchange(namespace);
+      await channel.close();
+    } finally {
+      await connection.close();
+    }
+  },
+});
