@@ -45,7 +45,7 @@ const RUNS = [
 for (const { transport, store, database } of RUNS) {
   const broker = await findRunBroker(transport);
   describe.skipIf(!broker.available || !database.available)(`oncemq chaos --transport ${transport}`, () => {
-    it(`applies 300 events once on ${store} while consumer processes are killed, connections cut and pools restarted`, async () => {
+    it(`applies 300 events once over ${transport} on ${store} while consumer processes are killed, connections cut and pools restarted`, async () => {
       const run = await oncemq([
         ...['chaos', '--transport', transport, '--store', store, '--events', '300', '--consumers', '3'],
         ...['--seed', '1', '--timeout', '150000', '--json'],
