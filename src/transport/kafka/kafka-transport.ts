@@ -1,3 +1,4 @@
+import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { Admin, Producer } from '@platformatic/kafka';
 import { ConfigError, TransportClosedError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
@@ -92,7 +93,7 @@ export class KafkaTransport implements Transport {
   async publish(message: OutgoingMessage): Promise<PublishReceipt> {
     validKafkaTopic(message.topic);
     const { publisher } = await this.#open();
-    return publisher.publish(message);
+    return tracePublish(this.name, message, (traced) => publisher.publish(traced));
   }
 
   /**

@@ -1,3 +1,4 @@
+import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
@@ -122,7 +123,11 @@ export class RocketMQTransport implements Transport {
     return this.#opening;
   }
 
-  async publish(message: OutgoingMessage): Promise<PublishReceipt> {
+  publish(message: OutgoingMessage): Promise<PublishReceipt> {
+    return tracePublish(this.name, message, (traced) => this.#publish(traced));
+  }
+
+  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
     const topic = validRocketMQTopic(message.topic);
     const open = await this.#open();
     const properties: Record<string, string> = { ...message.headers };
