@@ -164,46 +164,4 @@ describe.skipIf(!broker.available || !postgres.available)('RocketMQ pitfalls, ag
     const order = rows.map((row) => row.key);
     expect(order.indexOf('b-4')).toBeLessThan(order.indexOf('a-2'));
   });
-
-  it('the broker moves a message to %DLQ%<group> on its own after retryMaxTimes; it is listed (no reason travels) and replayed', async () => {
-    const topic = `gave-up-${id()}`;
-    const group = `points-${id()}`;
-    const transport = open({ retryMaxTimes: 1 });
-    let healed = false;
-    const seen: Envelope[] = [];
-    await transport.subscribe(group, [topic], {
-      process: (envelope) => {
-        seen.push(envelope);
-        if (!healed) return Promise.reject(new Error('the processor is down'));
-        return Promise.resolve({
-          kind: 'executed',
-          action: 'ack',
-          mode: 'transactional',
-          attempt: 1,
-          reclaimed: false,
-          leaseLost: false,
-          group,
-          key: envelope.headers['oncemq-key'] ?? null,
-          topic: envelope.topic,
-          brokerId: envelope.brokerId,
-          deliveryCount: envelope.deliveryCount,
-          elapsedMs: 0,
-        });
-      },
-    });
-    await transport.publish({ topic, key: 'stuck', body: { n: 1 } });
-    await waitUntil(
-      async () => (await transport.deadLetters.list({ group })).length === 1,
-      'the broker’s dead letter',
-      60_000,
-    );
-    expect(seen.map((envelope) => envelope.brokerDeliveryCount)).toEqual([1, 2]);
-    const [letter] = await transport.deadLetters.list({ group });
-    expect(letter).toMatchObject({ key: 'stuck', reason: 'max-deliveries', group, topic, deliveryCount: 2 });
-    healed = true;
-    expect(await transport.deadLetters.replay(group, [letter?.id ?? ''])).toBe(1);
-    await waitUntil(() => seen.length === 3, 'the replayed copy', 30_000);
-    expect(seen[2]).toMatchObject({ deliveryCount: 1 });
-    expect(await transport.deadLetters.list({ group })).toEqual([]);
-  });
 });
