@@ -1,11 +1,7 @@
-import { describe, vi } from 'vitest';
+import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { findRocketMQ } from '../support/brokers.js';
 import { rocketmqUnderTest } from '../support/rocketmq.js';
-
-// RocketMQ redelivers a retry no sooner than a whole second after it is due, and a FIFO group waits
-// for its head: the suite's retry and dead-letter cases need more than the default 30 s here.
-vi.setConfig({ testTimeout: 90_000 });
 
 const broker = await findRocketMQ();
 
