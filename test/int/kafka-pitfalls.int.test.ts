@@ -151,12 +151,13 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     await waitUntil(
       async () => (await committed(partition)) === BigInt(receipts[2]?.position?.offset ?? 0) + 1n,
       'all three committed',
+      60_000, // a rebalance of a loaded broker can take longer than the default wait
     );
     // Nothing lost. The client cannot hold a rebalance until the record in flight is finished, so the
     // new owner may fetch and run it again before its offset commits (docs/transports/kafka.md): a
     // copy the ledger absorbs.
     expect(new Set(seen)).toEqual(new Set(receipts.map((receipt) => receipt.brokerId)));
-  });
+  }, 90_000);
 
   it.skipIf(!postgres.available)(
     'a commit lost with the connection redelivers the record, and the ledger absorbs the copy',
