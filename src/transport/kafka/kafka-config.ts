@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
-import { parseDuration, type Duration } from '../../core/duration.js';
+import type { Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { durationMs, wholeNumber } from '../config-checks.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
 import { KafkaNames } from './kafka-names.js';
 
@@ -80,19 +81,6 @@ export interface KafkaSettings {
   readonly logger: Logger;
 }
 
-function wholeNumber(value: number, field: string, min: number): number {
-  if (!Number.isInteger(value) || value < min) {
-    throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
-  }
-  return value;
-}
-
-function duration(value: Duration, field: string, minMs: number): number {
-  const ms = parseDuration(value, field);
-  if (ms < minMs) throw new ConfigError(field, `must be at least ${minMs}ms, got ${ms}ms`);
-  return Math.round(ms);
-}
-
 /** Parses `host:port` (a bare host takes port 9092). */
 export function parseBrokerAddress(text: string, field: string): KafkaBrokerAddress {
   const match = /^\[?([^\]\s/]+?)\]?(?::(\d{1,5}))?$/.exec(text.trim());
@@ -148,15 +136,15 @@ export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSetting
     names: new KafkaNames(config.prefix ?? d.prefix),
     topology,
     partitions: wholeNumber(config.partitions ?? d.partitions, 'partitions', 1),
-    timeoutMs: duration(config.timeout ?? d.timeout, 'timeout', 1),
-    failureBackoffMs: duration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff', 1),
-    retryDiscoveryMs: duration(
+    timeoutMs: durationMs(config.timeout ?? d.timeout, 'timeout', 1),
+    failureBackoffMs: durationMs(config.failureBackoff ?? d.failureBackoff, 'failureBackoff', 1),
+    retryDiscoveryMs: durationMs(
       config.retryDiscoveryInterval ?? d.retryDiscoveryInterval,
       'retryDiscoveryInterval',
       10,
     ),
-    sessionTimeoutMs: duration(config.sessionTimeout ?? d.sessionTimeout, 'sessionTimeout', 1000),
-    heartbeatMs: duration(config.heartbeatInterval ?? d.heartbeatInterval, 'heartbeatInterval', 10),
+    sessionTimeoutMs: durationMs(config.sessionTimeout ?? d.sessionTimeout, 'sessionTimeout', 1000),
+    heartbeatMs: durationMs(config.heartbeatInterval ?? d.heartbeatInterval, 'heartbeatInterval', 10),
     brokerAddresses,
     logger: config.logger ?? SILENT_LOGGER,
   });

@@ -1,5 +1,6 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
+import { wholeNumber } from '../config-checks.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import { TOPIC_PATTERN } from './broker-schema.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
@@ -60,12 +61,6 @@ export const DEFAULT_LOCAL_BROKER_CONFIG = Object.freeze({
   busyTimeout: '5s',
 } as const);
 
-export function positiveInteger(value: number, field: string): number {
-  if (!Number.isInteger(value) || value < 1)
-    throw new ConfigError(field, `must be a whole number >= 1, got ${value}`);
-  return value;
-}
-
 export function validTopic(topic: string): string {
   if (typeof topic !== 'string' || !TOPIC_PATTERN.test(topic)) {
     throw new ConfigError(
@@ -101,7 +96,7 @@ export function resolveLocalBrokerConfig(config: LocalBrokerConfig): ResolvedLoc
   if (!/^[^\s/]+:\d{1,5}$/.test(address)) {
     throw new ConfigError('address', `expected host:port, got ${JSON.stringify(address)}`);
   }
-  const queues = positiveInteger(config.queues ?? d.queues, 'queues');
+  const queues = wholeNumber(config.queues ?? d.queues, 'queues');
   const consumeFrom = config.consumeFrom ?? d.consumeFrom;
   if (!(['first', 'last'] as unknown[]).includes(consumeFrom)) {
     throw new ConfigError('consumeFrom', `expected 'first' or 'last', got ${JSON.stringify(consumeFrom)}`);
@@ -118,7 +113,7 @@ export function resolveLocalBrokerConfig(config: LocalBrokerConfig): ResolvedLoc
     );
   }
   const settings: ConsumerSettings = Object.freeze({
-    pullBatchSize: positiveInteger(config.pullBatchSize ?? d.pullBatchSize, 'pullBatchSize'),
+    pullBatchSize: wholeNumber(config.pullBatchSize ?? d.pullBatchSize, 'pullBatchSize'),
     pollIntervalMs: Math.max(1, parseDuration(config.pollInterval ?? d.pollInterval, 'pollInterval')),
     commitIntervalMs: Math.max(1, parseDuration(config.commitInterval ?? d.commitInterval, 'commitInterval')),
     heartbeatIntervalMs: Math.max(1, heartbeatIntervalMs),
@@ -128,7 +123,7 @@ export function resolveLocalBrokerConfig(config: LocalBrokerConfig): ResolvedLoc
     batches: true,
     ordering: undefined,
   });
-  const sendAttempts = positiveInteger(config.sendAttempts ?? d.sendAttempts, 'sendAttempts');
+  const sendAttempts = wholeNumber(config.sendAttempts ?? d.sendAttempts, 'sendAttempts');
   const selector = config.selector ?? roundRobinSelector();
   const synchronous = config.synchronous ?? d.synchronous;
   if (!(['normal', 'full'] as unknown[]).includes(synchronous)) {

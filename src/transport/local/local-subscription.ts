@@ -1,4 +1,4 @@
-import { ConfigError } from '../../core/errors.js';
+import { wholeNumber } from '../config-checks.js';
 import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import { LocalConsumer, type ConsumerContext } from './local-consumer.js';
@@ -19,17 +19,9 @@ export type LocalSubscribeOptions = SubscribeOptions;
 /** The local broker's default concurrency: one SQLite file serializes its writers anyway. */
 export const DEFAULT_LOCAL_CONCURRENCY = 1;
 
-function wholeNumber(value: number | undefined, fallback: number, field: string): number {
-  const chosen = value ?? fallback;
-  if (!Number.isInteger(chosen) || chosen < 1) {
-    throw new ConfigError(field, `must be a whole number >= 1, got ${chosen}`);
-  }
-  return chosen;
-}
-
 /** The consumer context of one subscription: the broker's, with the subscription's own settings. */
 export function subscriptionContext(ctx: ConsumerContext, options: LocalSubscribeOptions): ConsumerContext {
-  const pullBatchSize = wholeNumber(options.batchSize, ctx.settings.pullBatchSize, 'batchSize');
+  const pullBatchSize = wholeNumber(options.batchSize ?? ctx.settings.pullBatchSize, 'batchSize');
   return {
     ...ctx,
     settings: {
@@ -37,7 +29,7 @@ export function subscriptionContext(ctx: ConsumerContext, options: LocalSubscrib
       pullBatchSize,
       batches: pullBatchSize > 1,
       ordering: options.ordering,
-      concurrency: wholeNumber(options.concurrency, DEFAULT_LOCAL_CONCURRENCY, 'concurrency'),
+      concurrency: wholeNumber(options.concurrency ?? DEFAULT_LOCAL_CONCURRENCY, 'concurrency'),
     },
   };
 }

@@ -1,5 +1,6 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
+import { wholeNumber } from '../config-checks.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import { STREAM_PREFIX_PATTERN, SUBJECT_PREFIX_PATTERN, type NatsNames } from './nats-names.js';
 import type { NatsConnectionLike } from './nats-driver.js';
@@ -113,14 +114,6 @@ function oneOf<T extends string>(value: T, allowed: readonly T[], field: string)
   return value;
 }
 
-/** `value` when it is a whole number >= `min`, else a `ConfigError` naming `field`. */
-export function wholeNumber(value: number, min: number, field: string): number {
-  if (!Number.isInteger(value) || value < min) {
-    throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
-  }
-  return value;
-}
-
 function matching(value: string, pattern: RegExp, field: string, what: string): string {
   if (typeof value !== 'string' || !pattern.test(value)) {
     throw new ConfigError(field, `${JSON.stringify(value)} is not valid; use ${what}`);
@@ -137,7 +130,7 @@ export function resolveNatsSettings(config: NatsTransportConfig): NatsSettings {
     throw new ConfigError('servers', 'name at least one server URL, or pass your connection');
   }
   const maxAckPending = config.maxAckPending ?? d.maxAckPending;
-  if (maxAckPending !== -1) wholeNumber(maxAckPending, 1, 'maxAckPending');
+  if (maxAckPending !== -1) wholeNumber(maxAckPending, 'maxAckPending', 1);
   const pullExpiresMs = parseDuration(config.pullExpires ?? d.pullExpires, 'pullExpires');
   if (pullExpiresMs < 1000)
     throw new ConfigError('pullExpires', 'must be at least 1s (the client refuses less)');
@@ -165,8 +158,8 @@ export function resolveNatsSettings(config: NatsTransportConfig): NatsSettings {
     duplicateWindowMs,
     maxAgeMs: parseDuration(config.maxAge ?? d.maxAge, 'maxAge'),
     storage: oneOf(config.storage ?? d.storage, ['file', 'memory'], 'storage'),
-    replicas: wholeNumber(config.replicas ?? d.replicas, 1, 'replicas'),
-    maxDeliver: wholeNumber(config.maxDeliver ?? d.maxDeliver, 2, 'maxDeliver'),
+    replicas: wholeNumber(config.replicas ?? d.replicas, 'replicas', 1),
+    maxDeliver: wholeNumber(config.maxDeliver ?? d.maxDeliver, 'maxDeliver', 2),
     maxAckPending,
     pullExpiresMs,
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),

@@ -17,12 +17,8 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import {
-  resolveNatsSettings,
-  wholeNumber,
-  type NatsSettings,
-  type NatsTransportConfig,
-} from './nats-config.js';
+import { resolveNatsSettings, type NatsSettings, type NatsTransportConfig } from './nats-config.js';
+import { wholeNumber } from '../config-checks.js';
 import { NatsDeadLetters } from './nats-dead-letters.js';
 import type { DeliverySource } from './nats-delivery.js';
 import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
@@ -205,11 +201,10 @@ export class NatsTransport implements Transport {
     const target = toProcessor(processor);
     const concurrency = wholeNumber(
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-      1,
       'concurrency',
     );
     const batchSize =
-      target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 1, 'batchSize');
+      target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 'batchSize');
     if (batchSize > concurrency) {
       throw new ConfigError(
         'batchSize',

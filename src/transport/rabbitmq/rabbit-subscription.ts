@@ -1,9 +1,10 @@
 import { hostname } from 'node:os';
 import type { Envelope } from '../../core/envelope.js';
-import { ConfigError, errorText } from '../../core/errors.js';
+import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
+import { wholeNumber } from '../config-checks.js';
 import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
@@ -11,6 +12,9 @@ import type { RabbitConnection } from './rabbit-connection.js';
 import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import type { RabbitTopology } from './rabbit-topology.js';
+
+/** AMQP's prefetch count is an unsigned 16-bit number: concurrency and batch size stay within it. */
+const MAX_PREFETCH = 65535;
 
 /** Most times in a row the failure backoff doubles. */
 const MAX_BACKOFF_DOUBLINGS = 4;
@@ -20,14 +24,6 @@ export interface RabbitSubscriptionContext {
   readonly settings: RabbitSettings;
   readonly connection: RabbitConnection;
   readonly topology: RabbitTopology;
-}
-
-function wholeNumber(value: number | undefined, fallback: number, field: string): number {
-  const chosen = value ?? fallback;
-  if (!Number.isInteger(chosen) || chosen < 1 || chosen > 65535) {
-    throw new ConfigError(field, `must be a whole number from 1 to 65535, got ${chosen}`);
-  }
-  return chosen;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -75,11 +71,12 @@ export class RabbitSubscription implements Subscription {
     this.#processor = processor;
     this.#settler = new Settler(ctx.settings, ctx.topology, group);
     this.#concurrency = wholeNumber(
-      options.concurrency,
-      DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
       'concurrency',
+      1,
+      MAX_PREFETCH,
     );
-    const batchSize = wholeNumber(options.batchSize, this.#concurrency, 'batchSize');
+    const batchSize = wholeNumber(options.batchSize ?? this.#concurrency, 'batchSize', 1, MAX_PREFETCH);
     this.#batchSize = processor.processBatch === undefined ? 1 : Math.min(batchSize, this.#concurrency);
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
   }

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { durationMs, wholeNumber } from '../config-checks.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
 import type { StreamClientInput } from './stream-connection.js';
 import { StreamKeys } from './stream-keys.js';
@@ -80,19 +81,6 @@ export interface StreamSettings {
   readonly logger: Logger;
 }
 
-function wholeNumber(value: number, field: string, min: number): number {
-  if (!Number.isInteger(value) || value < min) {
-    throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
-  }
-  return value;
-}
-
-function duration(value: Duration, field: string, minMs: number): number {
-  const ms = parseDuration(value, field);
-  if (ms < minMs) throw new ConfigError(field, `must be at least ${minMs}ms, got ${ms}ms`);
-  return Math.round(ms);
-}
-
 /** Checks a configuration and freezes it; a bad value fails here, at construction. */
 export function resolveStreamSettings(config: RedisStreamsTransportConfig): StreamSettings {
   const d = DEFAULT_REDIS_STREAMS_CONFIG;
@@ -107,12 +95,12 @@ export function resolveStreamSettings(config: RedisStreamsTransportConfig): Stre
   return Object.freeze({
     keys: new StreamKeys(config.prefix ?? d.prefix),
     topology,
-    timeoutMs: duration(config.timeout ?? d.timeout, 'timeout', 1),
+    timeoutMs: durationMs(config.timeout ?? d.timeout, 'timeout', 1),
     publishAttempts: wholeNumber(config.publishAttempts ?? d.publishAttempts, 'publishAttempts', 1),
-    blockMs: duration(config.block ?? d.block, 'block', 1),
-    failureBackoffMs: duration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff', 1),
-    retryPollMs: duration(config.retryPollInterval ?? d.retryPollInterval, 'retryPollInterval', 1),
-    retentionMs: duration(config.retention ?? d.retention, 'retention', 0),
+    blockMs: durationMs(config.block ?? d.block, 'block', 1),
+    failureBackoffMs: durationMs(config.failureBackoff ?? d.failureBackoff, 'failureBackoff', 1),
+    retryPollMs: durationMs(config.retryPollInterval ?? d.retryPollInterval, 'retryPollInterval', 1),
+    retentionMs: durationMs(config.retention ?? d.retention, 'retention', 0),
     trimEveryMs,
     maxDeliveries: wholeNumber(config.maxDeliveries ?? d.maxDeliveries, 'maxDeliveries', 0),
     logger: config.logger ?? SILENT_LOGGER,
@@ -162,7 +150,7 @@ export function resolveSubscribeSettings(options: RedisStreamsSubscribeOptions):
   return Object.freeze({
     concurrency,
     batchSize: wholeNumber(options.batchSize ?? concurrency, 'batchSize', 1),
-    visibilityMs: duration(
+    visibilityMs: durationMs(
       options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility,
       'visibility',
       MIN_VISIBILITY_MS,

@@ -1,5 +1,6 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
+import { wholeNumber } from '../config-checks.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 
 export interface RocketMQTransportConfig {
@@ -79,13 +80,6 @@ export interface RocketMQSettings {
   readonly logger: Logger;
 }
 
-export function wholeNumber(value: number, min: number, field: string): number {
-  if (!Number.isInteger(value) || value < min) {
-    throw new ConfigError(field, `must be a whole number >= ${min}, got ${value}`);
-  }
-  return value;
-}
-
 /** Reads a `rocketmq://` URL into the proxy's endpoint, the name server and the namespace. */
 export function parseRocketMQUrl(text: string): { endpoints: string; nameServer: string; namespace: string } {
   let url: URL;
@@ -118,11 +112,11 @@ export function resolveRocketMQSettings(config: RocketMQTransportConfig): Rocket
     ...parseRocketMQUrl(config.url ?? d.url),
     topology,
     fifo: config.fifo ?? d.fifo,
-    queues: wholeNumber(config.queues ?? d.queues, 1, 'queues'),
+    queues: wholeNumber(config.queues ?? d.queues, 'queues', 1),
     requestTimeoutMs: parseDuration(config.requestTimeout ?? d.requestTimeout, 'requestTimeout'),
     longPollMs,
     retryMaxTimes:
-      config.retryMaxTimes === undefined ? undefined : wholeNumber(config.retryMaxTimes, 0, 'retryMaxTimes'),
+      config.retryMaxTimes === undefined ? undefined : wholeNumber(config.retryMaxTimes, 'retryMaxTimes', 0),
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
     logger: config.logger ?? SILENT_LOGGER,
   });

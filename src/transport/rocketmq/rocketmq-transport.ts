@@ -21,10 +21,10 @@ import {
   resolveRocketMQSettings,
   RETRY_MAX_TIMES_GRACE,
   ROCKETMQ_DEFAULT_RETRY_MAX_TIMES,
-  wholeNumber,
   type RocketMQSettings,
   type RocketMQTransportConfig,
 } from './rocketmq-config.js';
+import { wholeNumber } from '../config-checks.js';
 import { RocketMQDeadLetters } from './rocketmq-dead-letters.js';
 import { clientLogger, loadRocketMQDriver, type RocketMQDriver } from './rocketmq-driver.js';
 import { validRocketMQGroup, validRocketMQTopic } from './rocketmq-names.js';
@@ -168,13 +168,12 @@ export class RocketMQTransport implements Transport {
     const target = toProcessor(processor);
     const concurrency = wholeNumber(
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-      1,
       'concurrency',
     );
     const batchSize =
       target.processBatch === undefined || options.ordering !== undefined
         ? 1
-        : wholeNumber(options.batchSize ?? concurrency, 1, 'batchSize');
+        : wholeNumber(options.batchSize ?? concurrency, 'batchSize');
     if (batchSize > concurrency) {
       throw new ConfigError(
         'batchSize',
