@@ -73,10 +73,15 @@ export function outboxStatements(config: ResolvedOutboxConfig<unknown>): OutboxS
     lease: (count) =>
       `UPDATE ${messages} SET lease_owner = ${p(1)}, lease_until = ${p(2)}, attempts = attempts + 1 WHERE id IN (${list(3, count)})`,
     claim: {
+      // The candidates are picked and locked once, in a materialized CTE: as a subquery of `IN`, the
+      // planner may run their `LIMIT` scan again for every pending row (a claim over 4,000 pending rows
+      // took a second). A row another relay leased meanwhile fails the re-checked `WHERE` and is skipped.
       postgres: (count: number, ids = 0) =>
-        `UPDATE ${messages} SET lease_owner = ${p(3 + ids)}, lease_until = ${p(4 + ids)}, attempts = attempts + 1 ` +
-        `WHERE id IN (SELECT id FROM ${messages} WHERE id IN (${candidates(count, ids)}) AND sent_at IS NULL ` +
-        `AND ${free(2)}${skipLocked}) RETURNING ${ROW_COLUMNS}`,
+        `WITH picked AS MATERIALIZED (${candidates(count, ids)} FOR UPDATE OF o SKIP LOCKED) ` +
+        `UPDATE ${messages} AS u SET lease_owner = ${p(3 + ids)}, lease_until = ${p(4 + ids)}, attempts = u.attempts + 1 ` +
+        `FROM picked WHERE u.id = picked.id RETURNING ${ROW_COLUMNS.split(', ')
+          .map((column) => `u.${column}`)
+          .join(', ')}`,
       mysql: undefined,
       sqlite: (count: number, ids = 0) =>
         `UPDATE ${messages} SET lease_owner = ?, lease_until = ?, attempts = attempts + 1 ` +
