@@ -11,6 +11,9 @@ import {
 } from './relay-config.js';
 import { claimRows, cleanSent, markSent, releaseRows, type RelayedMessage } from './relay-rows.js';
 
+/** Batches a running relay has in flight at once: one settling while the next is claimed and sent. */
+const PIPELINE_DEPTH = 2;
+
 /** What one round of a relay did. */
 export interface RelayRound {
   readonly claimed: number;
@@ -178,30 +181,58 @@ export class Relay<Tx> {
     });
   }
 
+  /**
+   * Relays until stopped, two rounds deep: the next batch is claimed (and published) while the rows
+   * of the previous one are still being confirmed and marked, so the database's round trips overlap
+   * the broker's. The batches are disjoint, and a row's successor of its ordering key is not a
+   * candidate until the row is marked sent, so per-key order holds across the overlap.
+   */
   async #run(): Promise<void> {
     const { batchSize, pollIntervalMs, logger } = this.#config;
+    const settling = new Set<Promise<void>>();
+    const last = { failed: false };
+    const settle = (rows: RelayedMessage[]): void => {
+      const done = this.#settle(rows).then(
+        (round) => {
+          if (round.failed > 0) last.failed = true;
+        },
+        (error: unknown) => {
+          if (error instanceof RelayCrash) {
+            this.#crashed = true;
+            this.#running = false;
+            return;
+          }
+          last.failed = true;
+          logger.warn('oncemq: relay round failed; backing off', { error: errorText(error) });
+        },
+      );
+      settling.add(done);
+      void done.finally(() => settling.delete(done));
+    };
     while (this.#running) {
       let wait = pollIntervalMs;
       try {
-        const round = await this.#round(undefined);
-        if (round.failed > 0) wait = this.#backoff();
+        const rows = await this.#claim(undefined);
+        const claimed = rows.length;
+        if (claimed > 0) settle(rows);
+        // At most PIPELINE_DEPTH batches in flight; a batch short of full waits for its settling,
+        // so that an idle relay's backoff and sleep see how the last rows went.
+        while (settling.size >= (claimed >= batchSize ? PIPELINE_DEPTH : 1)) await Promise.race(settling);
+        if (last.failed) wait = this.#backoff();
         else {
           this.#backoffMs = 0;
-          if (round.claimed >= batchSize) wait = 0;
+          if (claimed >= batchSize) wait = 0;
         }
+        last.failed = false;
         await this.#cleanup();
         if (this.#unlisten === undefined && this.running) await this.#listen();
       } catch (error) {
-        if (error instanceof RelayCrash) {
-          this.#crashed = true;
-          this.#running = false;
-          return;
-        }
         wait = this.#backoff();
         logger.warn('oncemq: relay round failed; backing off', { error: errorText(error), waitMs: wait });
       }
       if (wait > 0 && this.running) await this.#sleep(wait);
     }
+    await Promise.all(settling);
   }
 
   #backoff(): number {
@@ -217,6 +248,13 @@ export class Relay<Tx> {
   }
 
   async #round(ids: readonly string[] | undefined): Promise<RelayRound> {
+    const rows = await this.#claim(ids);
+    if (rows.length === 0) return { claimed: 0, published: 0, failed: 0 };
+    return this.#settle(rows);
+  }
+
+  /** Claims up to a batch of rows that may go now (`ids`: only those rows). */
+  async #claim(ids: readonly string[] | undefined): Promise<RelayedMessage[]> {
     const { owner, leaseMs, batchSize } = this.#config;
     const now = Date.now();
     const rows = await claimRows(this.#session, this.#outbox, {
@@ -227,7 +265,12 @@ export class Relay<Tx> {
       ...(ids === undefined ? {} : { ids }),
     });
     this.#metrics.rounds++;
-    if (rows.length === 0) return { claimed: 0, published: 0, failed: 0 };
+    return rows;
+  }
+
+  /** Publishes claimed rows, marks the confirmed ones sent and gives the others back for later. */
+  async #settle(rows: readonly RelayedMessage[]): Promise<RelayRound> {
+    const { owner } = this.#config;
     // Every claimed row is the first unsent one of its ordering key: they may all be in flight at once.
     const results = await Promise.allSettled(rows.map((row) => this.#publish(row)));
     const sent: RelayedMessage[] = [];
