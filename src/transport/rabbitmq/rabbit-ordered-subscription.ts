@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
+import { checkOrderingOptions, GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
 import { ConfigError, errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
@@ -69,8 +69,7 @@ export class RabbitOrderedSubscription implements Subscription {
     }
     this.#concurrency = concurrency;
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
-    // Checks the ordering options now rather than on the first delivery.
-    this.#newGate(new Map()).close();
+    checkOrderingOptions(options.ordering ?? {});
   }
 
   /** @internal called by the transport to forget a closed subscription */
