@@ -9,12 +9,10 @@ import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitChannel } from './rabbit-channel.js';
 import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import type { RabbitSubscriptionContext } from './rabbit-subscription.js';
+import { consumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
 
 /** Deliveries a partition queue hands a member ahead of the running ones, per unit of `concurrency`. */
 export const ORDERED_PREFETCH_PER_SLOT = 16;
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The deliveries of one channel and the gate that orders them; both end with the channel. */
 interface Lane {
@@ -185,24 +183,13 @@ export class RabbitOrderedSubscription implements Subscription {
     });
   }
 
-  async #recover(): Promise<void> {
-    const { reconnectDelayMs, maxReconnectDelayMs, logger } = this.#ctx.settings;
-    let delay = reconnectDelayMs;
-    while (this.#running && this.#lane === undefined) {
-      await sleep(delay);
-      if (this.#stopped()) return;
-      try {
-        await this.#consume();
-      } catch (error) {
-        logger.warn('oncemq: could not consume again yet', { group: this.group, error: errorText(error) });
-        delay = Math.min(delay * 2, maxReconnectDelayMs);
-      }
-    }
-  }
-
-  /** Read through a call: a close may have come while the caller awaited. */
-  #stopped(): boolean {
-    return !this.#running;
+  #recover(): Promise<void> {
+    return consumeAgain(
+      this.#ctx,
+      this.group,
+      () => this.#running && this.#lane === undefined,
+      () => this.#consume(),
+    );
   }
 
   /**

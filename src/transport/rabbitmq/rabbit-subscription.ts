@@ -33,6 +33,30 @@ function wholeNumber(value: number | undefined, fallback: number, field: string)
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * Consumes again after a lost channel, while `lost()` says it is still needed (the member runs and
+ * has no channel), waiting `reconnectDelay` first and twice as long after each failure.
+ */
+export async function consumeAgain(
+  ctx: RabbitSubscriptionContext,
+  group: string,
+  lost: () => boolean,
+  consume: () => Promise<void>,
+): Promise<void> {
+  const { reconnectDelayMs, maxReconnectDelayMs, logger } = ctx.settings;
+  let delay = reconnectDelayMs;
+  while (lost()) {
+    await sleep(delay);
+    if (!lost()) return;
+    try {
+      await consume();
+    } catch (error) {
+      logger.warn('oncemq: could not consume again yet', { group, error: errorText(error) });
+      delay = Math.min(delay * 2, maxReconnectDelayMs);
+    }
+  }
+}
+
+/**
  * One member of a group: a consumer on the group's work queue, on a confirm channel of its own.
  * `concurrency` is the channel's prefetch; deliveries waiting when a slot frees go to
  * `processBatch` together, up to `batchSize`. When the channel is lost (connection drop, a
@@ -158,24 +182,13 @@ export class RabbitSubscription implements Subscription {
     });
   }
 
-  async #recover(): Promise<void> {
-    const { reconnectDelayMs, maxReconnectDelayMs, logger } = this.#ctx.settings;
-    let delay = reconnectDelayMs;
-    while (this.#running && this.#channel === undefined) {
-      await sleep(delay);
-      if (this.#stopped()) return;
-      try {
-        await this.#consume();
-      } catch (error) {
-        logger.warn('oncemq: could not consume again yet', { group: this.group, error: errorText(error) });
-        delay = Math.min(delay * 2, maxReconnectDelayMs);
-      }
-    }
-  }
-
-  /** Read through a call: a close may have come while the caller awaited. */
-  #stopped(): boolean {
-    return !this.#running;
+  #recover(): Promise<void> {
+    return consumeAgain(
+      this.#ctx,
+      this.group,
+      () => this.#running && this.#channel === undefined,
+      () => this.#consume(),
+    );
   }
 
   #pump(): void {
