@@ -3,7 +3,7 @@
 // have), connections dropped and a member closed mid-run.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
-import { unique } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
 import { runOrderedScenario } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
@@ -50,6 +50,32 @@ describe.skipIf(!rabbit.available || !postgres.available)('per-key ordered consu
     const declared = new Set(members.flatMap((member) => [...member.declared.queues]));
     expect([...declared].filter((queue) => /@p\d+$/.test(queue))).toHaveLength(4);
   }, 180_000);
+
+  it('replays a dead letter of an ordered group onto its partition queue', async () => {
+    const topic = unique('orders');
+    const group = unique('fulfilment');
+    const seen: string[] = [];
+    const subscription = await world.transport.subscribe(
+      group,
+      [topic],
+      (envelope) => {
+        seen.push(envelope.brokerId);
+        return Promise.resolve(outcomeFor(envelope, 'dead-letter', 0));
+      },
+      { ordering: {} },
+    );
+    await world.transport.publish({ topic, key: 'order-1-pay', orderingKey: 'order-1', body: {} });
+    await waitFor(
+      async () => (await world.transport.deadLetters.list({ group })).length === 1,
+      'the dead letter',
+      10_000,
+    );
+    const [letter] = await world.transport.deadLetters.list({ group });
+    expect(letter?.details?.originalQueue).toMatch(/@p\d$/);
+    expect(await world.transport.deadLetters.replay(group, [letter?.id ?? ''])).toBe(1);
+    await waitFor(() => seen.length === 2, 'the replayed copy processed', 10_000);
+    await subscription.close();
+  });
 
   it('refuses a member configured with another partition count', async () => {
     const topic = unique('orders');
