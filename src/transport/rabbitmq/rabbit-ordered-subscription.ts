@@ -9,7 +9,7 @@ import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitChannel } from './rabbit-channel.js';
 import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import { consumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
+import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
 
 /** Deliveries a partition queue hands a member ahead of the running ones, per unit of `concurrency`. */
 export const ORDERED_PREFETCH_PER_SLOT = 16;
@@ -43,7 +43,7 @@ export class RabbitOrderedSubscription implements Subscription {
   readonly #lanes = new Set<Lane>();
   #lane: Lane | undefined;
   #running = true;
-  #recovering: Promise<void> | undefined;
+  readonly #recovery: ConsumeAgain;
   #onClose: (() => void) | undefined;
   /** Channels opened for this member so far (1 + recoveries). */
   channels = 0;
@@ -68,6 +68,12 @@ export class RabbitOrderedSubscription implements Subscription {
     this.#concurrency = concurrency;
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
     checkOrderingOptions(options.ordering ?? {});
+    this.#recovery = new ConsumeAgain(
+      ctx,
+      group,
+      () => this.#running && this.#lane === undefined,
+      () => this.#consume(),
+    );
   }
 
   /** @internal called by the transport to forget a closed subscription */
@@ -173,23 +179,7 @@ export class RabbitOrderedSubscription implements Subscription {
     void lane.gate.drained().then(() => this.#lanes.delete(lane));
     if (this.#lane !== lane) return;
     this.#lane = undefined;
-    if (!this.#running || this.#recovering !== undefined) return;
-    this.#ctx.settings.logger.warn('oncemq: RabbitMQ ordered consumer lost; consuming again', {
-      group: this.group,
-      why,
-    });
-    this.#recovering = this.#recover().finally(() => {
-      this.#recovering = undefined;
-    });
-  }
-
-  #recover(): Promise<void> {
-    return consumeAgain(
-      this.#ctx,
-      this.group,
-      () => this.#running && this.#lane === undefined,
-      () => this.#consume(),
-    );
+    if (this.#running) this.#recovery.start(why);
   }
 
   /**
@@ -201,7 +191,7 @@ export class RabbitOrderedSubscription implements Subscription {
   async close(): Promise<void> {
     if (!this.#running) return;
     this.#running = false;
-    await this.#recovering;
+    await this.#recovery.running;
     const lanes = [...this.#lanes];
     for (const lane of lanes) lane.gate.close();
     await Promise.all(lanes.map((lane) => lane.gate.drained()));

@@ -34,24 +34,57 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 /**
  * Consumes again after a lost channel, while `lost()` says it is still needed (the member runs and
- * has no channel), waiting `reconnectDelay` first and twice as long after each failure.
+ * has no channel), waiting `reconnectDelay` first and twice as long after each failure. One loop at
+ * a time per member.
  */
-export async function consumeAgain(
-  ctx: RabbitSubscriptionContext,
-  group: string,
-  lost: () => boolean,
-  consume: () => Promise<void>,
-): Promise<void> {
-  const { reconnectDelayMs, maxReconnectDelayMs, logger } = ctx.settings;
-  let delay = reconnectDelayMs;
-  while (lost()) {
-    await sleep(delay);
-    if (!lost()) return;
-    try {
-      await consume();
-    } catch (error) {
-      logger.warn('oncemq: could not consume again yet', { group, error: errorText(error) });
-      delay = Math.min(delay * 2, maxReconnectDelayMs);
+export class ConsumeAgain {
+  readonly #ctx: RabbitSubscriptionContext;
+  readonly #group: string;
+  readonly #lost: () => boolean;
+  readonly #consume: () => Promise<void>;
+  #loop: Promise<void> | undefined;
+
+  constructor(
+    ctx: RabbitSubscriptionContext,
+    group: string,
+    lost: () => boolean,
+    consume: () => Promise<void>,
+  ) {
+    this.#ctx = ctx;
+    this.#group = group;
+    this.#lost = lost;
+    this.#consume = consume;
+  }
+
+  /** The loop running, if any (a closing member waits for it). */
+  get running(): Promise<void> | undefined {
+    return this.#loop;
+  }
+
+  /** Starts the loop unless one runs. */
+  start(why: string): void {
+    if (this.#loop !== undefined) return;
+    this.#ctx.settings.logger.warn('oncemq: RabbitMQ consumer lost; consuming again', {
+      group: this.#group,
+      why,
+    });
+    this.#loop = this.#run().finally(() => {
+      this.#loop = undefined;
+    });
+  }
+
+  async #run(): Promise<void> {
+    const { reconnectDelayMs, maxReconnectDelayMs, logger } = this.#ctx.settings;
+    let delay = reconnectDelayMs;
+    while (this.#lost()) {
+      await sleep(delay);
+      if (!this.#lost()) return;
+      try {
+        await this.#consume();
+      } catch (error) {
+        logger.warn('oncemq: could not consume again yet', { group: this.#group, error: errorText(error) });
+        delay = Math.min(delay * 2, maxReconnectDelayMs);
+      }
     }
   }
 }
@@ -81,7 +114,7 @@ export class RabbitSubscription implements Subscription {
   #failures = 0;
   #pumpScheduled = false;
   #running = true;
-  #recovering: Promise<void> | undefined;
+  readonly #recovery: ConsumeAgain;
   #onClose: (() => void) | undefined;
   /** Channels opened for this member so far (1 + recoveries). */
   channels = 0;
@@ -106,6 +139,12 @@ export class RabbitSubscription implements Subscription {
     const batchSize = wholeNumber(options.batchSize, this.#concurrency, 'batchSize');
     this.#batchSize = processor.processBatch === undefined ? 1 : Math.min(batchSize, this.#concurrency);
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
+    this.#recovery = new ConsumeAgain(
+      ctx,
+      group,
+      () => this.#running && this.#channel === undefined,
+      () => this.#consume(),
+    );
   }
 
   /** @internal called by the transport to forget a closed subscription */
@@ -172,23 +211,7 @@ export class RabbitSubscription implements Subscription {
     this.#consumerTag = undefined;
     // Deliveries not started yet come again from the broker; those in progress finish as stale.
     this.#waiting = this.#waiting.filter((delivery) => delivery.channel !== channel);
-    if (!this.#running || this.#recovering !== undefined) return;
-    this.#ctx.settings.logger.warn('oncemq: RabbitMQ consumer lost; consuming again', {
-      group: this.group,
-      why,
-    });
-    this.#recovering = this.#recover().finally(() => {
-      this.#recovering = undefined;
-    });
-  }
-
-  #recover(): Promise<void> {
-    return consumeAgain(
-      this.#ctx,
-      this.group,
-      () => this.#running && this.#channel === undefined,
-      () => this.#consume(),
-    );
+    if (this.#running) this.#recovery.start(why);
   }
 
   #pump(): void {
@@ -309,7 +332,7 @@ export class RabbitSubscription implements Subscription {
       await channel.raw.cancel(this.#consumerTag).catch(() => undefined);
     }
     this.#handBack(this.#waiting.splice(0), false);
-    await this.#recovering;
+    await this.#recovery.running;
     while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     for (const entry of [...this.#backoffs]) {
       clearTimeout(entry.timer);
