@@ -45,6 +45,14 @@ export function compileOrderingKey(source: OrderingKeySource): (envelope: Envelo
   throw new ConfigError('ordering.key', "expected 'orderingKey', { header } or a function of the envelope");
 }
 
+/** Checks ordering options when a subscription starts, rather than at its first delivery. */
+export function checkOrderingOptions(options: OrderingOptions): void {
+  new OrderingGate(
+    { process: () => Promise.reject(new Error('not started')) },
+    { ...options, concurrency: 1 },
+  ).close();
+}
+
 /** The same delivery, to be run again with the delivery count the retry carries. */
 function again(envelope: Envelope, deliveryCount: number): Envelope {
   if (deliveryCount === envelope.deliveryCount) return envelope;

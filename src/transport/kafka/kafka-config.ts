@@ -157,7 +157,7 @@ export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSetting
  * - `visibility`: not used — Kafka holds a partition, not a record, for its member (see the docs).
  * - `consumerName`: the member's static group instance id (`group.instance.id`): a restarted member
  *   with the same name gets its partitions back without a rebalance. @default none (dynamic member)
- * - `ordering`: refused (see the docs).
+ * - `ordering`: per-key order through an ordering gate, retried in place (see the docs).
  */
 export type KafkaSubscribeOptions = SubscribeOptions;
 

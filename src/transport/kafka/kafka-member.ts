@@ -1,4 +1,5 @@
 import type { Consumer, MessagesStream } from '@platformatic/kafka';
+import { GateClosedError } from '../../consumer/ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { PartitionOffsets } from './partition-offsets.js';
@@ -22,7 +23,26 @@ export interface KafkaMemberInit {
   readonly settle: (messages: readonly KafkaMessage[]) => Promise<void>;
   readonly failureBackoffMs: number;
   readonly logger: Logger;
+  /**
+   * Per-key order: each record goes through a lane of its own (an ordering gate) instead of `settle`;
+   * a new lane replaces the old one when the connection is lost.
+   */
+  readonly ordered?: () => OrderedLane;
 }
+
+/** Runs records one ordering key at a time, each to its final outcome, settled at the broker. */
+export interface OrderedLane {
+  /** Resolves once the record's final outcome is settled; rejects with `GateClosedError` when the lane closed first. */
+  run(message: KafkaMessage): Promise<void>;
+  /** Records taken and not finished (queued behind their key, running, waiting to retry). */
+  readonly pending: number;
+  /** Records waiting leave unfinished; running ones finish. */
+  close(): void;
+  drained(): Promise<void>;
+}
+
+/** Records an ordered member holds at once, per unit of `concurrency`, before it pauses fetching. */
+export const ORDERED_PENDING_PER_SLOT = 16;
 
 const partitionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
@@ -48,9 +68,18 @@ export class KafkaMember {
   #committing: Promise<void> | undefined;
   #commitAgain = false;
   readonly #running = new Set<Promise<void>>();
+  #lane: OrderedLane | undefined;
+  readonly #lanes = new Set<OrderedLane>();
 
   constructor(init: KafkaMemberInit) {
     this.#init = init;
+    this.#lane = this.#newLane();
+  }
+
+  #newLane(): OrderedLane | undefined {
+    const lane = this.#init.ordered?.();
+    if (lane !== undefined) this.#lanes.add(lane);
+    return lane;
   }
 
   /** Joins the group and starts reading from the committed offsets (the earliest, for a new group). */
@@ -74,6 +103,13 @@ export class KafkaMember {
     try {
       this.#partitions = new Map();
       this.#queue.length = 0;
+      const lane = this.#lane;
+      if (lane !== undefined) {
+        // What waits in the old lane comes again from the committed offsets, to the new one.
+        lane.close();
+        void lane.drained().then(() => this.#lanes.delete(lane));
+        this.#lane = this.#newLane();
+      }
       const stream = this.#stream;
       if (stream !== undefined) await this.#reopen(stream);
     } finally {
@@ -172,6 +208,10 @@ export class KafkaMember {
   }
 
   #pump(): void {
+    if (this.#lane !== undefined) {
+      this.#pumpOrdered(this.#lane);
+      return;
+    }
     while (!this.#closing && this.#inFlight < this.#init.concurrency && this.#queue.length > 0) {
       if (this.#init.delayed) {
         const wait = dueAt(readHeaders(this.#queue[0] as KafkaMessage)) - Date.now();
@@ -202,6 +242,38 @@ export class KafkaMember {
       });
       this.#running.add(run);
     }
+  }
+
+  /**
+   * Hands every queued record to the ordering lane, which runs one key at a time; a record is marked
+   * finished (and its partition's finished prefix committed) once its final outcome is settled.
+   * Fetching pauses while the lane holds `concurrency × 16` records.
+   */
+  #pumpOrdered(lane: OrderedLane): void {
+    const limit = this.#init.concurrency * ORDERED_PENDING_PER_SLOT;
+    const partitions = this.#partitions;
+    while (!this.#closing && this.#queue.length > 0) {
+      const message = this.#queue.shift() as KafkaMessage;
+      const run = lane.run(message).then(
+        () => {
+          partitions.get(partitionKey(message.topic, message.partition))?.finish(message.offset);
+          this.#scheduleCommit();
+        },
+        (error: unknown) => {
+          // A closed lane leaves the record unfinished: it is fetched again from the committed offset.
+          if (!(error instanceof GateClosedError)) {
+            this.#init.logger.error('oncemq: an ordered Kafka record failed', { error: errorText(error) });
+          }
+        },
+      );
+      const tracked = run.finally(() => {
+        this.#running.delete(tracked);
+        if (lane.pending < limit) this.#stream?.resume();
+      });
+      this.#running.add(tracked);
+    }
+    if (lane.pending >= limit) this.#stream?.pause();
+    else this.#stream?.resume();
   }
 
   /** Settles a batch, again after a pause while it fails; then marks it finished and commits. */
@@ -271,6 +343,7 @@ export class KafkaMember {
     if (this.#dueTimer !== undefined) clearTimeout(this.#dueTimer);
     this.#stream?.pause();
     this.#queue.length = 0;
+    for (const lane of this.#lanes) lane.close();
     await Promise.all([...this.#running]);
     await this.#committing;
     this.#commitAgain = false;

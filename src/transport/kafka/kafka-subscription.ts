@@ -3,10 +3,11 @@ import { DELIVERY_COUNT_HEADER, ORDERING_KEY_HEADER, KEY_HEADER } from '../../co
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import { deadLetterHeaders } from '../dead-letters.js';
-import type { Processor, Subscription } from '../transport.js';
+import { OrderingGate } from '../../consumer/ordering-gate.js';
+import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import { createConsumer, type KafkaDriver } from './kafka-client.js';
 import type { KafkaSettings, KafkaSubscribeSettings } from './kafka-config.js';
-import { KafkaMember } from './kafka-member.js';
+import { KafkaMember, type OrderedLane } from './kafka-member.js';
 import {
   ORIGINAL_OFFSET_HEADER,
   ORIGINAL_PARTITION_HEADER,
@@ -26,6 +27,8 @@ export interface KafkaSubscriptionInit {
   readonly member: KafkaSubscribeSettings;
   readonly publisher: KafkaPublisher;
   readonly topology: KafkaTopology;
+  /** Per-key order: records of the group's topics go through an ordering gate, retried in place. */
+  readonly ordering: OrderingOptions | undefined;
   readonly onClosed: () => void;
 }
 
@@ -69,8 +72,9 @@ export class KafkaSubscription implements Subscription {
   }
 
   #member(topics: string[], groupId: string, delayed: boolean): KafkaMember {
-    const { driver, settings, member, processor } = this.#init;
+    const { driver, settings, member, processor, ordering } = this.#init;
     return new KafkaMember({
+      ...(ordering === undefined || delayed ? {} : { ordered: () => this.#lane(ordering) }),
       consumer: createConsumer(driver, settings, groupId, delayed ? undefined : member.instanceId),
       topics,
       concurrency: member.concurrency,
@@ -80,6 +84,44 @@ export class KafkaSubscription implements Subscription {
       failureBackoffMs: settings.failureBackoffMs,
       logger: settings.logger,
     });
+  }
+
+  /**
+   * An ordering gate over the processor: one key at a time, a retry waits in place (never a retry
+   * topic, which would let the key's later records pass it), a dead letter is a confirmed copy in the
+   * group's dead-letter topic before the key's next record starts.
+   */
+  #lane(ordering: OrderingOptions): OrderedLane {
+    const { processor, member, settings } = this.#init;
+    const messages = new Map<string, KafkaMessage>();
+    const gate = new OrderingGate(
+      {
+        process: async (envelope) => {
+          const outcome = await processor.process(envelope);
+          const message = messages.get(envelope.brokerId);
+          if (outcome.action === 'dead-letter' && message !== undefined)
+            await this.#act(outcome, envelope, message);
+          return outcome;
+        },
+      },
+      { ...ordering, concurrency: member.concurrency, logger: settings.logger },
+    );
+    return {
+      run: async (message) => {
+        const envelope = kafkaEnvelope(message, false);
+        messages.set(envelope.brokerId, message);
+        try {
+          await gate.submit(envelope);
+        } finally {
+          messages.delete(envelope.brokerId);
+        }
+      },
+      get pending() {
+        return gate.pending;
+      },
+      close: () => gate.close(),
+      drained: () => gate.drained(),
+    };
   }
 
   /** Starts a member on every retry tier of the group that exists and has none here yet. */

@@ -1,10 +1,10 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { Admin, Producer } from '@platformatic/kafka';
+import { checkOrderingOptions } from '../../consumer/ordering-gate.js';
 import { ConfigError, TransportClosedError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import type { DeadLetters } from '../dead-letters.js';
 import {
-  refuseOrdering,
   toProcessor,
   type OutgoingMessage,
   type ProcessorLike,
@@ -44,7 +44,7 @@ export class KafkaTransport implements Transport {
   readonly capabilities: TransportCapabilities = Object.freeze({
     delay: true,
     deadLetter: true,
-    ordering: false,
+    ordering: true,
     // The idempotent producer's dedup covers its own resends within one producer session only.
     brokerDedupWindowMs: 0,
     halfMessages: false,
@@ -106,7 +106,7 @@ export class KafkaTransport implements Transport {
     processor: ProcessorLike,
     options: KafkaSubscribeOptions = {},
   ): Promise<KafkaSubscription> {
-    refuseOrdering(this.name, options);
+    if (options.ordering !== undefined) checkOrderingOptions(options.ordering);
     validateGroup(group);
     if (!Array.isArray(topics) || topics.length === 0)
       throw new ConfigError('topics', 'name at least one topic');
@@ -123,6 +123,7 @@ export class KafkaTransport implements Transport {
       member,
       publisher: opened.publisher,
       topology: opened.topology,
+      ordering: options.ordering,
       onClosed: () => this.#subscriptions.delete(subscription),
     });
     this.#subscriptions.add(subscription);

@@ -36,6 +36,8 @@ export interface AmqpMessageLike {
 
 /** `publish` options oncemq passes. */
 export interface AmqpPublishOptions extends AmqpProperties {
+  /** More routing keys, not shown to consumers (sender-selected distribution). */
+  BCC?: string | string[];
   mandatory?: boolean;
   persistent?: boolean;
 }

@@ -3,6 +3,7 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import type { AmqpConnectionLike } from './amqp-like.js';
+import { RABBIT_SLOTS } from './rabbit-names.js';
 
 /**
  * Delays of the retry queues: one durable queue per level whose message TTL is the level, so a long
@@ -57,6 +58,12 @@ export interface RabbitTransportConfig {
    * queue, doubled for each failure in a row up to 16×; never an immediate requeue loop. @default '500ms'
    */
   readonly failureBackoff?: Duration;
+  /**
+   * Partition queues of a group subscribed with `ordering` (each consumed by one member at a time).
+   * Recorded at the broker when the group is first set up; a member asking for another count is
+   * refused. From 1 to 64. @default 4
+   */
+  readonly partitions?: number;
   /** @default silent */
   readonly logger?: Logger;
 }
@@ -74,6 +81,7 @@ export const DEFAULT_RABBIT_TRANSPORT_CONFIG = Object.freeze({
   reconnectDelay: '100ms',
   maxReconnectDelay: '5s',
   failureBackoff: '500ms',
+  partitions: 4,
 } as const);
 
 /** The validated configuration. */
@@ -91,6 +99,7 @@ export interface RabbitSettings {
   readonly reconnectDelayMs: number;
   readonly maxReconnectDelayMs: number;
   readonly failureBackoffMs: number;
+  readonly partitions: number;
   readonly logger: Logger;
 }
 
@@ -151,6 +160,13 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
   }
   const publishTimeoutMs = parseDuration(config.publishTimeout ?? d.publishTimeout, 'publishTimeout');
   if (publishTimeoutMs < 1) throw new ConfigError('publishTimeout', 'must be at least 1ms');
+  const partitions = config.partitions ?? d.partitions;
+  if (!Number.isInteger(partitions) || partitions < 1 || partitions > RABBIT_SLOTS) {
+    throw new ConfigError(
+      'partitions',
+      `must be a whole number from 1 to ${RABBIT_SLOTS}, got ${partitions}`,
+    );
+  }
   let retentionMs: number | false = false;
   if (retention !== false) {
     retentionMs = parseDuration(retention, 'retention');
@@ -170,6 +186,7 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
     reconnectDelayMs: Math.max(1, reconnectDelayMs),
     maxReconnectDelayMs: Math.max(1, maxReconnectDelayMs),
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
+    partitions,
     logger: config.logger ?? SILENT_LOGGER,
   });
 }

@@ -85,10 +85,16 @@ export class RabbitDeadLetters implements DeadLetters {
     }
   }
 
+  /**
+   * Puts the chosen letters back on the queue they were taken from: the group's work queue, or for
+   * an ordered group the partition queue of their key.
+   */
   replay(group: string, ids: readonly string[]): Promise<number> {
     const work = this.#topology.names.work(group);
     return this.#acting(group, ids, async (channel, { message }) => {
-      await channel.publish('', work, message.content, copyOptions(message, {}, NOT_REPLAYED));
+      const original = textHeaders(message.properties.headers)[ORIGINAL_QUEUE_HEADER];
+      const queue = original?.startsWith(`${work}@p`) === true ? original : work;
+      await channel.publish('', queue, message.content, copyOptions(message, {}, NOT_REPLAYED));
     });
   }
 

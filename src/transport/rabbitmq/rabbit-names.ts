@@ -21,7 +21,11 @@ export function validTopic(topic: unknown): string {
  * - `oncemq.points@retry.10s` — one retry queue per delay level, dead-lettering back to the work queue;
  * - `oncemq.points@dead` — the group's dead-letter queue;
  * - `oncemq@log.payments` — the topic's log (a stream), when retention is on;
- * - `oncemq.points@ready.payments` — an exchange marking that the group's queue got the topic's log.
+ * - `oncemq.points@ready.payments` — an exchange marking that the group's queue got the topic's log;
+ * - `oncemq.points@p0` … — an ordered group's partition queues (single active consumer each), bound
+ *   to the slots `payments@s0` … `payments@s63` of each topic (slot `s` to partition `s mod count`);
+ * - `oncemq.points@partitions` — an empty queue whose `x-max-length` records an ordered group's
+ *   partition count.
  */
 export class RabbitNames {
   readonly prefix: string;
@@ -49,6 +53,26 @@ export class RabbitNames {
   ready(group: string, topic: string): string {
     return `${this.work(group)}@ready.${topic}`;
   }
+
+  partition(group: string, index: number): string {
+    return `${this.work(group)}@p${index}`;
+  }
+
+  partitionMarker(group: string): string {
+    return `${this.work(group)}@partitions`;
+  }
+}
+
+/**
+ * Slots of a topic: every publish also routes (by `BCC`) to the slot `<topic>@s<n>` that a stable hash
+ * of its ordering key picks out of {@link RABBIT_SLOTS}, so producers need no partition count. An
+ * ordered group binds partition `i` of `count` to every slot `s` with `s mod count = i`: one key, one
+ * slot, one partition. The count is at most the number of slots.
+ */
+export const RABBIT_SLOTS = 64;
+
+export function slotKey(topic: string, slot: number): string {
+  return `${topic}@s${slot}`;
 }
 
 /**

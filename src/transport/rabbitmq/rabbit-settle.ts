@@ -22,6 +22,8 @@ export const KEEP_ALIVE_EVERY_MS = 5_000;
 export interface Delivery {
   readonly channel: RabbitChannel;
   readonly message: AmqpMessageLike;
+  /** The queue it came from, when not the group's work queue (an ordered group's partition). */
+  readonly queue?: string;
   /** Set once it was acked, handed back, or found stale: never settled twice. */
   settled: boolean;
 }
@@ -117,7 +119,7 @@ export class Settler {
     const headers = {
       ...deadLetterHeaders(envelope, { group: this.#group, reason, error }),
       [TOPIC_HEADER]: envelope.topic,
-      [ORIGINAL_QUEUE_HEADER]: this.#topology.names.work(this.#group),
+      [ORIGINAL_QUEUE_HEADER]: delivery.queue ?? this.#topology.names.work(this.#group),
     };
     await this.#store(delivery, queue, copyOptions(message, headers));
   }

@@ -29,6 +29,63 @@ export interface RabbitSubscriptionContext {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * Consumes again after a lost channel, while `lost()` says it is still needed (the member runs and
+ * has no channel), waiting `reconnectDelay` first and twice as long after each failure. One loop at
+ * a time per member.
+ */
+export class ConsumeAgain {
+  readonly #ctx: RabbitSubscriptionContext;
+  readonly #group: string;
+  readonly #lost: () => boolean;
+  readonly #consume: () => Promise<void>;
+  #loop: Promise<void> | undefined;
+
+  constructor(
+    ctx: RabbitSubscriptionContext,
+    group: string,
+    lost: () => boolean,
+    consume: () => Promise<void>,
+  ) {
+    this.#ctx = ctx;
+    this.#group = group;
+    this.#lost = lost;
+    this.#consume = consume;
+  }
+
+  /** The loop running, if any (a closing member waits for it). */
+  get running(): Promise<void> | undefined {
+    return this.#loop;
+  }
+
+  /** Starts the loop unless one runs. */
+  start(why: string): void {
+    if (this.#loop !== undefined) return;
+    this.#ctx.settings.logger.warn('oncemq: RabbitMQ consumer lost; consuming again', {
+      group: this.#group,
+      why,
+    });
+    this.#loop = this.#run().finally(() => {
+      this.#loop = undefined;
+    });
+  }
+
+  async #run(): Promise<void> {
+    const { reconnectDelayMs, maxReconnectDelayMs, logger } = this.#ctx.settings;
+    let delay = reconnectDelayMs;
+    while (this.#lost()) {
+      await sleep(delay);
+      if (!this.#lost()) return;
+      try {
+        await this.#consume();
+      } catch (error) {
+        logger.warn('oncemq: could not consume again yet', { group: this.#group, error: errorText(error) });
+        delay = Math.min(delay * 2, maxReconnectDelayMs);
+      }
+    }
+  }
+}
+
+/**
  * One member of a group: a consumer on the group's work queue, on a confirm channel of its own.
  * `concurrency` is the channel's prefetch; deliveries waiting when a slot frees go to
  * `processBatch` together, up to `batchSize`. When the channel is lost (connection drop, a
@@ -53,7 +110,7 @@ export class RabbitSubscription implements Subscription {
   #failures = 0;
   #pumpScheduled = false;
   #running = true;
-  #recovering: Promise<void> | undefined;
+  readonly #recovery: ConsumeAgain;
   #onClose: (() => void) | undefined;
   /** Channels opened for this member so far (1 + recoveries). */
   channels = 0;
@@ -79,6 +136,12 @@ export class RabbitSubscription implements Subscription {
     const batchSize = wholeNumber(options.batchSize ?? this.#concurrency, 'batchSize', 1, MAX_PREFETCH);
     this.#batchSize = processor.processBatch === undefined ? 1 : Math.min(batchSize, this.#concurrency);
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
+    this.#recovery = new ConsumeAgain(
+      ctx,
+      group,
+      () => this.#running && this.#channel === undefined,
+      () => this.#consume(),
+    );
   }
 
   /** @internal called by the transport to forget a closed subscription */
@@ -145,34 +208,7 @@ export class RabbitSubscription implements Subscription {
     this.#consumerTag = undefined;
     // Deliveries not started yet come again from the broker; those in progress finish as stale.
     this.#waiting = this.#waiting.filter((delivery) => delivery.channel !== channel);
-    if (!this.#running || this.#recovering !== undefined) return;
-    this.#ctx.settings.logger.warn('oncemq: RabbitMQ consumer lost; consuming again', {
-      group: this.group,
-      why,
-    });
-    this.#recovering = this.#recover().finally(() => {
-      this.#recovering = undefined;
-    });
-  }
-
-  async #recover(): Promise<void> {
-    const { reconnectDelayMs, maxReconnectDelayMs, logger } = this.#ctx.settings;
-    let delay = reconnectDelayMs;
-    while (this.#running && this.#channel === undefined) {
-      await sleep(delay);
-      if (this.#stopped()) return;
-      try {
-        await this.#consume();
-      } catch (error) {
-        logger.warn('oncemq: could not consume again yet', { group: this.group, error: errorText(error) });
-        delay = Math.min(delay * 2, maxReconnectDelayMs);
-      }
-    }
-  }
-
-  /** Read through a call: a close may have come while the caller awaited. */
-  #stopped(): boolean {
-    return !this.#running;
+    if (this.#running) this.#recovery.start(why);
   }
 
   #pump(): void {
@@ -293,7 +329,7 @@ export class RabbitSubscription implements Subscription {
       await channel.raw.cancel(this.#consumerTag).catch(() => undefined);
     }
     this.#handBack(this.#waiting.splice(0), false);
-    await this.#recovering;
+    await this.#recovery.running;
     while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     for (const entry of [...this.#backoffs]) {
       clearTimeout(entry.timer);

@@ -2,7 +2,7 @@ import { ConfigError, errorText, TransportUnavailableError } from '../../core/er
 import type { RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
-import type { RabbitNames } from './rabbit-names.js';
+import { RABBIT_SLOTS, slotKey, type RabbitNames } from './rabbit-names.js';
 import { backfillFromLog } from './topic-backfill.js';
 
 /** AMQP reply codes the topology tells apart. */
@@ -96,6 +96,65 @@ export class RabbitTopology {
       if (this.#settings.retentionMs !== false && this.#settings.topology === 'create') {
         await this.#once(`ready\n${work}\n${topic}`, () => this.#backfill(group, topic));
       }
+    }
+  }
+
+  /**
+   * An ordered group: its partition count recorded (or checked against the record), one partition
+   * queue with a single active consumer per partition, each bound to its slots of every topic, and
+   * the dead-letter queue. No back-fill from a topic's log: copies made while new messages arrive
+   * would land behind later messages of their key. Returns the partition queues.
+   */
+  async orderedGroup(group: string, topics: readonly string[]): Promise<readonly string[]> {
+    const count = this.#settings.partitions;
+    for (const topic of topics) await this.topic(topic);
+    await this.#once(`partitions\n${this.names.partitionMarker(group)}`, (ch) =>
+      this.#partitionCount(ch, group, count),
+    );
+    const queues = Array.from({ length: count }, (_, index) => this.names.partition(group, index));
+    await this.#once(`ordered\n${this.names.work(group)}`, async (ch) => {
+      for (const queue of queues) {
+        await this.#queue(ch, queue, { ...this.#durableArguments(), 'x-single-active-consumer': true });
+      }
+      await this.#queue(ch, this.names.dead(group), this.#durableArguments());
+    });
+    for (const topic of topics) {
+      await this.#once(`slots\n${this.names.work(group)}\n${topic}`, async (ch) => {
+        if (this.#settings.topology !== 'create') return;
+        for (let slot = 0; slot < RABBIT_SLOTS; slot++) {
+          await ch.raw.bindQueue(
+            queues[slot % count] as string,
+            this.#settings.exchange,
+            slotKey(topic, slot),
+          );
+        }
+      });
+    }
+    return queues;
+  }
+
+  /**
+   * Records the partition count in the marker queue's `x-max-length`, which RabbitMQ compares on
+   * every later declare: another count is refused (it would move keys between partitions while
+   * their messages wait in the old ones). With topology `check` the marker must exist already.
+   */
+  async #partitionCount(ch: RabbitChannel, group: string, count: number): Promise<void> {
+    const marker = this.names.partitionMarker(group);
+    this.declared.queues.add(marker);
+    if (this.#settings.topology === 'check') await this.#check(ch, marker);
+    try {
+      await ch.raw.assertQueue(marker, { durable: true, arguments: { 'x-max-length': count } });
+    } catch (error) {
+      if (replyCode(error) !== PRECONDITION_FAILED) throw error;
+      const recorded = /current (?:value )?is '(\d+)'/.exec(errorText(error))?.[1] ?? 'another number of';
+      throw new ConfigError(
+        'partitions',
+        `group '${group}' is ordered over ${recorded} partitions (recorded in queue '${marker}'), and this ` +
+          `transport is configured with ${count}: a new count would move ordering keys between partitions. ` +
+          `To change it, stop every member of the group, let its partition queues drain, delete them and the ` +
+          `marker queue, then start the members with the new count`,
+        { cause: error },
+      );
     }
   }
 

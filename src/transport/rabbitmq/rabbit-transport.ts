@@ -4,7 +4,6 @@ import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope
 import { ClosedError, ConfigError, errorText } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import {
-  refuseOrdering,
   toProcessor,
   UNIQUE_ID_HEADER,
   type OutgoingMessage,
@@ -20,7 +19,9 @@ import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from 
 import { RabbitConnection } from './rabbit-connection.js';
 import { RabbitDeadLetters } from './rabbit-dead-letters.js';
 import { newBrokerId, TOPIC_HEADER } from './rabbit-message.js';
-import { RabbitNames, validTopic } from './rabbit-names.js';
+import { RABBIT_SLOTS, RabbitNames, slotKey, validTopic } from './rabbit-names.js';
+import { RabbitOrderedSubscription } from './rabbit-ordered-subscription.js';
+import { partitionOf } from '../partitions.js';
 import { RabbitSubscription } from './rabbit-subscription.js';
 import { RabbitTopology } from './rabbit-topology.js';
 
@@ -35,7 +36,7 @@ export class RabbitTransport implements Transport {
   readonly capabilities: TransportCapabilities = Object.freeze({
     delay: true,
     deadLetter: true,
-    ordering: false,
+    ordering: true,
     brokerDedupWindowMs: 0,
     halfMessages: false,
     batch: true,
@@ -45,7 +46,7 @@ export class RabbitTransport implements Transport {
   readonly deadLetters: RabbitDeadLetters;
   readonly #connection: RabbitConnection;
   readonly #topology: RabbitTopology;
-  readonly #subscriptions = new Set<RabbitSubscription>();
+  readonly #subscriptions = new Set<RabbitSubscription | RabbitOrderedSubscription>();
   #publisher: Promise<RabbitChannel> | undefined;
   #closed = false;
 
@@ -109,7 +110,10 @@ export class RabbitTransport implements Transport {
       [TOPIC_HEADER]: topic,
     };
     if (message.key !== undefined) headers[KEY_HEADER] = message.key;
-    if (message.orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = message.orderingKey;
+    const orderingKey = message.orderingKey ?? message.headers?.[ORDERING_KEY_HEADER];
+    if (orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = orderingKey;
+    // The slot an ordered group's partition takes it from: one ordering key, one slot.
+    const slot = slotKey(topic, partitionOf(orderingKey ?? uniqueId, RABBIT_SLOTS));
     const body = Buffer.from(encodeBody(message.body));
     const timestamp = Math.floor(Date.now() / 1000);
     for (let attempt = 1; ; attempt++) {
@@ -120,6 +124,7 @@ export class RabbitTransport implements Transport {
           messageId: brokerId,
           headers,
           timestamp,
+          BCC: slot,
         });
         return { brokerId, topic, messageId: uniqueId, position: { exchange: this.settings.exchange } };
       } catch (error) {
@@ -153,28 +158,38 @@ export class RabbitTransport implements Transport {
    * Joins `group`: declares (or checks) its queue bound to `topics` and consumes from it. Options:
    * `concurrency` is the prefetch; `batchSize` the most deliveries handed to `processBatch` at once
    * (@default the concurrency); `consumerName` the consumer tag's prefix; `visibility` is not used
-   * (RabbitMQ holds a delivery for as long as its channel lives).
+   * (RabbitMQ holds a delivery for as long as its channel lives). With `ordering`, the group consumes
+   * its partition queues instead, one key at a time (see {@link RabbitOrderedSubscription}).
    */
+  subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options?: SubscribeOptions & { readonly ordering?: undefined },
+  ): Promise<RabbitSubscription>;
+  subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options?: SubscribeOptions,
+  ): Promise<RabbitSubscription | RabbitOrderedSubscription>;
   async subscribe(
     group: string,
     topics: readonly string[],
     processor: ProcessorLike,
     options: SubscribeOptions = {},
-  ): Promise<RabbitSubscription> {
+  ): Promise<RabbitSubscription | RabbitOrderedSubscription> {
     this.#refuseClosed();
-    refuseOrdering(this.name, options);
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validTopic(topic);
     const target = toProcessor(processor);
     await this.init();
-    const subscription = new RabbitSubscription(
-      { settings: this.settings, connection: this.#connection, topology: this.#topology },
-      group,
-      topics,
-      target,
-      options,
-    );
+    const ctx = { settings: this.settings, connection: this.#connection, topology: this.#topology };
+    const subscription =
+      options.ordering === undefined
+        ? new RabbitSubscription(ctx, group, topics, target, options)
+        : new RabbitOrderedSubscription(ctx, group, topics, target, options);
     await subscription.start();
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);

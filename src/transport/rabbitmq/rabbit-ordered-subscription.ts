@@ -1,0 +1,203 @@
+import { hostname } from 'node:os';
+import { checkOrderingOptions, GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
+import type { Envelope } from '../../core/envelope.js';
+import { ConfigError, errorText } from '../../core/errors.js';
+import type { Outcome } from '../../core/outcome.js';
+import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
+import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
+import type { AmqpMessageLike } from './amqp-like.js';
+import type { RabbitChannel } from './rabbit-channel.js';
+import { toEnvelope } from './rabbit-message.js';
+import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
+import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
+
+/** Deliveries a partition queue hands a member ahead of the running ones, per unit of `concurrency`. */
+export const ORDERED_PREFETCH_PER_SLOT = 16;
+
+/** The deliveries of one channel and the gate that orders them; both end with the channel. */
+interface Lane {
+  readonly channel: RabbitChannel;
+  readonly gate: OrderingGate;
+  /** Deliveries in the gate by broker id, oldest first (a retry runs the same delivery again). */
+  readonly deliveries: Map<string, Delivery[]>;
+}
+
+/**
+ * One member of an ordered group. It consumes every partition queue of the group on one channel;
+ * each partition queue has a single active consumer, so one member at a time takes a partition's
+ * messages, in queue order, and the next member waiting takes over when it leaves. Deliveries go
+ * through an {@link OrderingGate}: one ordering key at a time, retried in place, never to a retry
+ * queue. A delivery is settled (acked, or its dead-letter copy confirmed and acked) before the next
+ * one of its key starts. When the channel is lost the gate is closed: what waited in it is left to
+ * the broker, which delivers it again, in order, to whichever member is then active.
+ */
+export class RabbitOrderedSubscription implements Subscription {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly #ctx: RabbitSubscriptionContext;
+  readonly #processor: Processor;
+  readonly #options: SubscribeOptions;
+  readonly #settler: Settler;
+  readonly #concurrency: number;
+  readonly #consumerName: string;
+  readonly #lanes = new Set<Lane>();
+  #lane: Lane | undefined;
+  #running = true;
+  readonly #recovery: ConsumeAgain;
+  #onClose: (() => void) | undefined;
+  /** Channels opened for this member so far (1 + recoveries). */
+  channels = 0;
+
+  constructor(
+    ctx: RabbitSubscriptionContext,
+    group: string,
+    topics: readonly string[],
+    processor: Processor,
+    options: SubscribeOptions,
+  ) {
+    this.#ctx = ctx;
+    this.group = group;
+    this.topics = Object.freeze([...topics]);
+    this.#processor = processor;
+    this.#options = options;
+    this.#settler = new Settler(ctx.settings, ctx.topology, group);
+    const concurrency = options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency;
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 4096) {
+      throw new ConfigError('concurrency', `must be a whole number from 1 to 4096, got ${concurrency}`);
+    }
+    this.#concurrency = concurrency;
+    this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
+    checkOrderingOptions(options.ordering ?? {});
+    this.#recovery = new ConsumeAgain(
+      ctx,
+      group,
+      () => this.#running && this.#lane === undefined,
+      () => this.#consume(),
+    );
+  }
+
+  /** @internal called by the transport to forget a closed subscription */
+  set onClose(fn: () => void) {
+    this.#onClose = fn;
+  }
+
+  /** Declares (or checks) the group's partitions and starts consuming; a failure here is the caller's. */
+  async start(): Promise<void> {
+    await this.#consume();
+  }
+
+  /** A gate whose final outcomes are settled on the deliveries of its own channel. */
+  #newGate(deliveries: Map<string, Delivery[]>): OrderingGate {
+    return new OrderingGate(
+      { process: (envelope) => this.#processAndSettle(deliveries, envelope) },
+      {
+        ...this.#options.ordering,
+        concurrency: this.#concurrency,
+        logger: this.#ctx.settings.logger,
+      },
+    );
+  }
+
+  async #consume(): Promise<void> {
+    const { topology, connection, settings } = this.#ctx;
+    const queues = await topology.orderedGroup(this.group, this.topics);
+    const channel = await connection.channel(`consume ${this.group} ordered`, settings.publishTimeoutMs);
+    const deliveries = new Map<string, Delivery[]>();
+    const lane: Lane = { channel, gate: this.#newGate(deliveries), deliveries };
+    try {
+      await channel.raw.prefetch(Math.min(65535, this.#concurrency * ORDERED_PREFETCH_PER_SLOT));
+      this.channels++;
+      for (const queue of queues) {
+        await channel.raw.consume(queue, (message) => this.#receive(lane, queue, message), {
+          noAck: false,
+          consumerTag: `${this.#consumerName}#${this.channels}@${queue}`,
+        });
+      }
+    } catch (error) {
+      lane.gate.close();
+      await channel.close();
+      throw error;
+    }
+    if (!this.#running) {
+      lane.gate.close();
+      await channel.close();
+      return;
+    }
+    this.#lane = lane;
+    this.#lanes.add(lane);
+    channel.onClose(() => this.#lost(lane, 'the channel closed'));
+  }
+
+  #receive(lane: Lane, queue: string, message: AmqpMessageLike | null): void {
+    if (message === null) {
+      // The server cancelled a consumer (a queue deleted, a node lost): declare and consume again.
+      this.#ctx.topology.forget(queue);
+      void lane.channel.close();
+      return;
+    }
+    const delivery: Delivery = { channel: lane.channel, message, queue, settled: false };
+    const envelope = toEnvelope(message, channelKeepAlive(delivery));
+    const list = lane.deliveries.get(envelope.brokerId);
+    if (list === undefined) lane.deliveries.set(envelope.brokerId, [delivery]);
+    else list.push(delivery);
+    lane.gate.submit(envelope).then(
+      () => this.#forget(lane, envelope.brokerId),
+      (error: unknown) => {
+        this.#forget(lane, envelope.brokerId);
+        // A closed gate leaves the delivery unacked: the broker delivers it again.
+        if (!(error instanceof GateClosedError)) {
+          this.#ctx.settings.logger.error('oncemq: an ordered delivery failed', {
+            group: this.group,
+            error: errorText(error),
+          });
+        }
+      },
+    );
+  }
+
+  #forget(lane: Lane, brokerId: string): void {
+    const list = lane.deliveries.get(brokerId);
+    list?.shift();
+    if (list?.length === 0) lane.deliveries.delete(brokerId);
+  }
+
+  /**
+   * One attempt through the processor; a final outcome is settled before it is answered, so the
+   * key's next delivery starts only after this one is acked (or its dead letter stored). A settle
+   * that fails throws: the gate tries the delivery again, and the ledger answers it as a duplicate.
+   */
+  async #processAndSettle(deliveries: Map<string, Delivery[]>, envelope: Envelope): Promise<Outcome> {
+    const outcome = await this.#processor.process(envelope);
+    if (outcome.action === 'retry') return outcome;
+    const delivery = deliveries.get(envelope.brokerId)?.[0];
+    if (delivery !== undefined) await this.#settler.settle(delivery, envelope, outcome);
+    return outcome;
+  }
+
+  #lost(lane: Lane, why: string): void {
+    lane.gate.close();
+    void lane.gate.drained().then(() => this.#lanes.delete(lane));
+    if (this.#lane !== lane) return;
+    this.#lane = undefined;
+    if (this.#running) this.#recovery.start(why);
+  }
+
+  /**
+   * Closes the gate (deliveries waiting behind their key or for a retry stay unacked), waits for the
+   * running ones to be settled, then closes the channel, which hands every unacked delivery back to
+   * its partition queue in order. The consumers are not cancelled first: a cancel would make the
+   * next member active while this one still runs a key's message.
+   */
+  async close(): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    await this.#recovery.running;
+    const lanes = [...this.#lanes];
+    for (const lane of lanes) lane.gate.close();
+    await Promise.all(lanes.map((lane) => lane.gate.drained()));
+    await Promise.all(lanes.map((lane) => lane.channel.close()));
+    this.#lanes.clear();
+    this.#lane = undefined;
+    this.#onClose?.();
+  }
+}
