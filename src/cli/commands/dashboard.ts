@@ -1,10 +1,9 @@
 import { validateGroup } from '../../core/group.js';
 import { UsageError, parseOptions, type Command } from '../command.js';
-import { lazyOpener, type DashboardSources } from '../dashboard/dashboard-sources.js';
+import { openDashboardSources } from '../dashboard/cli-sources.js';
 import { startDashboard, type Dashboard } from '../dashboard/dashboard-server.js';
-import { prometheusSource } from '../dashboard/prometheus-totals.js';
-import { openStore, STORE_ARGS, storeTarget, storeUsage } from '../stores.js';
-import { openToolTransport, TRANSPORT_NAMES } from '../transports.js';
+import { STORE_ARGS, storeTarget, storeUsage } from '../stores.js';
+import { TRANSPORT_NAMES } from '../transports.js';
 
 const usage = `Usage: oncemq dashboard [--store S] [--url URL] [--transport T --broker-url URL --group G…] [--metrics URL] [--port N]
 
@@ -90,52 +89,15 @@ export const dashboardCommand: Command = {
     if (!wantsStore && transport === undefined && values.metrics === undefined) {
       throw new UsageError('nothing to show: give --store, --transport or --metrics');
     }
-    let metrics;
-    try {
-      metrics = values.metrics === undefined ? undefined : prometheusSource(values.metrics, groups);
-    } catch (error) {
-      throw new UsageError(`--${(error as Error).message}`);
-    }
-    const store = wantsStore ? await openStore(values.store, storeTarget(values, false)) : undefined;
-    const brokerUrl = values['broker-url'];
-    const broker =
-      transport === undefined
-        ? undefined
-        : lazyOpener(
-            brokerUrl ?? 'default',
-            () => openToolTransport(transport, { url: brokerUrl }),
-            (opened) => opened.close(),
-          );
-    const sources: DashboardSources = {
+    const opened = await openDashboardSources({
       groups,
-      ...(store === undefined
-        ? {}
-        : {
-            ledger: {
-              location: store.location,
-              // init() only checks the table (migrate: false); a failed check runs again on the next call.
-              open: async () => {
-                await store.ledger.init();
-                return store.ledger;
-              },
-              close: () => Promise.resolve(),
-            },
-          }),
-      ...(transport === undefined || broker === undefined
-        ? {}
-        : {
-            deadLetters: {
-              transport,
-              location: broker.location,
-              open: async () => (await broker.open()).deadLetters,
-              close: () => broker.close(),
-            },
-          }),
-      ...(metrics === undefined ? {} : { metrics }),
-    };
+      ...(wantsStore ? { store: { name: values.store, target: storeTarget(values, false) } } : {}),
+      ...(transport === undefined ? {} : { transport: { name: transport, url: values['broker-url'] } }),
+      ...(values.metrics === undefined ? {} : { metrics: values.metrics }),
+    });
     let dashboard: Dashboard | undefined;
     try {
-      dashboard = await startDashboard(sources, { port });
+      dashboard = await startDashboard(opened.sources, { port });
       console.log(`oncemq dashboard on ${dashboard.url}`);
       console.log(`open: ${dashboard.openUrl}`);
       console.log('every request needs this token; Ctrl-C stops the dashboard');
@@ -143,7 +105,7 @@ export const dashboardCommand: Command = {
       return 0;
     } finally {
       await dashboard?.close();
-      await store?.close();
+      await opened.close();
     }
   },
 };
