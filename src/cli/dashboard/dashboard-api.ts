@@ -194,10 +194,10 @@ export class DashboardApi {
   }
 
   /**
-   * Resets a stuck or failed claim, only if the row is still the one the page showed. A stuck
-   * (PROCESSING) row goes through the ledger's owner-checked `release`, and only once its lease has
-   * ended: a live owner that renewed or a new owner that reclaimed keeps its row. A FAIL row is
-   * deleted by `reset`, which never deletes a SUCCESS row.
+   * Resets a stuck claim, only if the row is still the one the page showed: the PROCESSING row goes
+   * through the ledger's owner-checked `release`, and only once its lease has ended, so a live owner
+   * that renewed or a new owner that reclaimed keeps its row. A FAIL row is not reset here: the next
+   * delivery (or a replay) reclaims it anyway, and deleting it could race with that reclaim.
    */
   async resetClaim(body: unknown): Promise<ResetAnswer> {
     if (this.sources.ledger === undefined) throw new DashboardInputError('no ledger: start with --store');
@@ -217,10 +217,9 @@ export class DashboardApi {
       return { reset: false, reason: 'refused: the key was applied (SUCCESS); a reset would apply it again' };
     }
     if (row.status === 'FAIL') {
-      const done = await ledger.reset(group, key);
       return {
-        reset: done,
-        reason: done ? 'reset: the next delivery claims the key afresh' : 'the row changed',
+        reset: false,
+        reason: 'not reset: a failed claim is reclaimed by its next delivery or a replay',
       };
     }
     const owner = field(body, 'owner');

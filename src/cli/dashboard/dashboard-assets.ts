@@ -22,7 +22,7 @@ export function dashboardPage(token: string): string {
 <main>
 <section id="outcomes"><h2>Outcomes</h2><div class="body"></div></section>
 <section id="stuck"><h2>Stuck claims</h2><p class="hint">PROCESSING rows whose lease ended: the owner died or hangs. Reset deletes the row only if it still has the owner and attempt shown.</p><div class="body"></div></section>
-<section id="failed"><h2>Failed claims</h2><p class="hint">FAIL rows with the error of the last attempt; the next delivery reclaims them.</p><div class="body"></div></section>
+<section id="failed"><h2>Failed claims</h2><p class="hint">FAIL rows with the error of the last attempt; the next delivery, or a replay of its dead letter, reclaims them.</p><div class="body"></div></section>
 <section id="dead-letters"><h2>Dead letters</h2><p class="hint">Replay sends a new copy to its group only; the ledger applies it at most once. Discard deletes for good.</p><div class="body"></div></section>
 </main>
 </body>
@@ -174,7 +174,7 @@ function claimRows(rows, stuck) {
       el('td', { text: stuck ? (row.owner || '') : (row.remark || '') }),
       el('td', {},
         el('button', { onclick: toggle(id), text: expanded.has(id) ? 'hide' : 'inspect' }),
-        el('button', { class: 'danger', onclick: act('reset ' + row.key, '/api/claims/reset', { group: row.group, key: row.key, owner: row.owner, attempt: row.attempt }, 'Reset the claim of ' + row.key + '? The next delivery runs it again.'), text: 'reset' }))));
+        stuck ? el('button', { class: 'danger', onclick: act('reset ' + row.key, '/api/claims/reset', { group: row.group, key: row.key, owner: row.owner, attempt: row.attempt }, 'Reset the stuck claim of ' + row.key + '? The next delivery runs it again.'), text: 'reset' }) : null)));
     if (expanded.has(id)) out.push(el('tr', {}, el('td', { colspan: 6 }, el('pre', { text: JSON.stringify(row, null, 2) }))));
   }
   return out;

@@ -34,14 +34,14 @@ export function demoDashboard(options: DemoDashboardOptions): DemoLive & { close
       dashboard = await startDashboard(
         {
           groups: [view.group],
-          ledger: fixed(`${view.ledger.name} ledger of the demo`, view.ledger),
-          deadLetters: { transport: view.transport, ...fixed('of the demo', view.deadLetters) },
+          ledger: fixed(`${view.ledger.name} (the demo's)`, view.ledger),
+          deadLetters: { transport: view.transport, ...fixed("(the demo's)", view.deadLetters) },
           ...(metrics === undefined
             ? {}
             : {
                 metrics: {
                   kind: 'process' as const,
-                  location: `group ${view.group} of the demo`,
+                  location: `(the demo's pipeline, group ${view.group})`,
                   read: () => Promise.resolve(view.metrics() ?? metrics),
                 },
               }),
