@@ -13,7 +13,7 @@ import { PostgresLedger } from 'oncemq/postgres';
 import { servePrometheus } from 'oncemq/prometheus';
 import { SqliteLedger } from 'oncemq/sqlite';
 import { openDashboardSources, type DashboardTargets } from '../../src/cli/dashboard/cli-sources.js';
-import type { DashboardState } from '../../src/cli/dashboard/dashboard-api.js';
+import type { DashboardState, ResetAnswer } from '../../src/cli/dashboard/dashboard-api.js';
 import { startDashboard, type Dashboard } from '../../src/cli/dashboard/dashboard-server.js';
 import { testBroker, waitUntil } from '../support/local-points.js';
 import { pointsRequest, scratchDir } from '../support/points.js';
@@ -309,34 +309,21 @@ describe.each(CLAIM_STORES)('dashboard claims on $name', (store) => {
       status: 'PROCESSING',
     });
 
-    const other = await act(dashboard, '/api/claims/reset', {
-      group: 'billing',
-      key: 'stuck <b>1</b>',
-      owner: 'someone-else',
-      attempt: 1,
-    });
-    expect(JSON.parse(other.body)).toMatchObject({ reset: false });
-    expect(await ledger.get('billing', 'stuck <b>1</b>')).toBeDefined();
-
-    const notExpired = await act(dashboard, '/api/claims/reset', {
-      group: 'billing',
-      key: 'live-1',
-      owner: live.claim.owner,
-      attempt: 1,
-    });
-    expect(JSON.parse(notExpired.body)).toEqual({
-      reset: false,
-      reason: 'refused: the lease is live again (its owner renewed it)',
-    });
+    const key = 'stuck <b>1</b>';
+    /** Presses reset with what the page would send, changed by `sent`; answers the reason, or 'reset'. */
+    const reset = async (sent: Record<string, unknown>): Promise<string> => {
+      const body = { group: 'billing', key, owner: stuck.claim.owner, attempt: 1, ...sent };
+      const answer = JSON.parse((await act(dashboard, '/api/claims/reset', body)).body) as ResetAnswer;
+      return answer.reset ? 'reset' : answer.reason;
+    };
+    expect(await reset({ owner: 'someone-else' })).toBe('the row changed: another owner holds the claim');
+    expect(await reset({ attempt: 2 })).toBe('the row changed: attempt 1, not 2');
+    expect(await reset({ key: 'live-1', owner: live.claim.owner })).toBe(
+      'refused: the lease is live again (its owner renewed it)',
+    );
+    expect(await ledger.get('billing', key)).toBeDefined();
     expect(await ledger.get('billing', 'live-1')).toBeDefined();
-
-    const reset = await act(dashboard, '/api/claims/reset', {
-      group: 'billing',
-      key: 'stuck <b>1</b>',
-      owner: stuck.claim.owner,
-      attempt: 1,
-    });
-    expect(JSON.parse(reset.body)).toMatchObject({ reset: true });
+    expect(await reset({})).toBe('reset');
     expect(await ledger.get('billing', 'stuck <b>1</b>')).toBeUndefined();
     expect((await state(dashboard)).stuck).toEqual({ ok: true, value: [] });
   });

@@ -1,6 +1,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { errorText } from '../../core/errors.js';
+import { listen } from '../../telemetry/prometheus-endpoint.js';
 import { DASHBOARD_CSS, DASHBOARD_JS, dashboardPage } from './dashboard-assets.js';
 import { DashboardApi, DashboardInputError } from './dashboard-api.js';
 import type { DashboardSources } from './dashboard-sources.js';
@@ -113,17 +114,6 @@ function readBody(req: IncomingMessage): Promise<unknown> {
   });
 }
 
-function listen(server: Server, port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, HOST, () => {
-      server.off('error', reject);
-      const address = server.address();
-      resolve(typeof address === 'object' && address !== null ? address.port : port);
-    });
-  });
-}
-
 /**
  * Serves the dashboard on 127.0.0.1: the page, its script and style (shipped in the package, no
  * CDN), a JSON API the page polls, and POST actions. Every request needs the token (401 without);
@@ -192,7 +182,7 @@ export async function startDashboard(
       else res.destroy();
     });
   });
-  port = await listen(server, config.port ?? 0);
+  port = await listen(server, config.port ?? 0, HOST);
   const base = `http://${HOST}:${port}/`;
   return {
     url: base,

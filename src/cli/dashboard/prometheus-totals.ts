@@ -1,4 +1,4 @@
-import type { PipelineMetrics } from '../../consumer/metrics.js';
+import { OutcomeCounters, type PipelineMetrics } from '../../consumer/metrics.js';
 import { ConfigError } from '../../core/errors.js';
 import type { DuplicateSource, OutcomeKind } from '../../core/outcome.js';
 import type { MetricsSource } from './dashboard-sources.js';
@@ -48,15 +48,9 @@ const GROUP_LABEL = 'messaging_consumer_group_name';
  * group, or over `groups` only when given. `reclaimed` is not exported and stays 0.
  */
 export function totalsOfScrape(text: string, groups: readonly string[] = []): PipelineMetrics {
-  const outcomes: Record<OutcomeKind, number> = {
-    executed: 0,
-    duplicate: 0,
-    busy: 0,
-    conflict: 0,
-    retry: 0,
-    dead: 0,
-  };
-  const duplicates: Record<DuplicateSource, number> = { redelivery: 0, republish: 0, concurrent: 0 };
+  const zero = new OutcomeCounters().snapshot();
+  const outcomes: Record<OutcomeKind, number> = { ...zero.outcomes };
+  const duplicates: Record<DuplicateSource, number> = { ...zero.duplicates };
   const deadLettered: Record<string, number> = {};
   let deliveries = 0;
   for (const { metric, labels, value } of parseSamples(text, new Set([OUTCOMES, CONSUMED]))) {
