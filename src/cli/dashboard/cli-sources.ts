@@ -1,6 +1,6 @@
 import { ConfigError } from '../../core/errors.js';
 import { UsageError } from '../command.js';
-import { openStore, type StoreTarget } from '../stores.js';
+import { openStore, redactedLocation, type StoreTarget } from '../stores.js';
 import { openToolTransport } from '../transports.js';
 import { lazyOpener, type DashboardSources } from './dashboard-sources.js';
 import { prometheusSource } from './prometheus-totals.js';
@@ -40,7 +40,7 @@ export async function openDashboardSources(
     transport === undefined
       ? undefined
       : lazyOpener(
-          transport.url ?? 'default',
+          transport.url === undefined ? '(its default URL)' : redactedLocation(transport.url),
           () => openToolTransport(transport.name, { url: transport.url }),
           (opened) => opened.close(),
         );

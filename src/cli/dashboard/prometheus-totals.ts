@@ -1,6 +1,7 @@
 import { OutcomeCounters, type PipelineMetrics } from '../../consumer/metrics.js';
 import { ConfigError } from '../../core/errors.js';
 import type { DuplicateSource, OutcomeKind } from '../../core/outcome.js';
+import { redactedLocation } from '../stores.js';
 import type { MetricsSource } from './dashboard-sources.js';
 
 /** One sample line of the Prometheus text format: metric, labels, value. */
@@ -87,7 +88,7 @@ export function prometheusSource(url: string, groups: readonly string[]): Metric
   }
   return {
     kind: 'prometheus',
-    location: parsed.toString(),
+    location: redactedLocation(parsed.toString()),
     async read() {
       const response = await fetch(parsed, { signal: AbortSignal.timeout(5000) });
       if (!response.ok)
