@@ -53,6 +53,13 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
       transports.push(transport);
       subscriptions.push(await transport.subscribe(DEMO_GROUP, [DEMO_TOPIC], processor, RUN_SUBSCRIBE));
     }
+    await options.live?.started({
+      ledger: store.ledger,
+      deadLetters: producer.deadLetters,
+      transport: options.transport,
+      group: DEMO_GROUP,
+      metrics: () => consumer.metrics(),
+    });
     const started = performance.now();
     timer = setInterval(() => {
       if (route.drop() > 0) drops++;
@@ -97,7 +104,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
     const elapsedMs = performance.now() - started;
     await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
     for (const dead of settled.deadLetters) checker.deadLettered(dead.key, dead.reason);
-    return await demoResult(options, {
+    const result = await demoResult(options, {
       store,
       checker,
       injector,
@@ -108,6 +115,13 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
       connectionDrops: drops,
       elapsedMs,
     });
+    if (options.live !== undefined) {
+      subscriptions.push(
+        await producer.subscribe(DEMO_GROUP, [DEMO_TOPIC], consumer.processor, RUN_SUBSCRIBE),
+      );
+      await options.live.finished(result);
+    }
+    return result;
   } finally {
     clearInterval(timer);
     await Promise.all(subscriptions.map((subscription) => subscription.close()));

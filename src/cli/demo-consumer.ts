@@ -1,3 +1,4 @@
+import type { PipelineMetrics } from '../consumer/metrics.js';
 import { createPipeline } from '../consumer/pipeline.js';
 import { RetryPolicy } from '../consumer/retry-policy.js';
 import { KEY_HEADER, type Envelope } from '../core/envelope.js';
@@ -30,6 +31,8 @@ export interface PaymentSucceeded {
 export interface DemoConsumer {
   readonly processor: Processor;
   deliveries(): number;
+  /** The pipeline's counters (none for the naive consumer). */
+  metrics(): PipelineMetrics | undefined;
 }
 
 const textDecoder = new TextDecoder();
@@ -88,7 +91,7 @@ function naiveConsumer(store: DemoStore, injector: FaultInjector): DemoConsumer 
       }
     },
   };
-  return { processor, deliveries: () => deliveries };
+  return { processor, deliveries: () => deliveries, metrics: () => undefined };
 }
 
 /**
@@ -115,5 +118,9 @@ export function demoConsumer(
       checker.observe(outcome);
     },
   });
-  return { processor: pipeline, deliveries: () => pipeline.metrics().deliveries };
+  return {
+    processor: pipeline,
+    deliveries: () => pipeline.metrics().deliveries,
+    metrics: () => pipeline.metrics(),
+  };
 }

@@ -1,4 +1,7 @@
+import type { PipelineMetrics } from '../consumer/metrics.js';
 import type { DuplicateSource } from '../core/outcome.js';
+import type { Ledger } from '../ledger/ledger.js';
+import type { DeadLetters } from '../transport/dead-letters.js';
 import type { EffectChecker } from '../testing/effect-checker.js';
 import type { FaultInjector, FaultName } from '../testing/fault-injector.js';
 import { DEMO_GROUP, POINTS_PER_EVENT } from './demo-consumer.js';
@@ -20,6 +23,29 @@ export interface DemoOptions {
   readonly naive: boolean;
   /** Called now and then while consumers work. */
   readonly onProgress?: (done: number, total: number) => void;
+  /** Someone watching the run as it goes (`--dashboard`). */
+  readonly live?: DemoLive;
+}
+
+/** What a watcher of a running demo can read: its ledger, its dead letters and its consumer's counters. */
+export interface DemoView {
+  readonly ledger: Ledger;
+  readonly deadLetters: DeadLetters;
+  readonly transport: string;
+  readonly group: string;
+  /** The pipeline's counters; `undefined` for the naive consumer, which has none. */
+  metrics(): PipelineMetrics | undefined;
+}
+
+/** Hooks of a watched run. */
+export interface DemoLive {
+  /** The consumers are subscribed; publishing starts when this resolves. */
+  started(view: DemoView): Promise<void>;
+  /**
+   * The effects were checked. One consumer of the group stays subscribed (a replayed dead letter is
+   * delivered again) until this resolves; then the run's broker and store are closed.
+   */
+  finished(result: DemoResult): Promise<void>;
 }
 
 export interface DemoResult {

@@ -10,7 +10,7 @@ import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from '.
 import { openDemoStore, type DemoStore } from './demo-store.js';
 
 export { DEMO_GROUP, DEMO_RETRY, DEMO_TOPIC, POINTS_PER_EVENT } from './demo-consumer.js';
-export type { DemoOptions, DemoResult } from './demo-result.js';
+export type { DemoLive, DemoOptions, DemoResult, DemoView } from './demo-result.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -50,6 +50,13 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     for (let index = 0; index < options.consumers; index++) {
       subscriptions.push(await broker.subscribe(DEMO_GROUP, [DEMO_TOPIC], consumer.processor));
     }
+    await options.live?.started({
+      ledger: store.ledger,
+      deadLetters: broker.deadLetters,
+      transport: 'local',
+      group: DEMO_GROUP,
+      metrics: () => consumer.metrics(),
+    });
     const started = performance.now();
     let poison = 0;
     for (let index = 0; index < options.events; index++) {
@@ -80,7 +87,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     for (const dead of await broker.deadLetters.list({ group: DEMO_GROUP, limit: Number.MAX_SAFE_INTEGER })) {
       checker.deadLettered(dead.key, dead.reason);
     }
-    return await demoResult(options, {
+    const result = await demoResult(options, {
       store,
       checker,
       injector,
@@ -91,6 +98,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
       connectionDrops: 0,
       elapsedMs,
     });
+    if (options.live !== undefined) {
+      subscriptions.push(await broker.subscribe(DEMO_GROUP, [DEMO_TOPIC], consumer.processor));
+      await options.live.finished(result);
+    }
+    return result;
   } finally {
     await Promise.all(subscriptions.map((subscription) => subscription.close()));
     await broker.close();

@@ -5,6 +5,7 @@ import { exampleCommand } from './commands/example.js';
 import { chaosCommand } from './commands/chaos.js';
 import { chaosMemberCommand } from './commands/chaos-member.js';
 import { demoCommand } from './commands/demo.js';
+import { dashboardCommand } from './commands/dashboard.js';
 import { dlqCommand } from './commands/dlq.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { migrateCommand } from './commands/migrate.js';
@@ -14,6 +15,7 @@ const commands: readonly Command[] = [
   chaosCommand,
   chaosMemberCommand,
   exampleCommand,
+  dashboardCommand,
   dlqCommand,
   ledgerCommand,
   migrateCommand,

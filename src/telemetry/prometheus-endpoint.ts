@@ -59,7 +59,8 @@ async function loadExporter(): Promise<{
   }
 }
 
-function listen(server: Server, port: number, host: string): Promise<number> {
+/** Starts `server` on `host:port` (0: a free port); resolves to the port it listens on. */
+export function listen(server: Server, port: number, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

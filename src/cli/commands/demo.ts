@@ -1,6 +1,8 @@
 import { FAULT_NAMES, parseFaults } from '../../testing/fault-injector.js';
 import { parseOptions, positiveOption, UsageError, type Command } from '../command.js';
-import { DEMO_RETRY, runDemo } from '../demo-run.js';
+import { demoDashboard } from '../dashboard/demo-dashboard.js';
+import { DEMO_RETRY, runDemo, type DemoResult } from '../demo-run.js';
+import { portOption, untilSignal } from './dashboard.js';
 import { DEMO_STORES } from '../demo-store.js';
 import { RUN_TRANSPORT_NAMES } from '../run-transports.js';
 import { demoSummary } from '../demo-summary.js';
@@ -36,6 +38,11 @@ lost; 1 when one is; 2 for a wrong option.
                    ONCEMQ_REDIS_URL, else the loopback server)
   --naive          consume without oncemq, to see what the faults do to a plain consumer
   --json           print one JSON object on stdout instead of the table
+  --dashboard      open the dashboard (oncemq dashboard) on the run: its URL with the access token
+                   goes to stderr; after the run it stays open, one consumer still subscribed, for
+                   --dashboard-hold seconds or until Ctrl-C
+  --dashboard-port N      its port on 127.0.0.1 (default 0: a free one)
+  --dashboard-hold S      seconds it stays open after the run (default 300)
 
 Same seed, same faults: each fault is decided from the seed and the event it hits (its key, the
 stored copy, the handler run), so a seed repeats the counts of producer-ack-loss, consumer-ack-loss,
@@ -67,6 +74,9 @@ export const demoCommand: Command = {
       'broker-url': { type: 'string' },
       naive: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
+      dashboard: { type: 'boolean', default: false },
+      'dashboard-port': { type: 'string' },
+      'dashboard-hold': { type: 'string' },
     });
     const events = positiveOption(values.events, 'events', 10_000);
     const users = positiveOption(values.users, 'users', Math.max(1, Math.ceil(events / 10)));
@@ -87,29 +97,59 @@ export const demoCommand: Command = {
     } catch (error) {
       throw new UsageError(`--${(error as Error).message}`); // 'faults: unknown fault …'
     }
+    if (!values.dashboard && (values['dashboard-port'] ?? values['dashboard-hold']) !== undefined) {
+      throw new UsageError('--dashboard-port and --dashboard-hold go with --dashboard');
+    }
+    const dashboardPort = portOption(values['dashboard-port'], 'dashboard-port');
+    const holdSeconds = positiveOption(values['dashboard-hold'], 'dashboard-hold', 300);
+    const print = (result: DemoResult): void => {
+      if (values.json) {
+        const { doubleKeys, lostKeys, ...shown } = result;
+        console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
+      } else {
+        console.log(demoSummary(result));
+      }
+    };
     const progress = progressReporter('consumed');
-    const result = await runDemo({
-      events,
-      users,
-      consumers,
-      faults: faults.faults,
-      rates: faults.rates,
-      seed: values.seed,
-      store: values.store,
-      ...(values.url === undefined ? {} : { url: values.url }),
-      transport: values.transport,
-      ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
-      naive: values.naive,
-      onProgress: (done, total) => {
-        progress.update(done, total);
-      },
-    });
-    progress.end();
-    if (values.json) {
-      const { doubleKeys, lostKeys, ...shown } = result;
-      console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
-    } else {
-      console.log(demoSummary(result));
+    const live = values.dashboard
+      ? demoDashboard({
+          port: dashboardPort,
+          holdMs: holdSeconds * 1000,
+          untilStop: untilSignal,
+          say: (line) => {
+            console.error(line);
+          },
+          summary: (result) => {
+            progress.end();
+            print(result);
+          },
+        })
+      : undefined;
+    let result: DemoResult;
+    try {
+      result = await runDemo({
+        events,
+        users,
+        consumers,
+        faults: faults.faults,
+        rates: faults.rates,
+        seed: values.seed,
+        store: values.store,
+        ...(values.url === undefined ? {} : { url: values.url }),
+        transport: values.transport,
+        ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
+        naive: values.naive,
+        onProgress: (done, total) => {
+          progress.update(done, total);
+        },
+        ...(live === undefined ? {} : { live }),
+      });
+    } finally {
+      await live?.close();
+    }
+    if (live === undefined) {
+      progress.end();
+      print(result);
     }
     return result.ok ? 0 : 1;
   },
