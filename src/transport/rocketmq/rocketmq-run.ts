@@ -3,36 +3,21 @@ import { GRPC_PROXY_PARAMETER, type RunTransport } from '../../cli/run-transport
 import { parseRocketMQUrl } from './rocketmq-config.js';
 import { RocketMQAdmin } from './rocketmq-admin.js';
 import { RocketMQTransport } from './rocketmq-transport.js';
-import type { Transport } from '../transport.js';
 
 /**
- * Opens `transport`'s consumers through `proxy`: gRPC clients take a proxy from the environment only
- * (`grpc_proxy`, read when a channel is made), so it is set while a subscription starts its client —
- * whose channels keep the proxy through every reconnect — and put back after; the transport's
- * producer (publishes, dead letters) makes its channel later, straight to the broker.
+ * The run's URL without its gRPC proxy; the proxy, when named, carries every gRPC channel this
+ * process makes from now on. gRPC clients take a proxy from the environment only (`grpc_proxy`, read
+ * when a channel is made), never per client, and the RocketMQ client makes channels all along (one
+ * per route it refreshes), so the whole process goes through it: a chaos member is a process of its
+ * own; in the demo the producer's connections are cut too, and the client sends again.
  */
-function consumingThrough(transport: Transport, proxy: string): Transport {
-  let starting = Promise.resolve();
-  return {
-    ...transport,
-    subscribe: (...args) => {
-      const next = starting.then(async () => {
-        const before = process.env.grpc_proxy;
-        process.env.grpc_proxy = proxy;
-        try {
-          return await transport.subscribe(...args);
-        } finally {
-          if (before === undefined) delete process.env.grpc_proxy;
-          else process.env.grpc_proxy = before;
-        }
-      });
-      starting = next.then(
-        () => undefined,
-        () => undefined,
-      );
-      return next;
-    },
-  };
+function routeThroughProxy(url: string): string {
+  const parsed = new URL(url);
+  const proxy = parsed.searchParams.get(GRPC_PROXY_PARAMETER);
+  if (proxy === null) return url;
+  parsed.searchParams.delete(GRPC_PROXY_PARAMETER);
+  process.env.grpc_proxy = proxy;
+  return parsed.toString();
 }
 
 /**
@@ -44,18 +29,14 @@ export const ROCKETMQ_RUN_TRANSPORT = Object.freeze<RunTransport>({
   service: 'rocketmq',
   route: 'grpc',
   open: async ({ url, namespace }) => {
-    const parsed = new URL(url);
-    const proxy = parsed.searchParams.get(GRPC_PROXY_PARAMETER);
-    parsed.searchParams.delete(GRPC_PROXY_PARAMETER);
     const transport = new RocketMQTransport({
-      url: parsed.toString(),
+      url: routeThroughProxy(url),
       longPoll: '1s',
       failureBackoff: '200ms',
       requestTimeout: '3s',
     });
     await transport.init();
-    const named = namespacedTransport(transport, namespace);
-    return proxy === null ? named : consumingThrough(named, proxy);
+    return namespacedTransport(transport, namespace);
   },
   cleanup: async ({ url, namespace }, groups) => {
     const admin = new RocketMQAdmin(parseRocketMQUrl(url).nameServer);
