@@ -6,6 +6,8 @@ export const TARGETS: Readonly<Record<string, () => Promise<TransportTarget>>> =
   nats: async () => (await import('./transports/nats.js')).target,
   'redis-streams': async () => (await import('./transports/redis-streams.js')).target,
   local: async () => (await import('./transports/local.js')).target,
+  kafka: async () => (await import('./transports/kafka.js')).target,
+  rocketmq: async () => (await import('./transports/rocketmq.js')).target,
 };
 
 /**

@@ -13,5 +13,6 @@ export {
   parseFaults,
 } from './testing/fault-injector.js';
 export type { FaultInjectorConfig, FaultName } from './testing/fault-injector.js';
+export { ConnectProxy } from './testing/connect-proxy.js';
 export { TcpProxy } from './testing/tcp-proxy.js';
 export type { TcpProxyConfig } from './testing/tcp-proxy.js';

@@ -1,6 +1,7 @@
+import { ConnectProxy } from '../testing/connect-proxy.js';
 import { TcpProxy } from '../testing/tcp-proxy.js';
 import { resolveServiceUrl } from './connection.js';
-import type { RunTransport } from './run-transports.js';
+import { GRPC_PROXY_PARAMETER, type RunTransport } from './run-transports.js';
 
 /** Ports of the URL schemes a run's broker may have, when the URL names none. */
 const DEFAULT_PORTS: Readonly<Record<string, number>> = Object.freeze({
@@ -9,6 +10,7 @@ const DEFAULT_PORTS: Readonly<Record<string, number>> = Object.freeze({
   'nats:': 4222,
   'redis:': 6379,
   'rediss:': 6379,
+  'kafka:': 9092,
 });
 
 /** How a run reaches its broker: directly (setup, cleanup) and through a proxy it can cut (the consumers). */
@@ -37,6 +39,17 @@ export async function brokerRoute(
     return { direct: path, proxied: path, drop: () => 0, close: () => Promise.resolve() };
   }
   const direct = resolveServiceUrl(transport.service, flag).url;
+  if (transport.route === 'grpc') {
+    const connectProxy = await ConnectProxy.start();
+    const proxied = new URL(direct);
+    proxied.searchParams.set(GRPC_PROXY_PARAMETER, connectProxy.url);
+    return {
+      direct,
+      proxied: proxied.toString(),
+      drop: () => connectProxy.drop(),
+      close: () => connectProxy.close(),
+    };
+  }
   const target = new URL(direct);
   const proxy = await TcpProxy.start({
     targetHost: target.hostname.replace(/^\[|\]$/g, ''),

@@ -20,6 +20,13 @@ export interface RunTransport {
    * local broker, which has no connection to drop (its processes share one SQLite file).
    */
   readonly service?: ServiceName;
+  /**
+   * How the run cuts the consumers' connections: `tcp`, a TCP proxy in front of the broker (the
+   * consumers' URL is the proxy's); `grpc`, an HTTP CONNECT proxy the consumers' gRPC channels go
+   * through, named by the URL's {@link GRPC_PROXY_PARAMETER} (a broker whose routes name its own
+   * address, which a TCP proxy on another port would see only the first request of). @default 'tcp'
+   */
+  readonly route?: 'tcp' | 'grpc';
   /** Opens a transport on the run's names, creating its topology as it subscribes and publishes. */
   open(target: RunTransportTarget): Promise<Transport>;
   /**
@@ -29,12 +36,17 @@ export interface RunTransport {
   cleanup(target: RunTransportTarget, groups: readonly string[]): Promise<void>;
 }
 
+/** Parameter of a run's broker URL naming the HTTP CONNECT proxy of a `grpc` route. */
+export const GRPC_PROXY_PARAMETER = 'grpcProxy';
+
 const RUN_TRANSPORTS: Readonly<Record<string, () => Promise<RunTransport>>> = Object.freeze({
   local: async () => (await import('../transport/local/local-run.js')).LOCAL_RUN_TRANSPORT,
   rabbitmq: async () => (await import('../transport/rabbitmq/rabbit-run.js')).RABBIT_RUN_TRANSPORT,
   nats: async () => (await import('../transport/nats/nats-run.js')).NATS_RUN_TRANSPORT,
   'redis-streams': async () =>
     (await import('../transport/redis-streams/redis-streams-run.js')).REDIS_STREAMS_RUN_TRANSPORT,
+  kafka: async () => (await import('../transport/kafka/kafka-run.js')).KAFKA_RUN_TRANSPORT,
+  rocketmq: async () => (await import('../transport/rocketmq/rocketmq-run.js')).ROCKETMQ_RUN_TRANSPORT,
 });
 
 /**

@@ -40,6 +40,8 @@ const RUNS = [
   { transport: 'rabbitmq', store: 'postgres', database: await findPostgres() },
   { transport: 'nats', store: 'mysql', database: await mysqlService() },
   { transport: 'redis-streams', store: 'postgres', database: await findPostgres() },
+  { transport: 'kafka', store: 'postgres', database: await findPostgres() },
+  { transport: 'rocketmq', store: 'mysql', database: await mysqlService() },
 ] as const;
 
 for (const { transport, store, database } of RUNS) {
@@ -74,7 +76,9 @@ describe('oncemq chaos options', () => {
   it('refuses a missing transport and a store processes cannot share (exit 2)', async () => {
     const noTransport = await oncemq(['chaos', '--store', 'sqlite']);
     expect(noTransport.code).toBe(2);
-    expect(noTransport.stderr).toContain('--transport must be one of local, rabbitmq, nats, redis-streams');
+    expect(noTransport.stderr).toContain(
+      '--transport must be one of local, rabbitmq, nats, redis-streams, kafka, rocketmq',
+    );
     const tiered = await oncemq(['chaos', '--transport', 'local', '--store', 'tiered']);
     expect(tiered.code).toBe(2);
     expect(tiered.stderr).toContain('--store must be one of sqlite, postgres, mysql');

@@ -24,7 +24,7 @@ interface DemoJson {
   ok: boolean;
 }
 
-for (const transport of ['rabbitmq', 'nats', 'redis-streams']) {
+for (const transport of ['rabbitmq', 'nats', 'redis-streams', 'kafka']) {
   const broker = await findRunBroker(transport);
   describe.skipIf(!broker.available)(`oncemq demo --transport ${transport}`, () => {
     it('applies every event once through dropped connections, resent publishes and acks lost after commit (exit 0)', async () => {
@@ -57,7 +57,7 @@ describe('oncemq demo --transport', () => {
     const run = await oncemq(['demo', '--transport', 'carrier-pigeon', '--events', '10']);
     expect(run.code).toBe(2);
     expect(run.stderr).toContain(
-      "--transport 'carrier-pigeon' is not available; use local, rabbitmq, nats, redis-streams",
+      "--transport 'carrier-pigeon' is not available; use local, rabbitmq, nats, redis-streams, kafka, rocketmq",
     );
   });
 });

@@ -1,3 +1,4 @@
+import { findKafka, findRocketMQ } from './brokers.js';
 import { findRabbit } from './rabbitmq.js';
 import { NATS_SERVICE } from './nats.js';
 import { REDIS_SERVICE } from './redis.js';
@@ -12,6 +13,10 @@ export async function findRunBroker(transport: string): Promise<Service> {
       return findService(NATS_SERVICE);
     case 'redis-streams':
       return findService(REDIS_SERVICE);
+    case 'kafka':
+      return findKafka();
+    case 'rocketmq':
+      return findRocketMQ();
     default:
       return { url: '', available: true, reason: '' };
   }

@@ -60,6 +60,17 @@ export class RocketMQAdmin {
     return [...new Set(found)].map(parseAddress);
   }
 
+  /** Every topic the name server routes, the system's own among them. */
+  async topics(): Promise<readonly string[]> {
+    const answer = await remotingRequest({
+      ...this.nameServer,
+      code: RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+      timeoutMs: this.#timeoutMs,
+    });
+    const body = expectSuccess('listing topics', answer).body.toString('utf8');
+    return (JSON.parse(body) as { topicList?: string[] }).topicList ?? [];
+  }
+
   /** Whether the name server routes `topic`. */
   async topicExists(topic: string): Promise<boolean> {
     const answer = await remotingRequest({
@@ -142,6 +153,39 @@ export class RocketMQAdmin {
         timeoutMs: this.#timeoutMs,
       });
       expectSuccess(`creating group ${spec.group}`, answer);
+    }
+  }
+
+  /** Deletes a topic from every master, then its route from the name server (`mqadmin deleteTopic`). */
+  async deleteTopic(topic: string): Promise<void> {
+    for (const master of await this.masters()) {
+      const answer = await remotingRequest({
+        ...master,
+        code: RequestCode.DELETE_TOPIC_IN_BROKER,
+        extFields: { topic },
+        timeoutMs: this.#timeoutMs,
+      });
+      expectSuccess(`deleting topic ${topic}`, answer);
+    }
+    const answer = await remotingRequest({
+      ...this.nameServer,
+      code: RequestCode.DELETE_TOPIC_IN_NAMESRV,
+      extFields: { topic },
+      timeoutMs: this.#timeoutMs,
+    });
+    if (answer.code !== ResponseCode.TOPIC_NOT_EXIST) expectSuccess(`unrouting topic ${topic}`, answer);
+  }
+
+  /** Deletes a subscription group and its consume offsets from every master (`mqadmin deleteSubGroup`). */
+  async deleteGroup(group: string): Promise<void> {
+    for (const master of await this.masters()) {
+      const answer = await remotingRequest({
+        ...master,
+        code: RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        extFields: { groupName: group, cleanOffset: true },
+        timeoutMs: this.#timeoutMs,
+      });
+      expectSuccess(`deleting group ${group}`, answer);
     }
   }
 }

@@ -1,0 +1,60 @@
+import { namespacedName, namespacedTransport } from '../../cli/namespaced-transport.js';
+import type { RunTransport } from '../../cli/run-transports.js';
+import { brokersOfUrl } from './kafka-config.js';
+import { loadKafkaDriver } from './kafka-client.js';
+import { KafkaTransport } from './kafka-transport.js';
+
+const address = ({ host, port }: { host: string; port: number }): string => `${host}:${port}`;
+
+/**
+ * Where a run dials the brokers: a Kafka client connects to the addresses the brokers advertise, not
+ * to its bootstrap address, so a run given a proxy in front of a one-broker cluster maps the broker's
+ * advertised address to the proxy; otherwise the client would reach the broker around it.
+ */
+async function dialThrough(url: string): Promise<Record<string, string>> {
+  const bootstrap = brokersOfUrl(url).map(address);
+  const { Admin } = await loadKafkaDriver();
+  const admin = new Admin({ clientId: 'oncemq-run', bootstrapBrokers: bootstrap });
+  try {
+    const advertised = [...(await admin.metadata({ topics: [] })).brokers.values()].map(address);
+    const [only] = advertised;
+    const [dial] = bootstrap;
+    if (advertised.length !== 1 || only === undefined || dial === undefined || only === dial) return {};
+    return { [only]: dial };
+  } finally {
+    await admin.close();
+  }
+}
+
+/**
+ * Kafka for `oncemq demo` and `oncemq chaos`: the run's topics and consumer group under its namespace
+ * (Kafka's names are global to the cluster), retry and dead-letter topics under the namespace too,
+ * short failure backoff and retry discovery so that a dropped connection or a killed member costs little.
+ */
+export const KAFKA_RUN_TRANSPORT = Object.freeze<RunTransport>({
+  service: 'kafka',
+  open: async ({ url, namespace }) => {
+    const transport = new KafkaTransport({
+      url,
+      prefix: namespace,
+      brokerAddresses: await dialThrough(url),
+      failureBackoff: '200ms',
+      retryDiscoveryInterval: '500ms',
+    });
+    await transport.init();
+    return namespacedTransport(transport, namespace);
+  },
+  cleanup: async ({ url, namespace }, groups) => {
+    const { Admin } = await loadKafkaDriver();
+    const admin = new Admin({ clientId: 'oncemq-run', bootstrapBrokers: brokersOfUrl(url).map(address) });
+    try {
+      const topics = (await admin.listTopics()).filter((topic) => topic.startsWith(namespace));
+      if (topics.length > 0) await admin.deleteTopics({ topics });
+      await admin
+        .deleteGroups({ groups: groups.map((group) => namespacedName(namespace, group)) })
+        .catch(() => undefined);
+    } finally {
+      await admin.close();
+    }
+  },
+});
