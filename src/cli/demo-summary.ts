@@ -10,9 +10,9 @@ const DEAD_LETTER_MESSAGES: Readonly<Record<string, string>> = {
   'retries-exhausted': 'messages that failed at every retry',
 };
 
-const line = (label: string, value: string): string => `  ${label.padEnd(24)}${value}`;
+export const line = (label: string, value: string): string => `  ${label.padEnd(24)}${value}`;
 
-const pairs = (record: Record<string, number>): string =>
+export const pairs = (record: Record<string, number>): string =>
   Object.entries(record)
     .map(([name, count]) => `${name} ${count}`)
     .join(' · ') || 'none';
@@ -21,7 +21,9 @@ const pairs = (record: Record<string, number>): string =>
  * The dead letters by reason, one line each: the letters of a reason, the messages behind them, and
  * the copies dead-lettered again (a copy the producer resent, or one a crash or rebalance replayed).
  */
-function deadLetterLines(result: DemoResult): string[] {
+export function deadLetterLines(
+  result: Pick<DemoResult, 'deadLettered' | 'deadLetterReasons' | 'deadLetterMessages'>,
+): string[] {
   const lines = [line('dead-lettered', String(result.deadLettered))];
   for (const [reason, letters] of Object.entries(result.deadLetterReasons)) {
     const messages = result.deadLetterMessages[reason] ?? letters;
