@@ -29,6 +29,8 @@ export interface OutboxDb<Tx> {
   readonly outbox: Outbox<Tx>;
   /** A database for one more relay (its own pool or connection). */
   relayDatabase(): OutboxDatabase;
+  /** Where a relay in another process finds the outbox: a server URL or the SQLite file, and the table. */
+  readonly location: { readonly url: string; readonly table: string; readonly schema?: string };
   /** Runs `work` in a business transaction of its own, committed unless it throws. */
   inTx<R>(work: (tx: Tx) => Promise<R>): Promise<R>;
   /** Records one effect of `key` in `tx`. */
@@ -93,6 +95,7 @@ async function openPostgres(): Promise<OutboxDb<PgClientLike> | undefined> {
     ledger,
     outbox,
     effectsTable: `"${schema}".effects`,
+    location: { url: service.url, table: outbox.table, schema },
     relayDatabase: () => {
       const relayPool = newPool(service.url, 2);
       pools.push(relayPool);
@@ -136,6 +139,7 @@ async function openMysql(): Promise<OutboxDb<PoolConnection> | undefined> {
     ledger,
     outbox,
     effectsTable: `\`${table}_fx\``,
+    location: { url: service.url, table: `${table}_out` },
     relayDatabase: () => {
       const relayPool = testPool(service.url, { size: 2 });
       pools.push(relayPool);
@@ -189,6 +193,7 @@ async function openSqlite(): Promise<OutboxDb<Database.Database>> {
     ledger,
     outbox,
     effectsTable: 'effects',
+    location: { url: path, table: outbox.table },
     relayDatabase: () => {
       const db = openSqliteFile(path);
       opened.push(db);
