@@ -224,14 +224,15 @@ class RelayCrew {
     this.#live.push(relay);
   }
 
+  /** Replaces the relays that died; one that fails to start is tried again at the next check. */
   async #replaceCrashed(): Promise<void> {
     for (const relay of [...this.#live]) {
       if (!relay.crashed) continue;
       this.#live.splice(this.#live.indexOf(relay), 1);
       this.#crashes++;
       await relay.stop();
-      await this.#startOne();
     }
+    while (this.#live.length < ORDERS_RELAYS) await this.#startOne();
   }
 
   /** Rows marked sent, copies beyond the first per row, relays replaced. */

@@ -53,6 +53,35 @@ export interface OrdersDb<Tx = unknown> {
   readonly session: OutboxSession<Tx>;
 }
 
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** SQLite's "database is locked": another connection holds the write lock. */
+const isBusy = (error: unknown): boolean =>
+  (error as { code?: unknown } | null)?.code === 'SQLITE_BUSY' ||
+  /database is locked/.test(String((error as Error | null)?.message));
+
+/**
+ * Runs `work`, and again a few milliseconds later while SQLite answers that the write lock is taken,
+ * for up to 30 s: the store's SQLite connections never wait for it themselves (a synchronous wait
+ * would block the event loop). Server databases wait in their driver and are never busy.
+ */
+async function whenFree<T>(work: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (let wait = 1; ; wait = Math.min(50, wait * 2)) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!isBusy(error) || Date.now() > deadline) throw error;
+      await sleep(wait);
+    }
+  }
+}
+
+/** A session whose busy transactions are rolled back and run again ({@link whenFree}). */
+function patientSession<Tx>(session: OutboxSession<Tx>): OutboxSession<Tx> {
+  return { transaction: (work) => whenFree(() => session.transaction(work)) };
+}
+
 /** Creates the scenario's tables and the outbox on the store, with a connection for the order service. */
 export async function openOrdersDb(store: DemoStore): Promise<OrdersDb> {
   const dialect = store.ledger.dialect;
@@ -61,8 +90,8 @@ export async function openOrdersDb(store: DemoStore): Promise<OrdersDb> {
   }
   const outbox = createOutbox<unknown>({ ledger: store.ledger });
   const database: OutboxDatabase = await store.openDatabase();
-  await outbox.migrate(database);
-  const session = openOutboxSession(dialect, database, true);
+  await whenFree(() => outbox.migrate(database));
+  const session = patientSession(openOutboxSession(dialect, database, true));
   for (const statement of DDL) await session.transaction((tx) => dialect.execute(tx, statement, []));
   return { dialect, outbox, session };
 }

@@ -46,7 +46,10 @@ export interface DemoStore<Tx = unknown> {
   ledgerRows(group: string): Promise<number>;
   /**
    * A database on the store for a writer of its own (the order service, an outbox relay): the pool
-   * of a server store, a new connection on the SQLite file (closed with the store).
+   * of a server store, a new connection on the SQLite file (closed with the store). A SQLite
+   * connection never waits for the file's write lock (busy timeout 0): its caller retries, since a
+   * synchronous wait would stop the process's event loop, and with it the other connection of the
+   * process that holds the lock.
    */
   openDatabase(): Promise<OutboxDatabase>;
   /**
@@ -152,7 +155,7 @@ export async function openSqliteDemoStore(
     },
     async openDatabase() {
       const own = await openSqliteFile(path, {
-        busyTimeoutMs: 5000,
+        busyTimeoutMs: 0,
         synchronous: 'normal',
         mustExist: true,
         fix: 'oncemq demo',

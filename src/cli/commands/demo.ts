@@ -9,8 +9,8 @@ import { progressReporter } from '../progress.js';
 
 const usage = `Usage: oncemq demo [options]
 
-Two scenarios (--scenario). payments (default): the payment-to-points scenario on the embedded broker (or a real one, --transport): a producer publishes payment-succeeded
-events (+100 points to the order's user), consumers in one group apply them on a ledger while a
+Two scenarios (--scenario). payments (default): the payment-to-points scenario on the embedded
+broker (or a real one, --transport): a producer publishes payment-succeeded events (+100 points to the order's user), consumers in one group apply them on a ledger while a
 seeded fault injector loses confirms and acks, crashes and rebalances consumers, crashes handlers
 mid-write, fails commits after the handler succeeded and slips in poison messages. Then every
 effect is checked against what was published. Exits 0 only when no effect is doubled and none is
@@ -51,7 +51,8 @@ lostEffects are 0 and every order is shipped. Needs a transport with per-key ord
 Same seed, same faults: each fault is decided from the seed and the event it hits (its key, the
 stored copy, the handler run), so a seed repeats the counts of producer-ack-loss, consumer-ack-loss,
 crash-after-commit, handler-crash, commit-failure and poison. What varies with timing: rebalance
-(asked at the middle of each pulled batch, and batches form with timing); how much a crash or a
+(asked at the middle of each pulled batch, and batches form with timing) and relay-crash (never
+asked for the first row of a relay's round, and rounds form with timing); how much a crash or a
 rebalance replays, hence the deliveries, the duplicates and the dead letters counted; and with
 --naive the handler-crash count (a naive consumer runs its handler again for every replayed copy).
 
@@ -63,7 +64,7 @@ Retries use a demo schedule (${DEMO_RETRY.delaysMs.map((ms) => `${ms}ms`).join('
 
 export const demoCommand: Command = {
   name: 'demo',
-  summary: 'payment-to-points under injected faults, checked effect by effect (npm start)',
+  summary: 'payment-to-points (or orders through the outbox) under injected faults, checked effect by effect',
   usage,
   async run(args) {
     const { values } = parseOptions(args, {
