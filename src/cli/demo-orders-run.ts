@@ -7,7 +7,6 @@ import { OUTBOX_ID_HEADER } from '../outbox/relay-rows.js';
 import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector } from '../testing/fault-injector.js';
 import type { DeadLetter } from '../transport/dead-letters.js';
-import { LocalBroker } from '../transport/local/local-broker.js';
 import type {
   OutgoingMessage,
   Processor,
@@ -24,12 +23,13 @@ import {
   ordersConsumer,
   ORDERS_GROUP,
   ORDERS_TOPIC,
-  relayCrashFaults,
+  relayCrashFault,
   runOrderService,
   type OrdersDb,
 } from './demo-orders.js';
-import type { DemoOptions, DemoResult } from './demo-result.js';
+import { effectFields, type DemoOptions, type DemoResult } from './demo-result.js';
 import { openDemoStore, type DemoStore } from './demo-store.js';
+import { demoLocalBroker } from './demo-run.js';
 import { RUN_SUBSCRIBE, runTransport } from './run-transports.js';
 
 /** Outbox relays publishing at once (one more is started for each that crashes). */
@@ -69,14 +69,7 @@ interface OrdersBroker {
 
 /** The embedded broker, whose fault hooks inject every consumer-side fault. */
 async function localOrdersBroker(dir: string, injector: FaultInjector): Promise<OrdersBroker> {
-  const broker = new LocalBroker({
-    path: join(dir, 'broker.db'),
-    commitInterval: '500ms',
-    heartbeatInterval: '200ms',
-    sessionTimeout: '2s',
-    pollInterval: '5ms',
-    faults: injector,
-  });
+  const broker = demoLocalBroker(dir, injector);
   await broker.init();
   const subscriptions: Subscription[] = [];
   return {
@@ -194,6 +187,7 @@ class RelayCrew {
   async #startOne(): Promise<void> {
     const broker = this.broker;
     const copies = this.#copies;
+    const crash = relayCrashFault(this.injector);
     const relay = createRelay<unknown>({
       outbox: this.db.outbox,
       transport: {
@@ -202,6 +196,7 @@ class RelayCrew {
           const receipt = await broker.publish(message);
           const id = message.headers?.[OUTBOX_ID_HEADER] ?? message.key ?? '';
           copies.set(id, (copies.get(id) ?? 0) + 1);
+          crash.afterPublish(id);
           return receipt;
         },
       },
@@ -217,7 +212,7 @@ class RelayCrew {
       publishTimeout: '10s',
       cleanupEvery: '1h',
       name: `orders-relay-${++this.#started}`,
-      faults: relayCrashFaults(this.injector),
+      faults: crash.faults,
     });
     await relay.start();
     this.#all.push(relay);
@@ -333,13 +328,7 @@ export async function runOrdersDemo(options: DemoOptions): Promise<OrdersResult>
       poison: service.poisonKeys.length,
       consumers: options.consumers,
       deliveries,
-      effects: report.effects,
-      duplicates: { ...report.duplicates },
-      deadLettered: report.deadLettered,
-      deadLetterReasons: { ...report.deadLetterReasons },
-      deadLetterMessages: { ...report.deadLetterMessages },
-      doubleEffects: report.doubleEffects,
-      lostEffects: report.lostEffects,
+      ...effectFields(report),
       outOfOrder,
       ordersNotShipped,
       outboxPublished: relays.published,

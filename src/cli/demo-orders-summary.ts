@@ -1,5 +1,5 @@
 import type { OrdersResult } from './demo-orders-run.js';
-import { deadLetterLines, line, pairs } from './demo-summary.js';
+import { deadLetterLines, keyLines, line, pairs, runLines } from './demo-summary.js';
 
 /** The summary table of `oncemq demo --scenario orders`, as printed without `--json`. */
 export function ordersSummary(result: OrdersResult): string {
@@ -19,25 +19,13 @@ export function ordersSummary(result: OrdersResult): string {
     line('lost effects', String(result.lostEffects)),
     line('orders not shipped', String(result.ordersNotShipped)),
   ];
-  if (result.ledgerRows !== null)
-    lines.push(line('ledger rows', `${result.ledgerRows} (expected ${result.events})`));
-  if (result.cache !== null) {
-    const { hits, misses, writes } = result.cache;
-    lines.push(line('redis cache', `hits ${hits} · misses ${misses} · writes ${writes}`));
-  }
-  lines.push(
-    line('faults injected', pairs(result.faults)),
-    ...(result.transport === 'local' ? [] : [line('connections dropped', String(result.connectionDrops))]),
-    line('elapsed', `${(result.elapsedMs / 1000).toFixed(1)} s (${result.messagesPerSecond} deliveries/s)`),
-  );
+  lines.push(...runLines(result));
   if (result.ok) {
     lines.push('OK: every event took effect exactly once and in order; every order is shipped');
   } else {
     lines.push('FAILED: the effects do not match the events written');
     if (result.outOfOrder > 0) lines.push(`  ${result.outOfOrder} events applied out of order`);
-    if (result.doubleKeys.length > 0)
-      lines.push(`  doubled, e.g. ${result.doubleKeys.slice(0, 5).join(', ')}`);
-    if (result.lostKeys.length > 0) lines.push(`  lost, e.g. ${result.lostKeys.slice(0, 5).join(', ')}`);
+    lines.push(...keyLines(result));
   }
   return lines.join('\n');
 }

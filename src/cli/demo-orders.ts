@@ -240,28 +240,46 @@ export function ordersConsumer(
   return { processor: pipeline, deliveries: () => pipeline.metrics().deliveries };
 }
 
+/** The `relay-crash` fault of one relay: its fault hook, and the check its transport runs after a confirm. */
+export interface RelayCrashFault {
+  readonly faults: RelayFaults;
+  /** Throws {@link RelayCrash} after the confirm of a row picked as the first of its round. */
+  afterPublish(outboxId: string): void;
+}
+
 /**
- * The relay's `relay-crash` fault: before publishing a row the injector picks, the relay dies as
- * `kill -9` would, after the earlier rows of its round went out and before any of them is marked
- * sent. The first row of a round is never picked (a crash there would have nothing to send twice).
- * The hook is called for every row of a round in one synchronous pass, so a round is the run of calls
- * before the next microtask.
+ * The relay's `relay-crash` fault: the relay dies as `kill -9` would between publish and mark. For a
+ * row the injector picks, it dies before publishing it, after the earlier rows of its round went out
+ * (none of them is marked sent, the row and the later ones are never sent); when the picked row is
+ * the first of its round, right after its confirm instead, so that every crash leaves at least one
+ * row published and unmarked. The hook is called for every row of a round in one synchronous pass,
+ * so a round is the run of calls before the next microtask.
  */
-export function relayCrashFaults(injector: FaultInjector): RelayFaults {
+export function relayCrashFault(injector: FaultInjector): RelayCrashFault {
   let inRound = false;
   let position = 0;
+  const crashAfter = new Set<string>();
   return {
-    beforePublish(row) {
-      if (!inRound) {
-        inRound = true;
-        position = 0;
-        queueMicrotask(() => {
-          inRound = false;
-        });
-      }
-      if (position++ > 0 && injector.relayCrash(row.key)) {
-        throw new RelayCrash(`relay-crash before ${row.key}, ${position - 1} rows published and none marked`);
-      }
+    faults: {
+      beforePublish(row) {
+        if (!inRound) {
+          inRound = true;
+          position = 0;
+          queueMicrotask(() => {
+            inRound = false;
+          });
+        }
+        if (!injector.relayCrash(row.key)) {
+          position++;
+          return;
+        }
+        if (position++ === 0) crashAfter.add(row.id);
+        else
+          throw new RelayCrash(`relay-crash before ${row.key}, ${position - 1} rows published, none marked`);
+      },
+    },
+    afterPublish(outboxId) {
+      if (crashAfter.delete(outboxId)) throw new RelayCrash('relay-crash after a publish, before its mark');
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { DuplicateSource } from '../core/outcome.js';
-import type { EffectChecker } from '../testing/effect-checker.js';
+import type { EffectChecker, EffectReport } from '../testing/effect-checker.js';
 import type { FaultInjector, FaultName } from '../testing/fault-injector.js';
 import { DEMO_GROUP, POINTS_PER_EVENT } from './demo-consumer.js';
 import type { DemoStore } from './demo-store.js';
@@ -81,6 +81,30 @@ export function expectedPoints(users: readonly string[], events: number): Map<st
   return expected;
 }
 
+/** What the effect checker found, as the summary gives it. */
+export function effectFields(
+  report: EffectReport,
+): Pick<
+  DemoResult,
+  | 'effects'
+  | 'duplicates'
+  | 'deadLettered'
+  | 'deadLetterReasons'
+  | 'deadLetterMessages'
+  | 'doubleEffects'
+  | 'lostEffects'
+> {
+  return {
+    effects: report.effects,
+    duplicates: { ...report.duplicates },
+    deadLettered: report.deadLettered,
+    deadLetterReasons: { ...report.deadLetterReasons },
+    deadLetterMessages: { ...report.deadLetterMessages },
+    doubleEffects: report.doubleEffects,
+    lostEffects: report.lostEffects,
+  };
+}
+
 /** The fault counts of the payments scenario: all but `relay-crash` (it has no outbox relay). */
 function paymentFaults(injector: FaultInjector): DemoResult['faults'] {
   const faults: DemoResult['faults'] = injector.counts();
@@ -108,13 +132,7 @@ export async function demoResult(options: DemoOptions, tally: DemoTally): Promis
     users: options.users,
     consumers: options.consumers,
     deliveries: tally.deliveries,
-    effects: report.effects,
-    duplicates: { ...report.duplicates },
-    deadLettered: report.deadLettered,
-    deadLetterReasons: { ...report.deadLetterReasons },
-    deadLetterMessages: { ...report.deadLetterMessages },
-    doubleEffects: report.doubleEffects,
-    lostEffects: report.lostEffects,
+    ...effectFields(report),
     usersWithWrongPoints,
     ledgerRows,
     cache:

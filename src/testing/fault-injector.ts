@@ -20,7 +20,7 @@ export type FaultName = (typeof FAULT_NAMES)[number];
  * Default rates: the chance that one decision injects the fault. `producer-ack-loss` is decided per
  * send; `consumer-ack-loss`, `crash-after-commit` and `rebalance` once per stored copy of an event;
  * `handler-crash` and `commit-failure` per handler run of a key; `poison` once per published event;
- * `relay-crash` per outbox row an outbox relay publishes (not the first of its round).
+ * `relay-crash` per publish of an outbox row by a relay.
  */
 export const DEFAULT_FAULT_RATES: Readonly<Record<FaultName, number>> = Object.freeze({
   'producer-ack-loss': 0.02,
@@ -264,9 +264,9 @@ export class FaultInjector implements LocalFaultHooks {
   }
 
   /**
-   * Whether an outbox relay dies before publishing the row of business key `subject`, after the
-   * earlier rows of its round went out and before any of them is marked sent (`kill -9` between
-   * publish and mark). The n-th publish of a row draws its n-th decision.
+   * Whether an outbox relay dies between publish and mark (`kill -9`) at the row of business key
+   * `subject`: before publishing it, after the earlier rows of its round went out, or right after its
+   * confirm when it is the first of its round. The n-th publish of a row draws its n-th decision.
    */
   relayCrash(subject: string): boolean {
     return this.chance('relay-crash', subject);

@@ -1,19 +1,10 @@
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPackage, runNode } from '../support/built-package.js';
+import { buildCli, oncemq, removeCli } from '../support/cli-run.js';
 import { findPostgres } from '../support/postgres.js';
 import { findRabbit } from '../support/rabbitmq.js';
 
-let build: ReturnType<typeof buildPackage>;
-const cli = (): string => join(build.dir, 'cli', 'oncemq.js');
-
-beforeAll(() => {
-  build = buildPackage();
-});
-
-afterAll(() => {
-  build.remove();
-});
+beforeAll(buildCli);
+afterAll(removeCli);
 
 interface OrdersJson {
   scenario: string;
@@ -42,8 +33,8 @@ const rabbit = await findRabbit();
 /** Runs the orders scenario with `--json` and reads its summary. */
 async function orders(
   args: readonly string[],
-): Promise<{ code: number | null; result: OrdersJson; stderr: string }> {
-  const run = await runNode(cli(), ['demo', '--scenario', 'orders', '--json', ...args]);
+): Promise<{ code: number; result: OrdersJson; stderr: string }> {
+  const run = await oncemq(['demo', '--scenario', 'orders', '--json', ...args]);
   return { code: run.code, result: JSON.parse(run.stdout) as OrdersJson, stderr: run.stderr };
 }
 
@@ -103,7 +94,7 @@ describe('oncemq demo --scenario orders', () => {
   });
 
   it('prints the summary table with the orders lines', async () => {
-    const run = await runNode(cli(), ['demo', '--scenario', 'orders', '--events', '60', '--faults', 'none']);
+    const run = await oncemq(['demo', '--scenario', 'orders', '--events', '60', '--faults', 'none']);
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/out of order\s+0\n/);
     expect(run.stdout).toMatch(/outbox rows published\s+60\n/);
@@ -113,7 +104,7 @@ describe('oncemq demo --scenario orders', () => {
   it.skipIf(!rabbit.available)(
     'refuses a transport without per-key ordering with a usage error naming the ones that have it (exit 2)',
     async () => {
-      const run = await runNode(cli(), [
+      const run = await oncemq([
         'demo',
         '--scenario',
         'orders',
@@ -131,10 +122,10 @@ describe('oncemq demo --scenario orders', () => {
   );
 
   it('refuses an unknown scenario and --naive with orders (exit 2)', async () => {
-    const unknown = await runNode(cli(), ['demo', '--scenario', 'refunds']);
+    const unknown = await oncemq(['demo', '--scenario', 'refunds']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/--scenario 'refunds' is not a scenario; use payments or orders/);
-    const naive = await runNode(cli(), ['demo', '--scenario', 'orders', '--naive']);
+    const naive = await oncemq(['demo', '--scenario', 'orders', '--naive']);
     expect(naive.code).toBe(2);
     expect(naive.stderr).toMatch(/--naive is for --scenario payments/);
   });

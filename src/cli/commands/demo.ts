@@ -51,8 +51,8 @@ lostEffects are 0 and every order is shipped. Needs a transport with per-key ord
 Same seed, same faults: each fault is decided from the seed and the event it hits (its key, the
 stored copy, the handler run), so a seed repeats the counts of producer-ack-loss, consumer-ack-loss,
 crash-after-commit, handler-crash, commit-failure and poison. What varies with timing: rebalance
-(asked at the middle of each pulled batch, and batches form with timing) and relay-crash (never
-asked for the first row of a relay's round, and rounds form with timing); how much a crash or a
+(asked at the middle of each pulled batch, and batches form with timing), a few relay-crash
+decisions (rows sent again after a crash depend on how the relay's rounds formed); how much a crash or a
 rebalance replays, hence the deliveries, the duplicates and the dead letters counted; and with
 --naive the handler-crash count (a naive consumer runs its handler again for every replayed copy).
 
