@@ -120,10 +120,7 @@ async function realOrdersBroker(
     transports.push(producer);
     if (!producer.capabilities.ordering) throw orderingRefusal(options.transport);
     return {
-      async publish(message) {
-        await publishWithResends(producer, message, injector);
-        return { brokerId: message.key ?? '' } as PublishReceipt;
-      },
+      publish: async (message) => (await publishWithResends(producer, message, injector)).receipt,
       async subscribe(processor) {
         const transport = await entry.open({ url: route.proxied, namespace });
         transports.push(transport);
