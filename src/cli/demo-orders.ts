@@ -258,6 +258,7 @@ export interface RelayCrashFault {
 export function relayCrashFault(injector: FaultInjector): RelayCrashFault {
   let inRound = false;
   let position = 0;
+  let picked = false;
   const crashAfter = new Set<string>();
   return {
     faults: {
@@ -265,14 +266,17 @@ export function relayCrashFault(injector: FaultInjector): RelayCrashFault {
         if (!inRound) {
           inRound = true;
           position = 0;
+          picked = false;
           queueMicrotask(() => {
             inRound = false;
           });
         }
-        if (!injector.relayCrash(row.key)) {
+        // One crash per round: the rows after a pick of the first row are not asked.
+        if (picked || !injector.relayCrash(row.key)) {
           position++;
           return;
         }
+        picked = true;
         if (position++ === 0) crashAfter.add(row.id);
         else
           throw new RelayCrash(`relay-crash before ${row.key}, ${position - 1} rows published, none marked`);
