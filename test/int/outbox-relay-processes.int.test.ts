@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createPipeline, createRelay, RelayCrash, RetryPolicy, type Pipeline, type Relay } from 'oncemq';
+import { createPipeline, createRelay, RetryPolicy, type Pipeline, type Relay } from 'oncemq';
 import { buildPackage } from '../support/built-package.js';
 import { waitUntil } from '../support/local-points.js';
-import { CountingTransport, OUTBOX_DATABASES, type OutboxDb } from '../support/outbox.js';
+import { CountingTransport, crashBeforePublish, OUTBOX_DATABASES, type OutboxDb } from '../support/outbox.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 import type { Service } from '../support/services.js';
 
@@ -178,15 +178,10 @@ describe.each(databases)('the outbox relay from $name to RabbitMQ', (factory) =>
     const outboxDb = db;
     const pipeline = await consume(outboxDb);
     const keys = await addMessages(outboxDb, 60, 'crash');
-    let started = 0;
     const crashing = relay(world.transport, {
       batchSize: 20,
       lease: '300ms',
-      faults: {
-        beforePublish: () => {
-          if (++started === 15) throw new RelayCrash('killed with 14 rows published and none marked');
-        },
-      },
+      faults: crashBeforePublish(15),
     });
     await crashing.start();
     await waitUntil(() => crashing.crashed, 'the relay to crash');

@@ -4,6 +4,8 @@ import type { Pool as MysqlPool, PoolConnection } from 'mysql2/promise';
 import type pg from 'pg';
 import {
   createOutbox,
+  RelayCrash,
+  type RelayFaults,
   type Ledger,
   type Outbox,
   type OutboxDatabase,
@@ -252,4 +254,14 @@ export class CountingTransport {
   doubles(): string[] {
     return [...this.sent].filter(([, n]) => n > 1).map(([key]) => key);
   }
+}
+
+/** Relay fault hooks that kill the relay before its `n`-th publish: the earlier ones went out, none is marked. */
+export function crashBeforePublish(n: number): RelayFaults {
+  let started = 0;
+  return {
+    beforePublish: () => {
+      if (++started === n) throw new RelayCrash(`killed with ${n - 1} rows published and none marked`);
+    },
+  };
 }
