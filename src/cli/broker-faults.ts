@@ -1,6 +1,6 @@
 import { KEY_HEADER } from '../core/envelope.js';
 import { InjectedFault, type FaultInjector } from '../testing/fault-injector.js';
-import type { OutgoingMessage, Processor, Transport } from '../transport/transport.js';
+import type { OutgoingMessage, Processor, PublishReceipt, Transport } from '../transport/transport.js';
 
 /**
  * The faults a real broker allows, around a processor: after an outcome whose action is `ack`, a
@@ -26,16 +26,16 @@ export function faultyProcessor(processor: Processor, injector: FaultInjector): 
 /**
  * Publishes `message`; when the injector says its confirm was lost (`producer-ack-loss`), sends it
  * again with the same key, as a producer that timed out waiting for the confirm does. Returns the
- * copies stored.
+ * copies stored and the receipt of the last one.
  */
 export async function publishWithResends(
   transport: Transport,
   message: OutgoingMessage,
   injector: FaultInjector,
-): Promise<number> {
+): Promise<{ readonly copies: number; readonly receipt: PublishReceipt }> {
   const key = message.key ?? '';
   for (let attempt = 1; ; attempt++) {
-    await transport.publish(message);
-    if (!injector.producerAckLost({ key, uniqueId: key, attempt })) return attempt;
+    const receipt = await transport.publish(message);
+    if (!injector.producerAckLost({ key, uniqueId: key, attempt })) return { copies: attempt, receipt };
   }
 }

@@ -92,9 +92,11 @@ async function publishSlice(
   let resends = 0;
   const inFlight = new Set<Promise<unknown>>();
   const send = async (key: string, body: string | object): Promise<void> => {
-    const work = publishWithResends(producer, { topic: DEMO_TOPIC, key, body }, injector).then((copies) => {
-      resends += copies - 1;
-    });
+    const work = publishWithResends(producer, { topic: DEMO_TOPIC, key, body }, injector).then(
+      ({ copies }) => {
+        resends += copies - 1;
+      },
+    );
     const tracked = work.finally(() => inFlight.delete(tracked));
     inFlight.add(tracked);
     if (inFlight.size >= PUBLISH_WINDOW) await Promise.race(inFlight);

@@ -14,6 +14,18 @@ export type { DemoLive, DemoOptions, DemoResult, DemoView } from './demo-result.
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The embedded broker of a demo run, in its scratch directory, with the injector's fault hooks. */
+export function demoLocalBroker(dir: string, injector: FaultInjector): LocalBroker {
+  return new LocalBroker({
+    path: join(dir, 'broker.db'),
+    commitInterval: '500ms',
+    heartbeatInterval: '200ms',
+    sessionTimeout: '2s',
+    pollInterval: '5ms',
+    faults: injector,
+  });
+}
+
 /**
  * Runs the payment-to-points scenario once in a scratch directory: publishes the events (and the
  * poison messages the injector asks for), lets the consumers drain the topic under faults, then
@@ -26,14 +38,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   }
   const dir = mkdtempSync(join(tmpdir(), 'oncemq-demo-'));
   const injector = new FaultInjector({ seed: options.seed, faults: options.faults, rates: options.rates });
-  const broker = new LocalBroker({
-    path: join(dir, 'broker.db'),
-    commitInterval: '500ms',
-    heartbeatInterval: '200ms',
-    sessionTimeout: '2s',
-    pollInterval: '5ms',
-    faults: injector,
-  });
+  const broker = demoLocalBroker(dir, injector);
   let store: DemoStore | undefined;
   const subscriptions: LocalSubscription[] = [];
   try {

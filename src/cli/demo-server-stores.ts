@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Ledger } from '../ledger/ledger.js';
+import type { OutboxDatabase } from '../outbox/outbox-database.js';
 import { quoteIdentifier } from '../ledger/sql-identifier.js';
 import { resolveServiceUrl } from './connection.js';
 import { DEMO_SQL, type DemoStore } from './demo-store.js';
@@ -17,6 +18,8 @@ interface ServerParts<Tx> {
   readonly runIn: (tx: Tx) => Run;
   readonly ledgerTable: string;
   readonly killConnections: () => Promise<number>;
+  /** The store's pool, for a writer of its own. */
+  readonly pool: OutboxDatabase;
   readonly close: () => Promise<void>;
 }
 
@@ -63,6 +66,7 @@ function serverStore<Tx>(parts: ServerParts<Tx>): DemoStore<Tx> {
       return Number(rows[0]?.n ?? 0);
     },
     killConnections: parts.killConnections,
+    openDatabase: () => Promise.resolve(parts.pool),
     close: parts.close,
   };
 }
@@ -118,6 +122,7 @@ export async function openPostgresDemoStore(options: ServerStoreOptions): Promis
     run: runOn(query),
     runIn: (tx) => runOn(tx),
     ledgerTable: `${quoteIdentifier(schema)}.${quoteIdentifier(ledger.table)}`,
+    pool,
     async killConnections() {
       const { rows } = await query.query(
         `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
@@ -165,6 +170,7 @@ export async function openMysqlDemoStore(options: ServerStoreOptions): Promise<D
     run: runOn(pool),
     runIn: (tx) => runOn(tx),
     ledgerTable: ledger.table,
+    pool,
     async killConnections() {
       const killer = await mysql.createConnection({ uri: url });
       try {

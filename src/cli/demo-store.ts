@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import { ConfigError } from '../core/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { openSqliteFile } from '../ledger/sqlite/sqlite-open.js';
+import type { OutboxDatabase } from '../outbox/outbox-database.js';
 import { quoteIdentifier } from '../ledger/sql-identifier.js';
 import {
   SqliteLedger,
@@ -42,6 +44,14 @@ export interface DemoStore<Tx = unknown> {
   balances(): Promise<Map<string, number>>;
   /** Ledger rows of a group. */
   ledgerRows(group: string): Promise<number>;
+  /**
+   * A database on the store for a writer of its own (the order service, an outbox relay): the pool
+   * of a server store, a new connection on the SQLite file (closed with the store). A SQLite
+   * connection never waits for the file's write lock (busy timeout 0): its caller retries, since a
+   * synchronous wait would stop the process's event loop, and with it the other connection of the
+   * process that holds the lock.
+   */
+  openDatabase(): Promise<OutboxDatabase>;
   /**
    * Kills every database connection of the run (of every process sharing its namespace) but the one
    * asking, as a failover or a restarted pool does; returns how many. Absent where there is no server.
@@ -88,8 +98,10 @@ export async function openDemoStore(name: string, options: DemoStoreOptions): Pr
 export async function openSqliteDemoStore(
   options: DemoStoreOptions,
 ): Promise<DemoStore<SqliteDatabaseLike> & { readonly ledger: SqliteLedger }> {
-  const ledger = new SqliteLedger({ database: join(options.dir, 'demo.db'), synchronous: 'normal' });
+  const path = join(options.dir, 'demo.db');
+  const ledger = new SqliteLedger({ database: path, synchronous: 'normal' });
   await ledger.init();
+  const opened: SqliteDatabaseLike[] = [];
   const db = ledger.database;
   const run = (sql: string, ...params: unknown[]): void => {
     db.prepare(sql).run(...params);
@@ -141,7 +153,20 @@ export async function openSqliteDemoStore(
         .get(group) as { n: number };
       return Promise.resolve(row.n);
     },
-    close: () => ledger.close(),
+    async openDatabase() {
+      const own = await openSqliteFile(path, {
+        busyTimeoutMs: 0,
+        synchronous: 'normal',
+        mustExist: true,
+        fix: 'oncemq demo',
+      });
+      opened.push(own);
+      return own;
+    },
+    async close() {
+      for (const own of opened.splice(0)) own.close();
+      await ledger.close();
+    },
   };
   return store;
 }

@@ -10,9 +10,9 @@ const DEAD_LETTER_MESSAGES: Readonly<Record<string, string>> = {
   'retries-exhausted': 'messages that failed at every retry',
 };
 
-const line = (label: string, value: string): string => `  ${label.padEnd(24)}${value}`;
+export const line = (label: string, value: string): string => `  ${label.padEnd(24)}${value}`;
 
-const pairs = (record: Record<string, number>): string =>
+export const pairs = (record: Record<string, number>): string =>
   Object.entries(record)
     .map(([name, count]) => `${name} ${count}`)
     .join(' · ') || 'none';
@@ -21,7 +21,9 @@ const pairs = (record: Record<string, number>): string =>
  * The dead letters by reason, one line each: the letters of a reason, the messages behind them, and
  * the copies dead-lettered again (a copy the producer resent, or one a crash or rebalance replayed).
  */
-function deadLetterLines(result: DemoResult): string[] {
+export function deadLetterLines(
+  result: Pick<DemoResult, 'deadLettered' | 'deadLetterReasons' | 'deadLetterMessages'>,
+): string[] {
   const lines = [line('dead-lettered', String(result.deadLettered))];
   for (const [reason, letters] of Object.entries(result.deadLetterReasons)) {
     const messages = result.deadLetterMessages[reason] ?? letters;
@@ -31,6 +33,43 @@ function deadLetterLines(result: DemoResult): string[] {
       again > 0 ? ` + ${again} more ${again === 1 ? 'copy' : 'copies'} of them, resent or replayed` : '';
     lines.push(line(`  ${reason}`, `${letters} = ${messages} ${what}${copies}`));
   }
+  return lines;
+}
+
+/** The summary lines after the effects: ledger rows, cache, faults, dropped connections, time. */
+export function runLines(
+  result: Pick<
+    DemoResult,
+    | 'ledgerRows'
+    | 'events'
+    | 'cache'
+    | 'faults'
+    | 'transport'
+    | 'connectionDrops'
+    | 'elapsedMs'
+    | 'messagesPerSecond'
+  >,
+): string[] {
+  const lines: string[] = [];
+  if (result.ledgerRows !== null)
+    lines.push(line('ledger rows', `${result.ledgerRows} (expected ${result.events})`));
+  if (result.cache !== null) {
+    const { hits, misses, writes } = result.cache;
+    lines.push(line('redis cache', `hits ${hits} · misses ${misses} · writes ${writes}`));
+  }
+  lines.push(
+    line('faults injected', pairs(result.faults)),
+    ...(result.transport === 'local' ? [] : [line('connections dropped', String(result.connectionDrops))]),
+    line('elapsed', `${(result.elapsedMs / 1000).toFixed(1)} s (${result.messagesPerSecond} deliveries/s)`),
+  );
+  return lines;
+}
+
+/** A few of the doubled and lost keys, for a failed run. */
+export function keyLines(result: Pick<DemoResult, 'doubleKeys' | 'lostKeys'>): string[] {
+  const lines: string[] = [];
+  if (result.doubleKeys.length > 0) lines.push(`  doubled, e.g. ${result.doubleKeys.slice(0, 5).join(', ')}`);
+  if (result.lostKeys.length > 0) lines.push(`  lost, e.g. ${result.lostKeys.slice(0, 5).join(', ')}`);
   return lines;
 }
 
@@ -49,24 +88,11 @@ export function demoSummary(result: DemoResult): string {
     line('lost effects', String(result.lostEffects)),
     line('users with wrong points', String(result.usersWithWrongPoints)),
   ];
-  if (result.ledgerRows !== null)
-    lines.push(line('ledger rows', `${result.ledgerRows} (expected ${result.events})`));
-  if (result.cache !== null) {
-    const { hits, misses, writes } = result.cache;
-    lines.push(line('redis cache', `hits ${hits} · misses ${misses} · writes ${writes}`));
-  }
-  lines.push(
-    line('faults injected', pairs(result.faults)),
-    ...(result.transport === 'local' ? [] : [line('connections dropped', String(result.connectionDrops))]),
-    line('elapsed', `${(result.elapsedMs / 1000).toFixed(1)} s (${result.messagesPerSecond} deliveries/s)`),
-  );
+  lines.push(...runLines(result));
   if (result.ok) {
     lines.push('OK: every event took effect exactly once; every poison message is in the dead-letter queue');
   } else {
-    lines.push('FAILED: the effects do not match the events');
-    if (result.doubleKeys.length > 0)
-      lines.push(`  doubled, e.g. ${result.doubleKeys.slice(0, 5).join(', ')}`);
-    if (result.lostKeys.length > 0) lines.push(`  lost, e.g. ${result.lostKeys.slice(0, 5).join(', ')}`);
+    lines.push('FAILED: the effects do not match the events', ...keyLines(result));
   }
   return lines.join('\n');
 }

@@ -11,6 +11,7 @@ export const FAULT_NAMES = [
   'handler-crash',
   'commit-failure',
   'poison',
+  'relay-crash',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];
@@ -18,7 +19,8 @@ export type FaultName = (typeof FAULT_NAMES)[number];
 /**
  * Default rates: the chance that one decision injects the fault. `producer-ack-loss` is decided per
  * send; `consumer-ack-loss`, `crash-after-commit` and `rebalance` once per stored copy of an event;
- * `handler-crash` and `commit-failure` per handler run of a key; `poison` once per published event.
+ * `handler-crash` and `commit-failure` per handler run of a key; `poison` once per published event;
+ * `relay-crash` per publish of an outbox row by a relay.
  */
 export const DEFAULT_FAULT_RATES: Readonly<Record<FaultName, number>> = Object.freeze({
   'producer-ack-loss': 0.02,
@@ -28,6 +30,7 @@ export const DEFAULT_FAULT_RATES: Readonly<Record<FaultName, number>> = Object.f
   'handler-crash': 0.02,
   'commit-failure': 0.01,
   poison: 0.002,
+  'relay-crash': 0.01,
 });
 
 export interface FaultInjectorConfig {
@@ -258,6 +261,15 @@ export class FaultInjector implements LocalFaultHooks {
    */
   commitFailure(key: string, attempt: number): boolean {
     return this.atAttempt('commit-failure', key, attempt, false);
+  }
+
+  /**
+   * Whether an outbox relay dies between publish and mark (`kill -9`) at the row of business key
+   * `subject`: before publishing it, after the earlier rows of its round went out, or right after its
+   * confirm when it is the first of its round. The n-th publish of a row draws its n-th decision.
+   */
+  relayCrash(subject: string): boolean {
+    return this.chance('relay-crash', subject);
   }
 
   /** Whether the producer should publish a malformed (poison) message for `subject`. */

@@ -6,13 +6,12 @@ import {
   createRelay,
   OUTBOX_ID_HEADER,
   PermanentError,
-  RelayCrash,
   RetryPolicy,
   type Relay,
 } from 'oncemq';
 import type { LocalBroker, LocalSubscription } from 'oncemq/local';
 import { testBroker, waitUntil } from '../support/local-points.js';
-import { CountingTransport, OUTBOX_DATABASES, type OutboxDb } from '../support/outbox.js';
+import { CountingTransport, crashBeforePublish, OUTBOX_DATABASES, type OutboxDb } from '../support/outbox.js';
 import { scratchDir } from '../support/points.js';
 
 const QUICK = { pollInterval: '10ms', minBackoff: '20ms', maxBackoff: '200ms' } as const;
@@ -149,16 +148,7 @@ describe.each(OUTBOX_DATABASES)('the outbox on $name', (factory) => {
     if (db === undefined) return ctx.skip();
     const outboxDb = db;
     const keys = await addMessages(60);
-    let started = 0;
-    const crashing = relay(broker, {
-      batchSize: 20,
-      lease: '300ms',
-      faults: {
-        beforePublish: () => {
-          if (++started === 15) throw new RelayCrash('killed with 14 rows published and none marked');
-        },
-      },
-    });
+    const crashing = relay(broker, { batchSize: 20, lease: '300ms', faults: crashBeforePublish(15) });
     await crashing.start();
     await waitUntil(() => crashing.crashed, 'the relay to crash');
     const survivor = relay(broker, { batchSize: 20, lease: '300ms' });

@@ -4,6 +4,8 @@ import type { Pool as MysqlPool, PoolConnection } from 'mysql2/promise';
 import type pg from 'pg';
 import {
   createOutbox,
+  RelayCrash,
+  type RelayFaults,
   type Ledger,
   type Outbox,
   type OutboxDatabase,
@@ -29,6 +31,8 @@ export interface OutboxDb<Tx> {
   readonly outbox: Outbox<Tx>;
   /** A database for one more relay (its own pool or connection). */
   relayDatabase(): OutboxDatabase;
+  /** Where a relay in another process finds the outbox: a server URL or the SQLite file, and the table. */
+  readonly location: { readonly url: string; readonly table: string; readonly schema?: string };
   /** Runs `work` in a business transaction of its own, committed unless it throws. */
   inTx<R>(work: (tx: Tx) => Promise<R>): Promise<R>;
   /** Records one effect of `key` in `tx`. */
@@ -93,6 +97,7 @@ async function openPostgres(): Promise<OutboxDb<PgClientLike> | undefined> {
     ledger,
     outbox,
     effectsTable: `"${schema}".effects`,
+    location: { url: service.url, table: outbox.table, schema },
     relayDatabase: () => {
       const relayPool = newPool(service.url, 2);
       pools.push(relayPool);
@@ -136,6 +141,7 @@ async function openMysql(): Promise<OutboxDb<PoolConnection> | undefined> {
     ledger,
     outbox,
     effectsTable: `\`${table}_fx\``,
+    location: { url: service.url, table: `${table}_out` },
     relayDatabase: () => {
       const relayPool = testPool(service.url, { size: 2 });
       pools.push(relayPool);
@@ -189,6 +195,7 @@ async function openSqlite(): Promise<OutboxDb<Database.Database>> {
     ledger,
     outbox,
     effectsTable: 'effects',
+    location: { url: path, table: outbox.table },
     relayDatabase: () => {
       const db = openSqliteFile(path);
       opened.push(db);
@@ -247,4 +254,14 @@ export class CountingTransport {
   doubles(): string[] {
     return [...this.sent].filter(([, n]) => n > 1).map(([key]) => key);
   }
+}
+
+/** Relay fault hooks that kill the relay before its `n`-th publish: the earlier ones went out, none is marked. */
+export function crashBeforePublish(n: number): RelayFaults {
+  let started = 0;
+  return {
+    beforePublish: () => {
+      if (++started === n) throw new RelayCrash(`killed with ${n - 1} rows published and none marked`);
+    },
+  };
 }

@@ -6,19 +6,28 @@ import { portOption, untilSignal } from './dashboard.js';
 import { DEMO_STORES } from '../demo-store.js';
 import { RUN_TRANSPORT_NAMES } from '../run-transports.js';
 import { demoSummary } from '../demo-summary.js';
+import { ordersSummary } from '../demo-orders-summary.js';
 import { progressReporter } from '../progress.js';
 
 const usage = `Usage: oncemq demo [options]
 
-The payment-to-points scenario on the embedded broker (or a real one, --transport): a producer publishes payment-succeeded
-events (+100 points to the order's user), consumers in one group apply them on a ledger while a
+Two scenarios (--scenario). payments (default): the payment-to-points scenario on the embedded
+broker (or a real one, --transport): a producer publishes payment-succeeded events (+100 points to the order's user), consumers in one group apply them on a ledger while a
 seeded fault injector loses confirms and acks, crashes and rebalances consumers, crashes handlers
 mid-write, fails commits after the handler succeeded and slips in poison messages. Then every
 effect is checked against what was published. Exits 0 only when no effect is doubled and none is
 lost; 1 when one is; 2 for a wrong option.
 
-  --events N       payment events to publish (default 10000)
-  --users N        users the events are spread over (default events / 10)
+orders: an order service writes create, pay and ship events for --events / 3 orders, each with its
+order row and its outbox row in one transaction; two outbox relays publish them, one killed now and
+then between publish and mark (relay-crash) and restarted; a consumer group with per-key ordering
+(ordering key: the order id) moves each order's shipment through created → paid → shipped. An event
+applied in another state is counted in outOfOrder. Exits 0 only when outOfOrder, doubleEffects and
+lostEffects are 0 and every order is shipped. Needs a transport with per-key ordering (local today).
+
+  --scenario NAME  payments or orders (default payments)
+  --events N       events to publish (default 10000; orders: 3 per order)
+  --users N        users the events are spread over (default events / 10; payments only)
   --consumers N    consumers in the group (default 4)
   --faults LIST    all, none, or names with optional rates: poison,handler-crash=0.1
                    (${FAULT_NAMES.join(', ')};
@@ -36,18 +45,21 @@ lost; 1 when one is; 2 for a wrong option.
                    Queues, streams or keys live under a name made for the run, deleted after it.
   --broker-url URL the broker of --transport (default: ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
                    ONCEMQ_REDIS_URL, else the loopback server)
-  --naive          consume without oncemq, to see what the faults do to a plain consumer
-  --json           print one JSON object on stdout instead of the table
-  --dashboard      open the dashboard (oncemq dashboard) on the run: its URL with the access token
-                   goes to stderr; after the run it stays open, one consumer still subscribed, for
-                   --dashboard-hold seconds or until Ctrl-C
+  --naive          consume without oncemq, to see what the faults do to a plain consumer (payments only)
+  --json           print one JSON object on stdout instead of the table; orders adds outOfOrder,
+                   outboxPublished, relayDuplicates, relayCrashes, orders and ordersNotShipped
+                   (and has no users or usersWithWrongPoints)
+  --dashboard      open the dashboard (oncemq dashboard) on the run (payments only): its URL with the
+                   access token goes to stderr; after the run it stays open, one consumer still
+                   subscribed, for --dashboard-hold seconds or until Ctrl-C
   --dashboard-port N      its port on 127.0.0.1 (default 0: a free one)
   --dashboard-hold S      seconds it stays open after the run (default 300)
 
 Same seed, same faults: each fault is decided from the seed and the event it hits (its key, the
 stored copy, the handler run), so a seed repeats the counts of producer-ack-loss, consumer-ack-loss,
 crash-after-commit, handler-crash, commit-failure and poison. What varies with timing: rebalance
-(asked at the middle of each pulled batch, and batches form with timing); how much a crash or a
+(asked at the middle of each pulled batch, and batches form with timing), a few relay-crash
+decisions (rows sent again after a crash depend on how the relay's rounds formed); how much a crash or a
 rebalance replays, hence the deliveries, the duplicates and the dead letters counted; and with
 --naive the handler-crash count (a naive consumer runs its handler again for every replayed copy).
 
@@ -59,7 +71,7 @@ Retries use a demo schedule (${DEMO_RETRY.delaysMs.map((ms) => `${ms}ms`).join('
 
 export const demoCommand: Command = {
   name: 'demo',
-  summary: 'payment-to-points under injected faults, checked effect by effect (npm start)',
+  summary: 'payment-to-points (or orders through the outbox) under injected faults, checked effect by effect',
   usage,
   async run(args) {
     const { values } = parseOptions(args, {
@@ -68,6 +80,7 @@ export const demoCommand: Command = {
       consumers: { type: 'string' },
       faults: { type: 'string', default: 'all' },
       seed: { type: 'string', default: '1' },
+      scenario: { type: 'string', default: 'payments' },
       store: { type: 'string', default: 'sqlite' },
       url: { type: 'string' },
       transport: { type: 'string', default: 'local' },
@@ -91,6 +104,12 @@ export const demoCommand: Command = {
         `--store '${values.store}' is not available in this build; use ${DEMO_STORES.join(', ')}`,
       );
     }
+    if (values.scenario !== 'payments' && values.scenario !== 'orders') {
+      throw new UsageError(`--scenario '${values.scenario}' is not a scenario; use payments or orders`);
+    }
+    if (values.scenario === 'orders' && values.naive) {
+      throw new UsageError('--naive is for --scenario payments (the orders scenario needs the ledger)');
+    }
     let faults;
     try {
       faults = parseFaults(values.faults);
@@ -105,12 +124,41 @@ export const demoCommand: Command = {
     const print = (result: DemoResult): void => {
       if (values.json) {
         const { doubleKeys, lostKeys, ...shown } = result;
-        console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
+        console.log(JSON.stringify({ scenario: 'payments', ...shown, doubleKeys, lostKeys }));
       } else {
         console.log(demoSummary(result));
       }
     };
     const progress = progressReporter('consumed');
+    const demoOptions = {
+      events,
+      users,
+      consumers,
+      faults: faults.faults,
+      rates: faults.rates,
+      seed: values.seed,
+      store: values.store,
+      ...(values.url === undefined ? {} : { url: values.url }),
+      transport: values.transport,
+      ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
+      naive: values.naive,
+      onProgress: (done: number, total: number) => {
+        progress.update(done, total);
+      },
+    };
+    if (values.scenario === 'orders') {
+      if (values.dashboard) throw new UsageError('--dashboard goes with the payments scenario');
+      const { runOrdersDemo } = await import('../demo-orders-run.js');
+      const orders = await runOrdersDemo(demoOptions);
+      progress.end();
+      if (values.json) {
+        const { doubleKeys, lostKeys, ...shown } = orders;
+        console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
+      } else {
+        console.log(ordersSummary(orders));
+      }
+      return orders.ok ? 0 : 1;
+    }
     const live = values.dashboard
       ? demoDashboard({
           port: dashboardPort,
@@ -127,23 +175,7 @@ export const demoCommand: Command = {
       : undefined;
     let result: DemoResult;
     try {
-      result = await runDemo({
-        events,
-        users,
-        consumers,
-        faults: faults.faults,
-        rates: faults.rates,
-        seed: values.seed,
-        store: values.store,
-        ...(values.url === undefined ? {} : { url: values.url }),
-        transport: values.transport,
-        ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
-        naive: values.naive,
-        onProgress: (done, total) => {
-          progress.update(done, total);
-        },
-        ...(live === undefined ? {} : { live }),
-      });
+      result = await runDemo({ ...demoOptions, ...(live === undefined ? {} : { live }) });
     } finally {
       await live?.close();
     }
