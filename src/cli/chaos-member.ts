@@ -1,3 +1,4 @@
+import { TransportUnavailableError } from '../core/errors.js';
 import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector } from '../testing/fault-injector.js';
 import { DEMO_GROUP, DEMO_TOPIC, demoConsumer } from './demo-consumer.js';
@@ -37,11 +38,19 @@ export async function runChaosMember(options: ChaosMemberOptions): Promise<void>
     ...(options.storeUrl === undefined ? {} : { url: options.storeUrl }),
   });
   const consumer = demoConsumer(store, new FaultInjector({ faults: [] }), new EffectChecker(), false);
-  const transport = await entry.open({ url: options.brokerUrl, namespace: options.namespace });
-  const subscription = await transport.subscribe(DEMO_GROUP, [DEMO_TOPIC], consumer.processor, {
-    ...RUN_SUBSCRIBE,
-    concurrency: options.concurrency,
-    consumerName: options.name,
+  const { transport, subscription } = await subscribeThroughDrops(async () => {
+    const opened = await entry.open({ url: options.brokerUrl, namespace: options.namespace });
+    try {
+      const subscribed = await opened.subscribe(DEMO_GROUP, [DEMO_TOPIC], consumer.processor, {
+        ...RUN_SUBSCRIBE,
+        concurrency: options.concurrency,
+        consumerName: options.name,
+      });
+      return { transport: opened, subscription: subscribed };
+    } catch (error) {
+      await opened.close().catch(() => undefined);
+      throw error;
+    }
   });
   process.stdout.write(`${JSON.stringify({ ready: true, name: options.name })}\n`);
   // SIGTERM from the harness, or its end: the harness holds this process's stdin, which closes when it
@@ -57,4 +66,24 @@ export async function runChaosMember(options: ChaosMemberOptions): Promise<void>
   await transport.close();
   await store.close();
   process.stdout.write(`${JSON.stringify({ done: true, deliveries: consumer.deliveries() })}\n`);
+}
+
+/** Subscribing attempts of a member before it gives up (and the harness starts a new process). */
+const SUBSCRIBE_ATTEMPTS = 10;
+
+/**
+ * Opens the transport and subscribes, again in this process when the broker is unavailable for a
+ * moment: the run cuts the broker connections every few seconds, and one cut during the subscribe
+ * would otherwise cost a whole new process (seconds of start-up on a loaded machine, during which
+ * the next cut comes).
+ */
+async function subscribeThroughDrops<T>(subscribe: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await subscribe();
+    } catch (error) {
+      if (!(error instanceof TransportUnavailableError) || attempt >= SUBSCRIBE_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+    }
+  }
 }

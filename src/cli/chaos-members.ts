@@ -27,6 +27,8 @@ interface Member {
 export class ChaosMembers {
   readonly #args: readonly string[];
   readonly #members: Member[] = [];
+  /** Members killed and not yet subscribed again. */
+  readonly #restarting = new Set<Member>();
   /** Lines the members wrote to stderr, last ones kept (shown when the run fails). */
   readonly stderr: string[] = [];
   /** Processes killed so far. */
@@ -101,19 +103,28 @@ export class ChaosMembers {
   }
 
   /**
-   * Kills member `index` with SIGKILL (no drain, no ack, no goodbye to the broker) and starts it
-   * again after `restartAfterMs`, under the same name; resolves once the new process subscribed.
+   * Kills the `index`-th member that is up (not being restarted) with SIGKILL (no drain, no ack, no
+   * goodbye to the broker) and starts it again after `restartAfterMs`, under the same name; resolves
+   * once the new process subscribed. A member being restarted is never picked: two restarts of one
+   * member would each start a process, and the one the harness lost track of would run on after
+   * the run (keeping the harness alive) as a second consumer under the same name.
    */
   async killAndRestart(index: number, restartAfterMs: number): Promise<void> {
-    const member = this.#members[index % this.#members.length];
+    const up = this.#members.filter((candidate) => !this.#restarting.has(candidate));
+    const member = up[index % Math.max(1, up.length)];
     if (member === undefined) return;
-    member.child.kill('SIGKILL');
-    this.kills++;
-    await member.exited;
-    await new Promise((resolve) => setTimeout(resolve, restartAfterMs));
-    const next = await this.#startMember(member.name);
-    member.child = next.child;
-    member.exited = next.exited;
+    this.#restarting.add(member);
+    try {
+      member.child.kill('SIGKILL');
+      this.kills++;
+      await member.exited;
+      await new Promise((resolve) => setTimeout(resolve, restartAfterMs));
+      const next = await this.#startMember(member.name);
+      member.child = next.child;
+      member.exited = next.exited;
+    } finally {
+      this.#restarting.delete(member);
+    }
   }
 
   /** SIGTERM to every member (each drains and leaves), SIGKILL to any still running after a while. */

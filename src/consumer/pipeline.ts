@@ -159,7 +159,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
     if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
-    const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope));
+    const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
     if (!delivery.ok) return this.#unreadable(delivery, started);
     const unavailable = await this.#ready$([delivery], started);
     if (unavailable?.[0] !== undefined) return unavailable[0];
@@ -171,7 +171,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
     const deliveries = envelopes.map((envelope) =>
-      readDelivery(this.#reader, envelope, this.#telemetry.start(envelope)),
+      readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started)),
     );
     const outcomes: (Outcome | undefined)[] = deliveries.map((delivery) =>
       delivery.ok ? undefined : this.#unreadable(delivery, started),

@@ -18,7 +18,7 @@ export interface DeliveryTrace {
   handler<R>(run: () => R): R;
   /** The claim's transaction committed, or a leased claim was completed. */
   committed(): void;
-  /** The outcome is known: counts it, records the durations, ends the span. */
+  /** The outcome is known: counts it, records the durations, sets the outcome on the span and ends it. */
   finish(outcome: Outcome): void;
 }
 
@@ -44,14 +44,19 @@ export interface DeliverySpan {
 
 /** One delivery, recorded into the pipeline's instruments and (when tracing) its span. */
 export class RecordingTrace implements DeliveryTrace {
-  readonly #started = performance.now();
-  #claimStarted = this.#started;
+  readonly #started: number;
+  #claimStarted: number;
   #handlerStarted = 0;
 
+  /** `started`: the `performance.now()` at which the pipeline took the delivery (one clock read for both). */
   constructor(
     private readonly instruments: PipelineInstruments | undefined,
     private readonly delivery: DeliverySpan | undefined,
-  ) {}
+    started: number,
+  ) {
+    this.#started = started;
+    this.#claimStarted = started;
+  }
 
   claimStarted(): void {
     this.#claimStarted = performance.now();
@@ -113,23 +118,35 @@ function errorType(error: unknown): string {
   return error instanceof Error ? error.name : typeof error;
 }
 
+/**
+ * Sets the outcome on the span in one call and ends it: the span's end is the moment the outcome
+ * was settled, so no `settle` event repeats what the span's attributes and end time already say.
+ */
 function endSpan({ api, span }: DeliverySpan, outcome: Outcome): void {
   const attributes: AttributesLike = {
     [ATTRIBUTES.outcome]: outcome.kind,
     [ATTRIBUTES.action]: outcome.action,
     [ATTRIBUTES.attempt]: outcome.deliveryCount,
   };
-  if (outcome.key !== null) span.setAttribute(ATTRIBUTES.key, outcome.key);
-  if (outcome.kind === 'duplicate' || outcome.kind === 'busy')
-    attributes[ATTRIBUTES.duplicateSource] = outcome.source;
-  if (outcome.kind === 'dead' || outcome.kind === 'conflict')
-    attributes[ATTRIBUTES.deadLetterReason] = outcome.reason;
-  span.addEvent('settle', attributes);
-  for (const [name, value] of Object.entries(attributes))
-    if (value !== undefined) span.setAttribute(name, value);
-  if (outcome.kind === 'dead' || outcome.kind === 'conflict' || outcome.kind === 'retry') {
-    span.setAttribute(ATTRIBUTES.errorType, errorType(outcome.error));
-    span.setStatus({ code: api.SpanStatusCode.ERROR, message: errorText(outcome.error) });
+  if (outcome.key !== null) attributes[ATTRIBUTES.key] = outcome.key;
+  switch (outcome.kind) {
+    case 'duplicate':
+    case 'busy':
+      attributes[ATTRIBUTES.duplicateSource] = outcome.source;
+      break;
+    case 'dead':
+    case 'conflict':
+      attributes[ATTRIBUTES.deadLetterReason] = outcome.reason;
+      attributes[ATTRIBUTES.errorType] = errorType(outcome.error);
+      break;
+    case 'retry':
+      attributes[ATTRIBUTES.errorType] = errorType(outcome.error);
+      break;
+    default:
+      break;
   }
+  span.setAttributes(attributes);
+  if (outcome.kind === 'dead' || outcome.kind === 'conflict' || outcome.kind === 'retry')
+    span.setStatus({ code: api.SpanStatusCode.ERROR, message: errorText(outcome.error) });
   span.end();
 }

@@ -19,6 +19,7 @@ export interface SpanContextLike {
 
 export interface SpanLike {
   setAttribute(key: string, value: AttributeValue): unknown;
+  setAttributes(attributes: AttributesLike): unknown;
   addEvent(name: string, attributes?: AttributesLike): unknown;
   setStatus(status: { code: number; message?: string }): unknown;
   end(): void;

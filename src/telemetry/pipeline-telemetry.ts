@@ -60,7 +60,8 @@ export function validateTelemetry(telemetry: unknown): TelemetryConfig | false {
 
 /** Starts the trace of each delivery of one pipeline. */
 export interface PipelineTelemetry {
-  start(envelope: Envelope): DeliveryTrace;
+  /** `started`: the `performance.now()` at which the pipeline took the delivery. */
+  start(envelope: Envelope, started: number): DeliveryTrace;
   /** Stops observing the gauges. */
   close(): void;
 }
@@ -99,8 +100,8 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
     });
   }
 
-  start(envelope: Envelope): DeliveryTrace {
-    return new RecordingTrace(this.#instruments, this.#span(envelope));
+  start(envelope: Envelope, started: number): DeliveryTrace {
+    return new RecordingTrace(this.#instruments, this.#span(envelope), started);
   }
 
   /**

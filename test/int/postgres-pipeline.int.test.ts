@@ -70,6 +70,36 @@ describe.skipIf(!service.available)('payment-to-points on a PostgreSQL ledger', 
       ...overrides,
     });
 
+  it('survives its transaction connection killed while the handler awaits: a retry, no crash, then the effect once', async () => {
+    let kill = true;
+    const pipeline = points({
+      handler: async (message, ctx) => {
+        if (kill) {
+          kill = false;
+          const { rows } = await ctx.tx.query('SELECT pg_backend_pid() AS pid');
+          const pid = (rows[0] as { pid: number }).pid;
+          await world.pool.query('SELECT pg_terminate_backend($1)', [pid]);
+          // the handler goes on awaiting while its connection is gone: pg emits 'error' on the client
+          for (;;) {
+            const { rows: alive } = await world.pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [
+              pid,
+            ]);
+            if (alive.length === 0) break;
+          }
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        await addPoints(ctx.tx, message.userId, 100);
+      },
+    });
+    const first = await pipeline.process(paymentEnvelope(event));
+    expect(first.kind).toBe('retry');
+    expect(await balance(event.userId)).toBe(0);
+    const second = await pipeline.process(paymentEnvelope(event, `broker-${event.eventId}`, 2));
+    expect(second.kind).toBe('executed');
+    expect(await balance(event.userId)).toBe(100);
+    expect(await world.ledgerRows()).toBe(1);
+  });
+
   it('applies the effect once for 50 concurrent duplicate deliveries over 50 pool connections; the rest are duplicates', async () => {
     const wide = newPool(service.url, 50);
     try {

@@ -5,11 +5,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SpanKind } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPipeline, type Envelope, type Transport } from 'oncemq';
+import { createPipeline, PermanentError, type Envelope, type Transport } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
 import { findService } from '../support/services.js';
 import { testBroker, waitUntil } from '../support/local-points.js';
@@ -111,7 +111,7 @@ function expectOneTrace(
     'oncemq.action': 'ack',
     'oncemq.attempt': 1,
   });
-  expect(consumer.events.map((event) => event.name)).toEqual(['claim', 'handler', 'commit', 'settle']);
+  expect(consumer.events.map((event) => event.name)).toEqual(['claim', 'handler', 'commit']);
   expect(spansOf(traceId)).toHaveLength(2);
 }
 
@@ -145,6 +145,67 @@ describe('one trace from publish to effect', () => {
     } finally {
       await bed.transport.close();
       await bed.cleanup();
+    }
+  });
+});
+
+describe('the consumer span carries the outcome', () => {
+  it('as attributes and status, for a dead letter and a duplicate', async () => {
+    const db = new Database(':memory:');
+    const ledger = new SqliteLedger({ database: db });
+    await ledger.init();
+    const pipeline = createPipeline<Database.Database, { id: string; fail: boolean }>({
+      ledger,
+      group: 'span-outcomes',
+      telemetry: { system: 'local' },
+      key: { jsonPath: 'id' },
+      handler: ({ fail }) => {
+        if (fail) throw new PermanentError('permanent-error', 'refused by the handler');
+      },
+    });
+    const envelope = (brokerId: string, id: string, fail: boolean): Envelope => ({
+      brokerId,
+      topic: 'outcomes',
+      headers: {},
+      body: new TextEncoder().encode(JSON.stringify({ id, fail })),
+      deliveryCount: 1,
+    });
+    try {
+      expect((await pipeline.process(envelope('m-1', 'bad-1', true))).kind).toBe('dead');
+      expect((await pipeline.process(envelope('m-2', 'good-1', false))).kind).toBe('executed');
+      expect((await pipeline.process(envelope('m-3', 'good-1', false))).kind).toBe('duplicate');
+      const span = (id: string) =>
+        probe
+          .spans()
+          .find((s) => s.kind === SpanKind.CONSUMER && s.attributes['messaging.message.id'] === id);
+      const dead = span('m-1');
+      expect(dead?.attributes).toMatchObject({
+        'messaging.consumer.group.name': 'span-outcomes',
+        'messaging.destination.name': 'outcomes',
+        'oncemq.key': 'bad-1',
+        'oncemq.outcome': 'dead',
+        'oncemq.action': 'dead-letter',
+        'oncemq.attempt': 1,
+        'oncemq.dead_letter.reason': 'permanent-error',
+        'error.type': 'PermanentError',
+      });
+      expect(dead?.status.code).toBe(SpanStatusCode.ERROR);
+      expect(dead?.status.message).toContain('refused by the handler');
+      expect(dead?.events.map((event) => event.name)).toEqual(['claim', 'handler']);
+      const duplicate = span('m-3');
+      expect(duplicate?.attributes).toMatchObject({
+        'oncemq.key': 'good-1',
+        'oncemq.outcome': 'duplicate',
+        'oncemq.action': 'ack',
+        'oncemq.duplicate.source': 'republish',
+      });
+      expect(duplicate?.attributes['error.type']).toBeUndefined();
+      expect(duplicate?.status.code).toBe(SpanStatusCode.UNSET);
+      expect(span('m-2')?.attributes['oncemq.duplicate.source']).toBeUndefined();
+    } finally {
+      pipeline.close();
+      await ledger.close();
+      db.close();
     }
   });
 });

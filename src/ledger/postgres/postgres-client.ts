@@ -36,6 +36,9 @@ function send(client: PgClientLike, statement: PgStatement, values: unknown[]): 
 /** A client checked out of a pool. `release(error)` destroys it instead of returning it. */
 export interface PgPoolClientLike extends PgClientLike {
   release(error?: Error | boolean): void;
+  /** pg emits `error` on a checked-out client whose connection dies between two queries. */
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 /** The part of a pg `Pool` oncemq calls. */

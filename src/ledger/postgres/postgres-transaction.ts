@@ -11,7 +11,13 @@ import {
 /**
  * Runs `fn` in a transaction on a client checked out of `pool`: BEGIN, `fn`, then COMMIT when
  * `keep(value)` (else ROLLBACK). If `fn` throws, ROLLBACK and rethrow it unchanged. A client whose
- * ROLLBACK or COMMIT failed is destroyed (`release(error)`), never returned to the pool.
+ * ROLLBACK or COMMIT failed, or whose connection died while it was checked out, is destroyed
+ * (`release(error)`), never returned to the pool.
+ *
+ * pg emits `error` on a checked-out client whose connection ends between two queries (a server
+ * restart, `pg_terminate_backend`, a failover while the handler awaits something else); the pool
+ * listens only to idle clients, so without a listener here that event would end the process. It is
+ * kept and the transaction's next statement fails as the connection's loss.
  */
 export async function pgTransaction<T>(
   pool: PgPoolLike,
@@ -24,6 +30,15 @@ export async function pgTransaction<T>(
   } catch (error) {
     throw pgFailure(error, 'connecting');
   }
+  let lost: Error | undefined;
+  const onError = (error: Error): void => {
+    lost ??= error;
+  };
+  client.on?.('error', onError);
+  const release = (error?: Error | boolean): void => {
+    client.removeListener?.('error', onError);
+    client.release(error ?? lost);
+  };
   let value: T;
   try {
     await pgQuery(client, 'BEGIN', [], 'beginning a transaction');
@@ -31,9 +46,9 @@ export async function pgTransaction<T>(
   } catch (error) {
     try {
       await client.query('ROLLBACK');
-      client.release();
+      release();
     } catch (rollbackError) {
-      client.release(rollbackError instanceof Error ? rollbackError : true);
+      release(rollbackError instanceof Error ? rollbackError : true);
     }
     throw error;
   }
@@ -42,10 +57,10 @@ export async function pgTransaction<T>(
   try {
     done = await client.query(commit ? 'COMMIT' : 'ROLLBACK');
   } catch (error) {
-    client.release(true);
+    release(true);
     throw pgFailure(error, 'committing');
   }
-  client.release();
+  release();
   // COMMIT of a transaction an earlier statement aborted answers ROLLBACK instead of failing.
   if (commit && done.command === 'ROLLBACK') {
     throw new LedgerUnavailableError(
