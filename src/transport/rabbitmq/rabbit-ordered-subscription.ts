@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import { checkOrderingOptions, GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
-import { ConfigError, errorText } from '../../core/errors.js';
+import { errorText } from '../../core/errors.js';
+import { wholeNumber } from '../config-checks.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
@@ -10,6 +11,9 @@ import type { RabbitChannel } from './rabbit-channel.js';
 import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
+
+/** Deliveries an ordered member runs at once, at most. */
+const MAX_ORDERED_CONCURRENCY = 4096;
 
 /** Deliveries a partition queue hands a member ahead of the running ones, per unit of `concurrency`. */
 export const ORDERED_PREFETCH_PER_SLOT = 16;
@@ -61,11 +65,12 @@ export class RabbitOrderedSubscription implements Subscription {
     this.#processor = processor;
     this.#options = options;
     this.#settler = new Settler(ctx.settings, ctx.topology, group);
-    const concurrency = options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency;
-    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 4096) {
-      throw new ConfigError('concurrency', `must be a whole number from 1 to 4096, got ${concurrency}`);
-    }
-    this.#concurrency = concurrency;
+    this.#concurrency = wholeNumber(
+      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
+      'concurrency',
+      1,
+      MAX_ORDERED_CONCURRENCY,
+    );
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
     checkOrderingOptions(options.ordering ?? {});
     this.#recovery = new ConsumeAgain(
