@@ -153,9 +153,10 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       'all three committed',
       60_000, // a rebalance of a loaded broker can take longer than the default wait
     );
-    // Nothing lost. The client cannot hold a rebalance until the record in flight is finished, so the
-    // new owner may fetch and run it again before its offset commits (docs/transports/kafka.md): a
-    // copy the ledger absorbs.
+    // Nothing lost, and the group's offset never moves back: the old owner does not commit a partition
+    // that went (the new owner may have committed past it). The client cannot hold a rebalance until the
+    // record in flight is finished, so the new owner may run it again (docs/transports/kafka.md): a copy
+    // the ledger absorbs.
     expect(new Set(seen)).toEqual(new Set(receipts.map((receipt) => receipt.brokerId)));
   }, 90_000);
 

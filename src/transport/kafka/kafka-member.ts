@@ -167,13 +167,16 @@ export class KafkaMember {
     this.#scheduleCommit();
   }
 
-  /** Forgets partitions that went once nothing of them is in flight (their prefix committed first). */
+  /**
+   * Forgets partitions that went once nothing of them is in flight. Their finished prefix is not
+   * committed: the new owner may already have committed past it, and Kafka takes any commit of a
+   * current member, so a late commit from here would move the group's offset back.
+   */
   #forgetRevoked(): void {
     if (this.#assigned === undefined) return;
     for (const [key, offsets] of this.#partitions) {
-      if (!this.#assigned.has(key) && offsets.unfinished === this.#queuedOf(key)) {
-        if (offsets.committable() === null) this.#partitions.delete(key);
-      }
+      if (!this.#assigned.has(key) && offsets.unfinished === this.#queuedOf(key))
+        this.#partitions.delete(key);
     }
   }
 
@@ -316,13 +319,19 @@ export class KafkaMember {
   async #commit(): Promise<void> {
     const partitions = this.#partitions;
     const offsets: { topic: string; partition: number; offset: bigint; leaderEpoch: number }[] = [];
+    const assigned = this.#assigned;
     for (const [key, partition] of partitions) {
+      // Only partitions this member owns now (see #forgetRevoked).
+      if (assigned !== undefined && !assigned.has(key)) continue;
       const offset = partition.committable();
       if (offset === null) continue;
       const [topic, index] = key.split('\u0000') as [string, string];
       offsets.push({ topic, partition: Number(index), offset, leaderEpoch: -1 });
     }
-    if (offsets.length === 0) return;
+    if (offsets.length === 0) {
+      this.#forgetRevoked();
+      return;
+    }
     try {
       await this.#init.consumer.commit({ offsets });
       for (const { topic, partition, offset } of offsets) {
