@@ -9,6 +9,7 @@ export const DEFAULT_ORDERING_OPTIONS = Object.freeze({
   key: 'orderingKey',
   onExhausted: 'dead-letter',
   blockedRetryEvery: '1m',
+  onPartitionChange: 'refuse',
 } as const);
 
 /** Why a queued delivery of a closing gate gets no outcome: it stays unsettled and comes again. */
@@ -112,6 +113,13 @@ export class OrderingGate {
       );
     }
     this.#onExhausted = onExhausted;
+    const onPartitionChange = options.onPartitionChange ?? DEFAULT_ORDERING_OPTIONS.onPartitionChange;
+    if (!(['refuse', 'drain'] as unknown[]).includes(onPartitionChange)) {
+      throw new ConfigError(
+        'ordering.onPartitionChange',
+        `expected 'refuse' or 'drain', got ${JSON.stringify(onPartitionChange)}`,
+      );
+    }
     this.#blockedRetryMs = parseDuration(
       options.blockedRetryEvery ?? DEFAULT_ORDERING_OPTIONS.blockedRetryEvery,
       'ordering.blockedRetryEvery',

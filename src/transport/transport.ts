@@ -120,6 +120,15 @@ export interface OrderingOptions {
   readonly onExhausted?: 'dead-letter' | 'block';
   /** How often a blocked key's message is tried again. @default '1m' */
   readonly blockedRetryEvery?: Duration;
+  /**
+   * What a member does when the group's recorded partition count differs from the count it is
+   * configured with (where the transport partitions by a count it records): `refuse` to start, with a
+   * `ConfigError` naming both counts; or `drain` — the member first consumes the partitions of the
+   * recorded count until they hold nothing published before the change, in order, then records the new
+   * count and consumes the new partitions, so a key's later messages never overtake its earlier ones.
+   * Each transport's page says how it drains. @default 'refuse'
+   */
+  readonly onPartitionChange?: 'refuse' | 'drain';
 }
 
 /** Options every transport's `subscribe` understands; a transport documents how it maps each one. */

@@ -136,4 +136,15 @@ describe('OrderingGate', () => {
     await gate.drained();
     expect(gate.pending).toBe(0);
   });
+
+  it('refuses an unknown onExhausted or onPartitionChange by name', () => {
+    const processor = { process: () => Promise.reject(new Error('unused')) };
+    expect(() => new OrderingGate(processor, { concurrency: 1, onPartitionChange: 'move' as never })).toThrow(
+      /ordering\.onPartitionChange.*'refuse' or 'drain'/,
+    );
+    expect(() => new OrderingGate(processor, { concurrency: 1, onExhausted: 'skip' as never })).toThrow(
+      /ordering\.onExhausted/,
+    );
+    new OrderingGate(processor, { concurrency: 1, onPartitionChange: 'drain' }).close();
+  });
 });
