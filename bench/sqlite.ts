@@ -8,7 +8,7 @@ import type { Envelope } from '../src/core/envelope.js';
 import { SqliteLedger } from '../src/ledger/sqlite/sqlite-ledger.js';
 import type { TelemetryConfig } from '../src/telemetry/pipeline-telemetry.js';
 import { sideBySide, type Suite } from './harness.js';
-import { benchTelemetry } from './telemetry.js';
+import { BENCH_SAMPLE_RATE, benchTelemetry } from './telemetry.js';
 
 interface Payment {
   readonly eventId: string;
@@ -81,7 +81,9 @@ export const suite: Suite = {
     const transactional = pipeline('transactional');
     const leased = pipeline('leased');
     const otel = benchTelemetry();
-    const transactionalOtel = pipeline('transactional', { ...otel.config, system: 'local' });
+    const sampled = benchTelemetry('sampled');
+    const transactionalOtel = pipeline('transactional', { ...sampled.config, system: 'local' });
+    const fullOtel = pipeline('transactional', { ...otel.config, system: 'full' });
     const metricsOnly = pipeline('transactional', {
       ...otel.config,
       tracerProvider: false,
@@ -107,14 +109,21 @@ export const suite: Suite = {
             name: 'oncemq:transactional:otel',
             concurrency: 1,
             op: (i) => transactionalOtel.process(message('tx-otel', i)),
-            note: `synchronous=${synchronous}, OpenTelemetry metrics + a span per delivery`,
+            note: `synchronous=${synchronous}, OpenTelemetry metrics (every delivery counted) + sampleRate ${BENCH_SAMPLE_RATE} (timed and traced)`,
+            baseline: 'oncemq:transactional',
+          },
+          {
+            name: 'oncemq:transactional:otel-full',
+            concurrency: 1,
+            op: (i) => fullOtel.process(message('tx-otel-full', i)),
+            note: `synchronous=${synchronous}, OpenTelemetry metrics (every delivery timed) + a span per delivery`,
             baseline: 'oncemq:transactional',
           },
           {
             name: 'oncemq:transactional:otel-metrics',
             concurrency: 1,
             op: (i) => metricsOnly.process(message('tx-metrics', i)),
-            note: `synchronous=${synchronous}, OpenTelemetry metrics only`,
+            note: `synchronous=${synchronous}, OpenTelemetry metrics only (every delivery timed)`,
             baseline: 'oncemq:transactional',
           },
           {
@@ -134,7 +143,7 @@ export const suite: Suite = {
         { seconds },
       );
     } finally {
-      await otel.shutdown();
+      await Promise.all([otel.shutdown(), sampled.shutdown()]);
       await ledger.close();
       db.close();
       rmSync(dir, { recursive: true, force: true });

@@ -31,20 +31,37 @@ export const NO_TRACE: DeliveryTrace = Object.freeze({
   finish: () => undefined,
 });
 
+/**
+ * The trace of a delivery the sample did not take and that has no span: it is only counted. One per
+ * pipeline, shared by those deliveries (nothing to allocate per delivery).
+ */
+export function countingTrace(instruments: PipelineInstruments): DeliveryTrace {
+  return Object.freeze({
+    ...NO_TRACE,
+    finish: (outcome: Outcome) => instruments.outcome(outcome, undefined),
+  });
+}
+
 const isThenable = (value: unknown): value is PromiseLike<unknown> =>
   typeof (value as { then?: unknown } | null)?.then === 'function';
 
-/** The span of a delivery and the API it was started with. */
+/** The span of a delivery, if it has one, and the context its handler runs in. */
 export interface DeliverySpan {
   readonly api: OtelApiLike;
-  readonly span: SpanLike;
-  /** The context the handler runs in: the delivery's span set on the parent. */
+  /** None for a delivery the sample did not take, whose producer's trace is not sampled. */
+  readonly span: SpanLike | undefined;
+  /** The context the handler runs in: the delivery's span set on the parent, or the parent. */
   readonly context: ContextLike;
 }
 
-/** One delivery, recorded into the pipeline's instruments and (when tracing) its span. */
+/**
+ * One delivery, counted in the pipeline's instruments, timed into its histograms when the sample
+ * takes it (`timed`), and recorded into its span when it has one.
+ */
 export class RecordingTrace implements DeliveryTrace {
   readonly #started: number;
+  /** The instruments whose histograms this delivery is timed into, when the sample took it. */
+  readonly #timed: PipelineInstruments | undefined;
   #claimStarted: number;
   #handlerStarted = 0;
 
@@ -53,23 +70,25 @@ export class RecordingTrace implements DeliveryTrace {
     private readonly instruments: PipelineInstruments | undefined,
     private readonly delivery: DeliverySpan | undefined,
     started: number,
+    timed: boolean,
   ) {
     this.#started = started;
     this.#claimStarted = started;
+    this.#timed = timed ? instruments : undefined;
   }
 
   claimStarted(): void {
-    this.#claimStarted = performance.now();
+    if (this.#timed !== undefined) this.#claimStarted = performance.now();
   }
 
   claimed(status: ClaimStatus): void {
-    const seconds = (performance.now() - this.#claimStarted) / 1000;
-    this.instruments?.claim(status, seconds);
-    this.delivery?.span.addEvent('claim', { [ATTRIBUTES.claimStatus]: status });
+    this.#timed?.claim(status, (performance.now() - this.#claimStarted) / 1000);
+    this.delivery?.span?.addEvent('claim', { [ATTRIBUTES.claimStatus]: status });
   }
 
   handler<R>(run: () => R): R {
-    this.#handlerStarted = performance.now();
+    if (this.#timed === undefined && this.delivery === undefined) return run();
+    this.#handlerStarted = this.#timed === undefined ? 0 : performance.now();
     let out: R;
     try {
       out = this.delivery === undefined ? run() : this.delivery.api.context.with(this.delivery.context, run);
@@ -94,22 +113,27 @@ export class RecordingTrace implements DeliveryTrace {
   }
 
   #handlerEnded(error: unknown): void {
-    const seconds = (performance.now() - this.#handlerStarted) / 1000;
     const failed = error !== undefined;
-    this.instruments?.handler(failed ? errorType(error) : undefined, seconds);
-    this.delivery?.span.addEvent(
+    this.#timed?.handler(
+      failed ? errorType(error) : undefined,
+      (performance.now() - this.#handlerStarted) / 1000,
+    );
+    this.delivery?.span?.addEvent(
       'handler',
       failed ? { [ATTRIBUTES.errorType]: errorType(error) } : undefined,
     );
   }
 
   committed(): void {
-    this.delivery?.span.addEvent('commit');
+    this.delivery?.span?.addEvent('commit');
   }
 
   finish(outcome: Outcome): void {
-    this.instruments?.outcome(outcome, (performance.now() - this.#started) / 1000);
-    if (this.delivery !== undefined) endSpan(this.delivery, outcome);
+    this.instruments?.outcome(
+      outcome,
+      this.#timed === undefined ? undefined : (performance.now() - this.#started) / 1000,
+    );
+    if (this.delivery?.span !== undefined) endSpan(this.delivery.api, this.delivery.span, outcome);
   }
 }
 
@@ -122,7 +146,7 @@ function errorType(error: unknown): string {
  * Sets the outcome on the span in one call and ends it: the span's end is the moment the outcome
  * was settled, so no `settle` event repeats what the span's attributes and end time already say.
  */
-function endSpan({ api, span }: DeliverySpan, outcome: Outcome): void {
+function endSpan(api: OtelApiLike, span: SpanLike, outcome: Outcome): void {
   const attributes: AttributesLike = {
     [ATTRIBUTES.outcome]: outcome.kind,
     [ATTRIBUTES.action]: outcome.action,

@@ -28,9 +28,10 @@ function outcomeDetail(outcome: Outcome): string | undefined {
 
 /**
  * The instruments of one pipeline (one group). The counters carry the full messaging attributes
- * (system, group, destination, operation) and are counted in process; the histograms, recorded
- * through the SDK on every delivery, carry the group and one attribute that splits them (outcome,
- * claim status, error type), because the SDK hashes every attribute of every recording.
+ * (system, group, destination, operation) and are counted in process, for every delivery; the
+ * histograms, recorded through the SDK for the deliveries the latency sample takes, carry the group
+ * and one attribute that splits them (outcome, claim status, error type), because the SDK hashes
+ * every attribute of every recording.
  */
 export class PipelineInstruments {
   readonly #counters: OutcomeCounterStore;
@@ -101,7 +102,8 @@ export class PipelineInstruments {
     return series;
   }
 
-  outcome(outcome: Outcome, seconds: number): void {
+  /** Counts the outcome (always) and, when `seconds` is given, records the delivery's duration. */
+  outcome(outcome: Outcome, seconds: number | undefined): void {
     const { kind } = outcome;
     const detail = outcomeDetail(outcome);
     const topic = this.#topic(outcome.topic);
@@ -120,6 +122,6 @@ export class PipelineInstruments {
       topic.outcomes.set(id, counted);
     }
     counted.value++;
-    this.#process.record(seconds, this.#split(ATTRIBUTES.outcome, kind));
+    if (seconds !== undefined) this.#process.record(seconds, this.#split(ATTRIBUTES.outcome, kind));
   }
 }

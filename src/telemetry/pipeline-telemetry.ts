@@ -1,7 +1,13 @@
 import type { Envelope } from '../core/envelope.js';
 import { ConfigError } from '../core/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
-import { NO_TRACE, RecordingTrace, type DeliverySpan, type DeliveryTrace } from './delivery-trace.js';
+import {
+  countingTrace,
+  NO_TRACE,
+  RecordingTrace,
+  type DeliverySpan,
+  type DeliveryTrace,
+} from './delivery-trace.js';
 import { loadOtelApi } from './otel-api.js';
 import type {
   AttributesLike,
@@ -16,6 +22,9 @@ import { PipelineInstruments } from './pipeline-instruments.js';
 import { ATTRIBUTES, INSTRUMENTATION_SCOPE, METRICS } from './telemetry-names.js';
 import { TRACE_HEADERS } from './trace-publish.js';
 
+/** The W3C trace flag of a sampled trace. */
+const SAMPLED = 0x01;
+
 /** OpenTelemetry for a pipeline: `createPipeline({ …, telemetry: { … } })`, or `false` for none. */
 export interface TelemetryConfig {
   /** Where the metrics go; `false` records none. @default the global meter provider of `@opentelemetry/api` */
@@ -27,6 +36,17 @@ export interface TelemetryConfig {
    * that feeds it (`transport.name`: `rabbitmq`, `nats`, …). @default omitted
    */
   readonly system?: string;
+  /**
+   * The share of deliveries, drawn at random per delivery (above 0, at most 1), that oncemq times
+   * into its latency histograms and, unless the producer's trace is sampled, traces. The counters
+   * count every delivery whatever the rate, and a delivery whose producer's trace is sampled always
+   * gets its span (the trace is never cut); the tracer provider's sampler then decides as usual. A
+   * sampled histogram keeps its buckets' proportions (percentiles, the mean) while its `_count` and
+   * `_sum` are the sample's. For consumers of tens of thousands of messages a second, where a
+   * histogram recording and a span, even an unsampled one, weigh against the pipeline itself
+   * (docs/observability.md, Cost). @default 1
+   */
+  readonly sampleRate?: number;
 }
 
 /** Defaults of {@link TelemetryConfig}: the global providers, whatever they are (no-op until an SDK registers). */
@@ -39,7 +59,7 @@ export function validateTelemetry(telemetry: unknown): TelemetryConfig | false {
   if (typeof telemetry !== 'object' || telemetry === null)
     throw new ConfigError(
       'telemetry',
-      'expected an object ({ meterProvider, tracerProvider, system }) or false',
+      'expected an object ({ meterProvider, tracerProvider, system, sampleRate }) or false',
     );
   const config = telemetry as Record<string, unknown>;
   for (const [field, method] of [
@@ -55,6 +75,12 @@ export function validateTelemetry(telemetry: unknown): TelemetryConfig | false {
   }
   if (config.system !== undefined && (typeof config.system !== 'string' || config.system === ''))
     throw new ConfigError('telemetry.system', 'expected the transport name, such as "rabbitmq"');
+  const rate = config.sampleRate;
+  if (rate !== undefined && (typeof rate !== 'number' || !(rate > 0 && rate <= 1)))
+    throw new ConfigError(
+      'telemetry.sampleRate',
+      `expected a share of deliveries above 0 and at most 1, got ${JSON.stringify(rate)}`,
+    );
   return Object.freeze({ ...(telemetry as TelemetryConfig) });
 }
 
@@ -79,6 +105,9 @@ export interface TelemetryTarget {
 
 class OpenTelemetryPipeline implements PipelineTelemetry {
   readonly #instruments: PipelineInstruments | undefined;
+  readonly #sampleRate: number;
+  /** The trace of the deliveries that are only counted (or not even that, without a meter). */
+  readonly #counting: DeliveryTrace;
   readonly #spanAttributes: AttributesLike;
   readonly #close: () => void;
 
@@ -88,10 +117,13 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
     private readonly tracer: TracerLike | undefined,
     target: TelemetryTarget,
     system: string | undefined,
+    sampleRate: number,
   ) {
+    this.#sampleRate = sampleRate;
     this.#instruments =
       meter === undefined ? undefined : new PipelineInstruments(meter, target.group, system);
     this.#close = meter === undefined ? () => undefined : observeLedger(meter, target);
+    this.#counting = this.#instruments === undefined ? NO_TRACE : countingTrace(this.#instruments);
     this.#spanAttributes = Object.freeze({
       ...(system === undefined ? {} : { [ATTRIBUTES.system]: system }),
       [ATTRIBUTES.group]: target.group,
@@ -101,23 +133,35 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
   }
 
   start(envelope: Envelope, started: number): DeliveryTrace {
-    return new RecordingTrace(this.#instruments, this.#span(envelope), started);
+    const rate = this.#sampleRate;
+    const taken = rate === 1 || Math.random() < rate;
+    const delivery = this.#span(envelope, taken);
+    if (!taken && delivery === undefined) return this.#counting;
+    return new RecordingTrace(this.#instruments, delivery, started, taken && this.#instruments !== undefined);
   }
 
   /**
    * The delivery's CONSUMER span. The producer's context carried in the headers is its parent (one
-   * trace from publish to effect) and also its link, as the messaging conventions ask of process spans.
+   * trace from publish to effect) and also its link, as the messaging conventions ask of process
+   * spans. A delivery the sample did not take gets no span unless its producer's trace is sampled;
+   * its handler still runs in the producer's context, so its own spans follow that trace's decision.
    */
-  #span(envelope: Envelope): DeliverySpan | undefined {
+  #span(envelope: Envelope, taken: boolean): DeliverySpan | undefined {
     const { api, tracer } = this;
     if (tracer === undefined) return undefined;
+    const carried = envelope.headers[TRACE_HEADERS.parent] !== undefined;
+    if (!taken && !carried) return undefined;
     const active = api.context.active();
     let parent = active;
     let links: { context: SpanContextLike }[] | undefined;
-    if (envelope.headers[TRACE_HEADERS.parent] !== undefined) {
+    if (carried) {
       parent = api.propagation.extract(active, envelope.headers);
       const creation = api.trace.getSpanContext(parent);
-      if (creation !== undefined && api.trace.isSpanContextValid(creation)) links = [{ context: creation }];
+      if (creation !== undefined && api.trace.isSpanContextValid(creation)) {
+        links = [{ context: creation }];
+        taken ||= (creation.traceFlags & SAMPLED) !== 0;
+      }
+      if (!taken) return { api, span: undefined, context: parent };
     }
     const span = tracer.startSpan(
       `process ${envelope.topic}`,
@@ -173,5 +217,5 @@ export async function openPipelineTelemetry(
   const meter = meterProvider === false ? undefined : meterProvider.getMeter(INSTRUMENTATION_SCOPE);
   const tracer = tracerProvider === false ? undefined : tracerProvider.getTracer(INSTRUMENTATION_SCOPE);
   if (meter === undefined && tracer === undefined) return NO_TELEMETRY;
-  return new OpenTelemetryPipeline(api, meter, tracer, target, config.system);
+  return new OpenTelemetryPipeline(api, meter, tracer, target, config.system, config.sampleRate ?? 1);
 }

@@ -179,4 +179,39 @@ describe('OpenTelemetry metrics of a pipeline', () => {
       metrics.disable();
     }
   });
+
+  it('with a sample rate, counts every delivery and times the drawn ones into all three histograms', async () => {
+    const sampled = createPipeline<Database.Database, PaymentSucceeded>({
+      ledger,
+      group: 'sampled',
+      telemetry: { meterProvider: probe.meterProvider, tracerProvider: false, sampleRate: 0.5 },
+      handler: (event, ctx) => addPoints(ctx.tx, event.userId, event.amount),
+    });
+    const deliveries = 400;
+    for (let i = 0; i < deliveries; i++) await sampled.process(delivery(`s${i}`, `b-s${i}`));
+    const group = { 'messaging.consumer.group.name': 'sampled' };
+    expect(await probe.count(METRICS.consumed, group)).toBe(deliveries);
+    expect(await probe.count(METRICS.outcomes, { ...group, 'oncemq.outcome': 'executed' })).toBe(deliveries);
+    const timed = await probe.observations(METRICS.processDuration, group);
+    // Binomial(400, 0.5): 200 ± 10; outside 120–280 is more than eight standard deviations away.
+    expect(timed).toBeGreaterThan(120);
+    expect(timed).toBeLessThan(280);
+    // One draw per delivery: a timed delivery is timed in every histogram.
+    expect(await probe.observations(METRICS.claimDuration, group)).toBe(timed);
+    expect(await probe.observations(METRICS.handlerDuration, group)).toBe(timed);
+    sampled.close();
+  });
+
+  it('refuses a sample rate outside (0, 1]', () => {
+    for (const sampleRate of [0, -0.1, 1.5, Number.NaN, '0.5']) {
+      expect(() =>
+        createPipeline({
+          ledger,
+          group: 'bad-rate',
+          telemetry: { sampleRate: sampleRate as number },
+          handler: () => undefined,
+        }),
+      ).toThrow(/telemetry\.sampleRate/);
+    }
+  });
 });

@@ -5,17 +5,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPipeline, PermanentError, type Envelope, type Transport } from 'oncemq';
+import { createPipeline, METRICS, PermanentError, type Envelope, type Transport } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
 import { findService } from '../support/services.js';
 import { testBroker, waitUntil } from '../support/local-points.js';
 import { NATS_SERVICE, natsUnderTest } from '../support/nats.js';
 import { findRabbit, rabbitWorld } from '../support/rabbitmq.js';
-import { SpanProbe } from '../support/telemetry.js';
+import { MetricsProbe, SpanProbe, StorageContextManager } from '../support/telemetry.js';
 
 const rabbit = await findRabbit();
 const nats = await findService(NATS_SERVICE);
@@ -203,6 +203,69 @@ describe('the consumer span carries the outcome', () => {
       expect(duplicate?.status.code).toBe(SpanStatusCode.UNSET);
       expect(span('m-2')?.attributes['oncemq.duplicate.source']).toBeUndefined();
     } finally {
+      pipeline.close();
+      await ledger.close();
+      db.close();
+    }
+  });
+});
+
+describe('with a sample rate, the traces a delivery continues are never cut', () => {
+  const traceId = (n: number) => n.toString(16).padStart(32, '0');
+  const parentSpan = 'a0a0a0a0a0a0a0a0';
+
+  it('a sampled producer trace always gets its consumer span; other deliveries only when drawn', async () => {
+    const db = new Database(':memory:');
+    const ledger = new SqliteLedger({ database: db });
+    await ledger.init();
+    const contexts = new StorageContextManager().register();
+    const metrics = new MetricsProbe();
+    const seenTraces = new Map<string, string | undefined>();
+    const pipeline = createPipeline<Database.Database, { id: string }>({
+      ledger,
+      group: 'sampled-traces',
+      // Practically never drawn: what gets a span here gets it because its trace is sampled.
+      telemetry: { system: 'local', sampleRate: 1e-12, meterProvider: metrics.meterProvider },
+      key: { jsonPath: 'id' },
+      handler: ({ id }) => {
+        seenTraces.set(id, trace.getSpanContext(context.active())?.traceId);
+      },
+    });
+    const envelope = (id: string, traceparent?: string): Envelope => ({
+      brokerId: `m-${id}`,
+      topic: 'sampled',
+      headers: traceparent === undefined ? {} : { traceparent },
+      body: new TextEncoder().encode(JSON.stringify({ id })),
+      deliveryCount: 1,
+    });
+    try {
+      const consumerSpans = () =>
+        probe
+          .spans()
+          .filter(
+            (s) =>
+              s.kind === SpanKind.CONSUMER &&
+              s.attributes['messaging.consumer.group.name'] === 'sampled-traces',
+          );
+      await pipeline.process(envelope('sampled', `00-${traceId(1)}-${parentSpan}-01`));
+      await pipeline.process(envelope('unsampled', `00-${traceId(2)}-${parentSpan}-00`));
+      await pipeline.process(envelope('root'));
+      const spans = consumerSpans();
+      expect(spans.map((s) => s.attributes['oncemq.key'])).toEqual(['sampled']);
+      expect(spans[0]?.spanContext().traceId).toBe(traceId(1));
+      expect(spans[0]?.parentSpanContext?.spanId).toBe(parentSpan);
+      // Each handler ran in its delivery's trace: its own spans would follow the producer's decision.
+      expect(seenTraces.get('sampled')).toBe(traceId(1));
+      expect(seenTraces.get('unsampled')).toBe(traceId(2));
+      expect(seenTraces.get('root')).toBeUndefined();
+      // The histograms draw on their own: a span for a sampled trace does not time the delivery.
+      const group = { 'messaging.consumer.group.name': 'sampled-traces' };
+      expect(await metrics.count(METRICS.consumed, group)).toBe(3);
+      for (const histogram of [METRICS.processDuration, METRICS.claimDuration, METRICS.handlerDuration])
+        expect(await metrics.observations(histogram, group)).toBe(0);
+    } finally {
+      await metrics.shutdown();
+      contexts.unregister();
       pipeline.close();
       await ledger.close();
       db.close();

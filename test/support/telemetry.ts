@@ -1,4 +1,12 @@
-import { propagation, trace } from '@opentelemetry/api';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import {
+  context,
+  propagation,
+  trace,
+  ROOT_CONTEXT,
+  type Context,
+  type ContextManager,
+} from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import {
   AggregationTemporality,
@@ -92,5 +100,49 @@ export class SpanProbe {
     trace.disable();
     propagation.disable();
     await this.tracerProvider.shutdown();
+  }
+}
+
+/**
+ * The smallest context manager on AsyncLocalStorage (what `@opentelemetry/context-async-hooks`
+ * does), so a test can see the context a handler runs in. `register()` makes it global until
+ * `unregister()`.
+ */
+export class StorageContextManager implements ContextManager {
+  readonly #storage = new AsyncLocalStorage<Context>();
+
+  active(): Context {
+    return this.#storage.getStore() ?? ROOT_CONTEXT;
+  }
+
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    active: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
+    return this.#storage.run(active, () => fn.apply(thisArg, args));
+  }
+
+  bind<T>(_context: Context, target: T): T {
+    return target;
+  }
+
+  enable(): this {
+    return this;
+  }
+
+  disable(): this {
+    this.#storage.disable();
+    return this;
+  }
+
+  register(): this {
+    context.setGlobalContextManager(this);
+    return this;
+  }
+
+  unregister(): void {
+    context.disable();
   }
 }
