@@ -188,9 +188,9 @@ export class Relay<Tx> {
    * candidate until the row is marked sent, so per-key order holds across the overlap.
    */
   async #run(): Promise<void> {
-    const { batchSize, pollIntervalMs, logger } = this.#config;
+    const { batchSize, pollIntervalMs } = this.#config;
     const settling = new Set<Promise<void>>();
-    const last = { failed: false };
+    const last: { failed: boolean; error?: unknown } = { failed: false };
     const settle = (rows: RelayedMessage[]): void => {
       const done = this.#settle(rows).then(
         (round) => {
@@ -203,7 +203,7 @@ export class Relay<Tx> {
             return;
           }
           last.failed = true;
-          logger.warn('oncemq: relay round failed; backing off', { error: errorText(error) });
+          last.error = error;
         },
       );
       settling.add(done);
@@ -218,21 +218,28 @@ export class Relay<Tx> {
         // At most PIPELINE_DEPTH batches in flight; a batch short of full waits for its settling,
         // so that an idle relay's backoff and sleep see how the last rows went.
         while (settling.size >= (claimed >= batchSize ? PIPELINE_DEPTH : 1)) await Promise.race(settling);
-        if (last.failed) wait = this.#backoff();
-        else {
+        if (last.failed) {
+          wait = this.#backoff();
+          if (last.error !== undefined) this.#roundFailed(last.error, wait);
+        } else {
           this.#backoffMs = 0;
           if (claimed >= batchSize) wait = 0;
         }
         last.failed = false;
+        last.error = undefined;
         await this.#cleanup();
         if (this.#unlisten === undefined && this.running) await this.#listen();
       } catch (error) {
         wait = this.#backoff();
-        logger.warn('oncemq: relay round failed; backing off', { error: errorText(error), waitMs: wait });
+        this.#roundFailed(error, wait);
       }
       if (wait > 0 && this.running) await this.#sleep(wait);
     }
     await Promise.all(settling);
+  }
+
+  #roundFailed(error: unknown, waitMs: number): void {
+    this.#config.logger.warn('oncemq: relay round failed; backing off', { error: errorText(error), waitMs });
   }
 
   #backoff(): number {
