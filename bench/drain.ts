@@ -4,6 +4,9 @@
  * Rows take turns in every repetition (the order alternates), so a noisy neighbour slows them alike,
  * and each repetition's ratio to the baseline is kept.
  */
+import { writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import type { BenchResult } from './harness.js';
 
 /** One drain of one row: keys `<tag>-<n>` for n below `count`, fresh in every drain. */
@@ -84,6 +87,44 @@ export interface DrainPlan {
   readonly effects: () => Promise<number>;
   /** Prefix of every tag, unique to this run. */
   readonly runId: string;
+  /**
+   * A directory: each drain's consuming side is CPU-profiled on its own, written as
+   * `<row>-r<repetition>.cpuprofile` (publishing and the checks are left out).
+   */
+  readonly profileDir?: string;
+  /**
+   * Messages of one untimed drain of every row before the repetitions (0: none), so that no row's
+   * figures carry the JIT compiling its code: the oncemq rows run far more code than the raw ones,
+   * and on a 2-core machine compiling it took a third of a first 5,000-message drain's CPU.
+   */
+  readonly warmup?: number;
+}
+
+/** The V8 CPU profiler of this process, started and stopped around one drain's consuming. */
+class ConsumeProfiler {
+  readonly #session = new Session();
+
+  static async open(dir: string | undefined): Promise<ConsumeProfiler | undefined> {
+    if (dir === undefined) return undefined;
+    const profiler = new ConsumeProfiler();
+    profiler.#session.connect();
+    await profiler.#session.post('Profiler.enable');
+    await profiler.#session.post('Profiler.setSamplingInterval', { interval: 250 });
+    return profiler;
+  }
+
+  start(): Promise<void> {
+    return this.#session.post('Profiler.start');
+  }
+
+  async stop(file: string): Promise<void> {
+    const { profile } = await this.#session.post('Profiler.stop');
+    await writeFile(file, JSON.stringify(profile));
+  }
+
+  close(): void {
+    this.#session.disconnect();
+  }
 }
 
 interface Tally {
@@ -98,19 +139,22 @@ interface Tally {
 
 const MIB = 1024 * 1024;
 
-/** One drain: publish, then consume until done, check the effects, stop. */
+/** One drain of `count` messages: publish, then consume until done, check the effects, stop. */
 async function drainOnce(
   drainer: Drainer,
   tag: string,
+  count: number,
   plan: DrainPlan,
   tally: Tally,
   name: string,
+  profiler?: ConsumeProfiler,
 ): Promise<void> {
-  const run: DrainRun = { tag, count: plan.messages, progress: new Countdown(plan.messages) };
+  const run: DrainRun = { tag, count, progress: new Countdown(count) };
   const p0 = performance.now();
   await drainer.publish(run);
   tally.publishMs += performance.now() - p0;
   const before = await plan.effects();
+  await profiler?.start();
   const rss = new RssSampler();
   const cpu = process.cpuUsage();
   const t0 = performance.now();
@@ -123,15 +167,18 @@ async function drainOnce(
     tally.cpuMicros += used.user + used.system;
     rss.stop();
     tally.consumeMs += elapsed;
-    tally.rates.push((plan.messages * 1000) / elapsed);
+    tally.rates.push((count * 1000) / elapsed);
     tally.peak = Math.max(tally.peak, rss.peak);
     tally.growth = Math.max(tally.growth, rss.peak - rss.start);
+    if (profiler !== undefined && plan.profileDir !== undefined) {
+      await profiler.stop(join(plan.profileDir, `${tag}.cpuprofile`));
+    }
     await consumer.stop();
   }
-  tally.messages += plan.messages;
+  tally.messages += count;
   const added = (await plan.effects()) - before;
-  if (added !== plan.messages) {
-    throw new Error(`${name}: ${plan.messages} messages drained but ${added} effects were applied`);
+  if (added !== count) {
+    throw new Error(`${name}: ${count} messages drained but ${added} effects were applied`);
   }
 }
 
@@ -140,7 +187,7 @@ export async function measureDrains(
   contenders: readonly DrainContender[],
   plan: DrainPlan,
 ): Promise<BenchResult[]> {
-  const tallies = contenders.map((): Tally => ({
+  const newTally = (): Tally => ({
     consumeMs: 0,
     cpuMicros: 0,
     publishMs: 0,
@@ -148,20 +195,32 @@ export async function measureDrains(
     peak: 0,
     growth: 0,
     rates: [],
-  }));
+  });
+  const tallies = contenders.map(newTally);
+  const warmups = contenders.map(newTally);
   const drainers: Drainer[] = [];
+  const profiler = await ConsumeProfiler.open(plan.profileDir);
   try {
     for (const contender of contenders) drainers.push(await contender.open());
+    if ((plan.warmup ?? 0) > 0) {
+      for (const [i, contender] of contenders.entries()) {
+        const tag = `${plan.runId}-${contender.name.replace(/[^A-Za-z0-9]/g, '_')}-w`;
+        const tally = warmups[i] as Tally;
+        await drainOnce(drainers[i] as Drainer, tag, plan.warmup ?? 0, plan, tally, contender.name);
+      }
+    }
     for (let rep = 0; rep < plan.repetitions; rep++) {
       const order = [...contenders.keys()];
       if (rep % 2 === 1) order.reverse();
       for (const i of order) {
         const contender = contenders[i] as DrainContender;
         const tag = `${plan.runId}-${contender.name.replace(/[^A-Za-z0-9]/g, '_')}-r${rep}`;
-        await drainOnce(drainers[i] as Drainer, tag, plan, tallies[i] as Tally, contender.name);
+        const tally = tallies[i] as Tally;
+        await drainOnce(drainers[i] as Drainer, tag, plan.messages, plan, tally, contender.name, profiler);
       }
     }
   } finally {
+    profiler?.close();
     for (const drainer of drainers) await drainer.close();
   }
   const rates = new Map(
@@ -180,6 +239,7 @@ export async function measureDrains(
       concurrency: contender.concurrency,
       messagesPerSecond: Math.round(own?.all ?? 0),
       messages: t.messages,
+      warmupMessages: (warmups[i] as Tally).messages,
       repetitions: plan.repetitions,
       publishPerSecond: Math.round((t.messages * 1000) / t.publishMs),
       cpuMicrosPerMessage: Math.round(t.cpuMicros / t.messages),

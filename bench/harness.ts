@@ -19,6 +19,8 @@ export interface BenchResult {
   readonly ratio?: number;
   /** Drains: the same ratio in each repetition (the spread shows the machine's noise). */
   readonly ratios?: readonly number[];
+  /** Drains: messages the row drained, untimed, before its repetitions (the warm-up). */
+  readonly warmupMessages?: number;
   /** Drains: how many times the row drained its messages. */
   readonly repetitions?: number;
   /** Drains: confirmed publishes per second while the messages were stored (not part of `messagesPerSecond`). */

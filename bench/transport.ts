@@ -7,7 +7,7 @@
  *
  *   npm run bench -- transport [--json] [--flag transport=rabbitmq,nats,redis-streams,local]
  *     [--flag messages=10000] [--flag repetitions=3] [--flag concurrency=16] [--flag batch=100]
- *     [--flag shape=single,batch]
+ *     [--flag shape=single,batch] [--flag warmup=2000] [--flag profile=DIR]
  */
 import { randomBytes } from 'node:crypto';
 import { measureDrains } from './drain.js';
@@ -28,6 +28,7 @@ export const suite: Suite = {
     const repetitions = wholeFlag(flags, 'repetitions', 3);
     const concurrency = wholeFlag(flags, 'concurrency', 16);
     const batch = wholeFlag(flags, 'batch', 100, 2);
+    const warmup = wholeFlag(flags, 'warmup', Math.min(messages, 2000), 0);
     const single: RowShape = { concurrency, batchSize: 1 };
     // Two batches in flight, so one is read while the other commits.
     const batched: RowShape = { concurrency: 2 * batch, batchSize: batch };
@@ -50,6 +51,8 @@ export const suite: Suite = {
               repetitions,
               effects: () => db.effects(),
               runId: `${runId}-${name}`,
+              warmup,
+              ...(flags.profile === undefined ? {} : { profileDir: flags.profile }),
             })),
           );
         }

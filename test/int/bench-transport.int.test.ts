@@ -1,3 +1,6 @@
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { suite as ordered } from '../../bench/ordered.js';
 import { suite as transport } from '../../bench/transport.js';
@@ -44,6 +47,7 @@ describe.skipIf(!postgres.available)('bench suites transport and ordered', () =>
     for (const row of results) {
       expect(row.messagesPerSecond, row.name).toBeGreaterThan(0);
       expect(row.messages, row.name).toBe(60);
+      expect(row.warmupMessages, row.name).toBe(30);
       expect(row.peakRssMb, row.name).toBeGreaterThan(0);
       if (row.name.startsWith('oncemq:')) {
         expect(row.baseline, row.name).toBe(row.name.replace(/^oncemq:/, 'raw:'));
@@ -52,6 +56,33 @@ describe.skipIf(!postgres.available)('bench suites transport and ordered', () =>
       }
     }
   }, 180_000);
+
+  it('writes a CPU profile of the consuming side of each timed drain when asked, none of the warm-up', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oncemq-bench-profile-'));
+    try {
+      await transport.run({
+        seconds: 1,
+        flags: { transport: 'local', shape: 'single', messages: '20', repetitions: '2', profile: dir },
+      });
+      const files = (await readdir(dir)).sort();
+      expect(files.map((file) => file.replace(/^.*-local-/, ''))).toEqual([
+        'oncemq_local-r0.cpuprofile',
+        'oncemq_local-r1.cpuprofile',
+        'raw_local-r0.cpuprofile',
+        'raw_local-r1.cpuprofile',
+      ]);
+      const profile = JSON.parse(await readFile(join(dir, files[0] ?? ''), 'utf8')) as { nodes: unknown[] };
+      expect(profile.nodes.length).toBeGreaterThan(1);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('refuses a negative warm-up, naming the flag', async () => {
+    await expect(transport.run({ seconds: 1, flags: { transport: 'local', warmup: '-1' } })).rejects.toThrow(
+      /--flag warmup=-1: expected a whole number >= 0/,
+    );
+  });
 
   it('produces the ordered and unordered rows on the local broker, none out of order', async () => {
     const results = await ordered.run({
