@@ -32,7 +32,8 @@ const subscription = await consumer.subscribe('g', ['t'], {
 }, { visibility: '5s' });
 await producer.publish({ topic: 't', key: 'k', body: { n: 1 } });
 await delivered;
-proxy.drop();
+if (process.argv[4] === 'unreachable') await proxy.close();
+else proxy.drop();
 await new Promise((resolve) => setTimeout(resolve, 500));
 await subscription.close();
 await consumer.close();
@@ -46,11 +47,11 @@ describe.skipIf(!broker.available)('RocketMQTransport.close() against a real bro
   const dir = mkdtempSync(join(tmpdir(), 'oncemq-rocketmq-close-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('leaves no gRPC channel or timer behind: a process whose connections were cut exits once it closed its transports', async () => {
+  const closes = async (how: 'cut' | 'unreachable'): Promise<void> => {
     const file = join(dir, 'child.mjs');
     writeFileSync(file, CHILD(buildPackage().dir));
     const namespace = `oncemq-close-${Math.random().toString(16).slice(2, 10)}`;
-    const child = spawn(process.execPath, [file, broker.url, namespace], {
+    const child = spawn(process.execPath, [file, broker.url, namespace, how], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -73,5 +74,13 @@ describe.skipIf(!broker.available)('RocketMQTransport.close() against a real bro
     expect(stdout, stderr.slice(-2000)).toContain('closed');
     expect(exit.code, 'the process did not exit by itself after closing').toBe(0);
     expect(exit.afterCloseMs).toBeLessThan(15_000);
+  };
+
+  it('leaves no gRPC channel or timer behind: a process whose connections were cut exits once it closed its transports', async () => {
+    await closes('cut');
+  }, 90_000);
+
+  it('leaves none behind when the proxy is gone at close (the client cannot say goodbye): the process still exits', async () => {
+    await closes('unreachable');
   }, 90_000);
 });
