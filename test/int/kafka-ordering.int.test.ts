@@ -128,12 +128,13 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
         await publishStep(two, 1);
         await publishStep(two, 2);
       });
+      // A producer that knows the new count: half the keys now go to a new partition, where their
+      // last step waits beside their first two in the old ones.
+      await publishStep(member(), 3);
       const drainer = await member().subscribe(group, [topic], steps.pipeline, {
         ordering: { onPartitionChange: 'drain' },
         concurrency: 8,
       });
-      // A producer that knows the new count: many keys now go to another partition.
-      await publishStep(member(), 3);
       await allApplied();
       await drainer.close();
       // The new count is recorded: a member that refuses changes starts now.
@@ -146,6 +147,7 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
         await publishStep(two, 1);
         await publishStep(two, 2);
       });
+      await publishStep(member(), 3);
       const drainers = await Promise.all(
         [member(), member()].map((transport) =>
           transport.subscribe(group, [topic], steps.pipeline, {
@@ -154,7 +156,6 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
           }),
         ),
       );
-      await publishStep(member(), 3);
       await allApplied();
       await Promise.all(drainers.map((drainer) => drainer.close()));
     }, 150_000);
