@@ -6,8 +6,9 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KafkaTransport } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
-import { deleteTopics, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
-import { runOrderedScenario } from '../support/ordered-orders.js';
+import { sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { deleteTopics, kafkaAdmin, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
+import { orderSteps, runOrderedScenario, type OrderSteps } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 
 const kafka = await findKafka();
@@ -30,10 +31,10 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
   });
 
   /** Another member's transport: same prefix, through the same proxy. */
-  const member = (): KafkaTransport => {
+  const member = (partitions = 4): KafkaTransport => {
     const transport = new KafkaTransport({
       prefix: proxied.prefix,
-      partitions: 4,
+      partitions,
       failureBackoff: '200ms',
       retryDiscoveryInterval: '500ms',
       brokers: [`127.0.0.1:${proxied.proxy.port}`],
@@ -65,4 +66,98 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
     );
     expect(result.effects).toBe(1799);
   }, 240_000);
+
+  describe('a grown topic', () => {
+    const orders = 150;
+    let steps: OrderSteps;
+    let group: string;
+
+    beforeEach(async () => {
+      group = `fulfilment-${randomUUID().slice(0, 8)}`;
+      steps = await orderSteps(postgres.url, group, 2);
+    });
+
+    afterEach(async () => {
+      await steps.close();
+    });
+
+    const publishStep = async (transport: KafkaTransport, step: number): Promise<void> => {
+      await Promise.all(
+        Array.from({ length: orders }, (_, i) => transport.publish(steps.message(topic, `order-${i}`, step))),
+      );
+    };
+
+    /** The topic created with 2 partitions, consumed in order once (the count recorded), then grown to 4. */
+    const grownAfter = async (publish: (two: KafkaTransport) => Promise<void>): Promise<void> => {
+      const two = member(2);
+      const first = await two.subscribe(group, [topic], steps.pipeline, { ordering: {} });
+      await first.close();
+      await publish(two);
+      const admin = kafkaAdmin(kafka.bootstrap);
+      try {
+        // `null`: the broker places the new partitions itself.
+        await admin.createPartitions({ topics: [{ name: topic, count: 4, assignments: null }] });
+        await waitFor(
+          async () =>
+            (await admin.metadata({ topics: [topic], forceUpdate: true })).topics.get(topic)?.partitions
+              .length === 4,
+          'the new partitions',
+          20_000,
+        );
+      } finally {
+        await admin.close();
+      }
+    };
+
+    const allApplied = async (): Promise<void> => {
+      await waitFor(async () => (await steps.count()) >= orders * 3, `${orders * 3} effects`, 90_000);
+      await sleep(1_000);
+      expect((await steps.wrong(3)).slice(0, 5)).toEqual([]);
+      expect(await steps.count()).toBe(orders * 3);
+    };
+
+    it('refuses an ordered member when the topic has more partitions than the group last consumed, naming both', async () => {
+      await grownAfter(() => Promise.resolve());
+      await expect(member().subscribe(group, [topic], steps.pipeline, { ordering: {} })).rejects.toThrow(
+        /has 4 partitions, and group '.*' last consumed it in order with 2/,
+      );
+    }, 60_000);
+
+    it('drains the records published before the change before any later ones of their key', async () => {
+      await grownAfter(async (two) => {
+        await publishStep(two, 1);
+        await publishStep(two, 2);
+      });
+      // A producer that knows the new count: half the keys now go to a new partition, where their
+      // last step waits beside their first two in the old ones.
+      await publishStep(member(), 3);
+      const drainer = await member().subscribe(group, [topic], steps.pipeline, {
+        ordering: { onPartitionChange: 'drain' },
+        concurrency: 8,
+      });
+      await allApplied();
+      await drainer.close();
+      // The new count is recorded: a member that refuses changes starts now.
+      const later = await member().subscribe(group, [topic], steps.pipeline, { ordering: {} });
+      await later.close();
+    }, 150_000);
+
+    it('lets several members drain together', async () => {
+      await grownAfter(async (two) => {
+        await publishStep(two, 1);
+        await publishStep(two, 2);
+      });
+      await publishStep(member(), 3);
+      const drainers = await Promise.all(
+        [member(), member()].map((transport) =>
+          transport.subscribe(group, [topic], steps.pipeline, {
+            ordering: { onPartitionChange: 'drain' },
+            concurrency: 8,
+          }),
+        ),
+      );
+      await allApplied();
+      await Promise.all(drainers.map((drainer) => drainer.close()));
+    }, 150_000);
+  });
 });

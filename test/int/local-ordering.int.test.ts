@@ -210,4 +210,39 @@ describe('per-key ordered consumption on the local broker', () => {
     const [dead] = await broker.deadLetters.list({ group: 'fulfilment' });
     expect(dead).toMatchObject({ reason: 'malformed' });
   });
+
+  it('refuses a broker configured with another queue count on an existing topic, naming both', async () => {
+    broker = testBroker(scratch.dir, { queues: 2 });
+    await broker.publish({ topic: 'orders', key: 'order-1-create', orderingKey: 'order-1', body: {} });
+    const four = testBroker(scratch.dir, { queues: 4 });
+    try {
+      await expect(
+        four.publish({ topic: 'orders', key: 'order-1-pay', orderingKey: 'order-1', body: {} }),
+      ).rejects.toThrow(/topic 'orders' has 2 queues, .* configured with 4/);
+      await expect(
+        four.subscribe('fulfilment', ['orders'], orders.pipeline(), {
+          ordering: { onPartitionChange: 'drain' },
+        }),
+      ).rejects.toThrow(/topic 'orders' has 2 queues/);
+    } finally {
+      await four.close();
+    }
+    // Left unset, the count is the topic's own.
+    const unset = testBroker(scratch.dir);
+    try {
+      const receipt = await unset.publish({
+        topic: 'orders',
+        key: 'order-1-pay',
+        orderingKey: 'order-1',
+        body: {},
+      });
+      expect(receipt.position).toEqual({
+        queue: (
+          await broker.publish({ topic: 'orders', key: 'order-1-ship', orderingKey: 'order-1', body: {} })
+        ).position?.queue,
+      });
+    } finally {
+      await unset.close();
+    }
+  });
 });

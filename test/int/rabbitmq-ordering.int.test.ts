@@ -3,8 +3,8 @@
 // have), connections dropped and a member closed mid-run.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
-import { outcomeFor, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
-import { runOrderedScenario } from '../support/ordered-orders.js';
+import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { orderSteps, runOrderedScenario, type OrderSteps } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 
@@ -88,5 +88,112 @@ describe.skipIf(!rabbit.available || !postgres.available)('per-key ordered consu
     await expect(
       other.subscribe(group, [topic], () => Promise.reject(new Error('unused')), { ordering: {} }),
     ).rejects.toThrow(/ordered over 4 partitions .* configured with 8/);
+  });
+
+  describe('a change of partition count', () => {
+    const orders = 150;
+    let steps: OrderSteps;
+    let topic: string;
+    let group: string;
+
+    beforeEach(async () => {
+      topic = unique('orders');
+      group = unique('fulfilment');
+      steps = await orderSteps(postgres.url, group, 2);
+    });
+
+    afterEach(async () => {
+      await steps.close();
+    });
+
+    const publishStep = async (transport: RabbitTransport, step: number): Promise<void> => {
+      await Promise.all(
+        Array.from({ length: orders }, (_, i) => transport.publish(steps.message(topic, `order-${i}`, step))),
+      );
+    };
+
+    const allApplied = async (): Promise<void> => {
+      await waitFor(async () => (await steps.count()) >= orders * 3, `${orders * 3} effects`, 60_000);
+      // Copies still on their way would show as doubles now.
+      await sleep(500);
+      expect((await steps.wrong(3)).slice(0, 5)).toEqual([]);
+      expect(await steps.count()).toBe(orders * 3);
+    };
+
+    it('drains the old partitions before the new ones: a key’s old messages apply before its new ones', async () => {
+      const two = world.open({ partitions: 2 });
+      const first = await two.subscribe(group, [topic], () => Promise.reject(new Error('unused')), {
+        ordering: {},
+      });
+      await first.close();
+      // Published under 2 partitions and not consumed yet.
+      await publishStep(world.transport, 1);
+      await publishStep(world.transport, 2);
+      const four = world.open({ partitions: 4 });
+      const member = await four.subscribe(group, [topic], steps.pipeline, {
+        ordering: { onPartitionChange: 'drain' },
+        concurrency: 8,
+      });
+      await publishStep(world.transport, 3);
+      await allApplied();
+      await member.close();
+      const queues = [...four.declared.queues];
+      expect(queues.filter((queue) => /@p\dof4$/.test(queue))).toHaveLength(4);
+      // The new count is recorded: a member on the old one is refused now, naming both.
+      await expect(
+        world.open({ partitions: 2 }).subscribe(group, [topic], () => Promise.reject(new Error('unused')), {
+          ordering: {},
+        }),
+      ).rejects.toThrow(/ordered over 4 partitions .* configured with 2/);
+    }, 90_000);
+
+    it('lets members race to drain, and stops a member left on the old count with the reason', async () => {
+      // One at a time: the old member is still busy with its partitions when their fences arrive.
+      const old = await world.open({ partitions: 2 }).subscribe(group, [topic], steps.pipeline, {
+        ordering: {},
+        concurrency: 1,
+      });
+      await publishStep(world.transport, 1);
+      await publishStep(world.transport, 2);
+      const members = await Promise.all(
+        [0, 1].map((member) =>
+          world.open({ partitions: 4 }).subscribe(group, [topic], steps.pipeline, {
+            ordering: { onPartitionChange: 'drain' },
+            concurrency: 8,
+            consumerName: `drainer-${member}`,
+          }),
+        ),
+      );
+      await publishStep(world.transport, 3);
+      await allApplied();
+      const stopped = old as unknown as { failure?: Error };
+      await waitFor(() => stopped.failure !== undefined, 'the old member stopped', 20_000);
+      expect(stopped.failure?.message).toMatch(/ordered over 4 partitions .* configured with 2/);
+      await Promise.all([old, ...members].map((member) => member.close()));
+    }, 90_000);
+
+    it('replays a dead letter of a drained partition onto its key’s new partition', async () => {
+      const seen: string[] = [];
+      const dead = (envelope: Parameters<typeof outcomeFor>[0]) => {
+        seen.push(envelope.brokerId);
+        return Promise.resolve(outcomeFor(envelope, 'dead-letter', 0));
+      };
+      const two = world.open({ partitions: 2 });
+      const first = await two.subscribe(group, [topic], dead, { ordering: {} });
+      await world.transport.publish({ topic, key: 'order-1-pay', orderingKey: 'order-1', body: {} });
+      await waitFor(
+        async () => (await two.deadLetters.list({ group })).length === 1,
+        'the dead letter',
+        10_000,
+      );
+      await first.close();
+      const four = world.open({ partitions: 4 });
+      const member = await four.subscribe(group, [topic], dead, { ordering: { onPartitionChange: 'drain' } });
+      const [letter] = await four.deadLetters.list({ group });
+      expect(letter?.details?.originalQueue).toMatch(/@p\d$/);
+      expect(await four.deadLetters.replay(group, [letter?.id ?? ''])).toBe(1);
+      await waitFor(() => seen.length === 2, 'the replayed copy processed', 10_000);
+      await member.close();
+    });
   });
 });

@@ -184,3 +184,73 @@ export async function runOrderedScenario(
     await pool.end();
   }
 }
+
+/** Orders applied step by step into PostgreSQL, for tests that drive the publishing themselves. */
+export interface OrderSteps {
+  /** The group's pipeline: applies one step of an order in the ledger's transaction. */
+  readonly pipeline: Processor;
+  /** The message of step `step` (1, 2, 3 …) of `orderId`. */
+  message(topic: string, orderId: string, step: number): OutgoingMessage;
+  /** Effect rows so far. */
+  count(): Promise<number>;
+  /** Orders whose effects are not exactly steps 1 … `steps`, each applied after the one before. */
+  wrong(steps: number): Promise<{ order_id: string; steps: number[]; previous: number[] }[]>;
+  close(): Promise<void>;
+}
+
+/** A scratch schema and ledger whose pipeline records each step and the step the order was at. */
+export async function orderSteps(postgresUrl: string, group: string, stepMs = 0): Promise<OrderSteps> {
+  const schema = scratchSchema('oncemq_ord');
+  const pool = newPool(postgresUrl, 8);
+  await pool.query(`CREATE SCHEMA "${schema}"`);
+  await pool.query(
+    `CREATE TABLE "${schema}".effects (seq bigserial PRIMARY KEY, order_id text NOT NULL, step int NOT NULL, previous int NOT NULL)`,
+  );
+  const ledger = new PostgresLedger({ pool, schema });
+  await ledger.init();
+  const pipeline = createPipeline<PgClientLike, OrderEvent>({
+    ledger,
+    group,
+    key: { jsonPath: 'eventId' },
+    retry: new RetryPolicy({ name: 'ordered', delays: ['20ms', '50ms', '100ms'] }),
+    handler: async (event, ctx) => {
+      const { rows } = (await ctx.tx.query(
+        `SELECT COALESCE(MAX(step), 0)::int AS step FROM "${schema}".effects WHERE order_id = $1`,
+        [event.orderId],
+      )) as { rows: { step: number }[] };
+      if (stepMs > 0) await sleep(stepMs);
+      await ctx.tx.query(`INSERT INTO "${schema}".effects (order_id, step, previous) VALUES ($1, $2, $3)`, [
+        event.orderId,
+        event.step,
+        rows[0]?.step ?? 0,
+      ]);
+    },
+  });
+  return {
+    pipeline,
+    message: (topic, orderId, step) => {
+      const event: OrderEvent = { eventId: `${orderId}-${step}`, orderId, step };
+      return { topic, key: event.eventId, orderingKey: orderId, body: event };
+    },
+    count: async () =>
+      (await pool.query<{ n: number }>(`SELECT COUNT(*)::int AS n FROM "${schema}".effects`)).rows[0]?.n ?? 0,
+    wrong: async (steps) => {
+      const { rows } = await pool.query<{ order_id: string; steps: number[]; previous: number[] }>(
+        `SELECT order_id, array_agg(step ORDER BY seq) AS steps, array_agg(previous ORDER BY seq) AS previous ` +
+          `FROM "${schema}".effects GROUP BY order_id`,
+      );
+      const want = Array.from({ length: steps }, (_, i) => i + 1);
+      const before = [0, ...want.slice(0, -1)];
+      return rows.filter(
+        (row) =>
+          JSON.stringify(row.steps) !== JSON.stringify(want) ||
+          JSON.stringify(row.previous) !== JSON.stringify(before),
+      );
+    },
+    close: async () => {
+      await dropSchema(pool, schema).catch(() => undefined);
+      await ledger.close();
+      await pool.end();
+    },
+  };
+}

@@ -28,6 +28,19 @@ export interface KafkaMemberInit {
    * a new lane replaces the old one when the connection is lost.
    */
   readonly ordered?: () => OrderedLane;
+  /** A grown topic being drained: what was published before the change runs first. */
+  readonly drain?: MemberDrain;
+}
+
+/** The drain of a grown topic, as a member sees it. */
+export interface MemberDrain {
+  /** Whether a record was published before the change (in an old partition, below its end offset then). */
+  before(message: KafkaMessage): boolean;
+  /**
+   * Resolves once the group committed every old partition up to its end offset (and the new count
+   * is recorded); `stop` answers true when the member closes first.
+   */
+  finished(stop: () => boolean): Promise<void>;
 }
 
 /** Runs records one ordering key at a time, each to its final outcome, settled at the broker. */
@@ -70,9 +83,12 @@ export class KafkaMember {
   readonly #running = new Set<Promise<void>>();
   #lane: OrderedLane | undefined;
   readonly #lanes = new Set<OrderedLane>();
+  /** While a grown topic drains: records published after the change are left for later. */
+  #draining: boolean;
 
   constructor(init: KafkaMemberInit) {
     this.#init = init;
+    this.#draining = init.drain !== undefined;
     this.#lane = this.#newLane();
   }
 
@@ -88,6 +104,21 @@ export class KafkaMember {
     consumer.on('consumer:group:join', (payload) => this.#onAssignment(payload.assignments));
     consumer.on('client:broker:disconnect', () => void this.#connectionLost());
     await this.#openStream();
+    if (this.#init.drain !== undefined) void this.#afterDrain(this.#init.drain);
+  }
+
+  /**
+   * Records published after the change were left unread (never received, so never committed); once
+   * the whole group has committed the old partitions to their ends, the stream reads again from the
+   * committed offsets and takes them, each partition in order.
+   */
+  async #afterDrain(drain: MemberDrain): Promise<void> {
+    await drain.finished(() => this.#closing);
+    if (this.#closing) return;
+    this.#draining = false;
+    this.#init.logger.info('oncemq: a grown Kafka topic was drained; consuming every partition');
+    const stream = this.#stream;
+    if (stream !== undefined) await this.#reopen(stream);
   }
 
   /**
@@ -186,6 +217,7 @@ export class KafkaMember {
 
   #receive(message: KafkaMessage): void {
     if (this.#closing) return;
+    if (this.#draining && this.#init.drain?.before(message) === false) return;
     const key = partitionKey(message.topic, message.partition);
     let offsets = this.#partitions.get(key);
     if (offsets === undefined) {

@@ -84,6 +84,22 @@ export class KafkaNames {
     return validKafkaTopic(`${this.prefix}.${this.#group(group)}.dlt`);
   }
 
+  /**
+   * `<prefix>.<group>.partitions`: a Kafka group with no members whose committed offset of a topic's
+   * partition 0 records the partition count an ordered group last consumed the topic with.
+   */
+  partitionRecordGroup(group: string): string {
+    return `${this.prefix}.${this.#group(group)}.partitions`;
+  }
+
+  /**
+   * `<prefix>.<group>.drain`: while an ordered group drains a grown topic, its committed offsets are
+   * the end offsets the old partitions had at the change (what is drained before anything newer).
+   */
+  drainGroup(group: string): string {
+    return `${this.prefix}.${this.#group(group)}.drain`;
+  }
+
   /** The Kafka consumer group reading the retry tier of `delayMs` (its own group, so tiers rebalance apart). */
   retryGroup(group: string, delayMs: number): string {
     return this.retryTopic(group, delayMs);

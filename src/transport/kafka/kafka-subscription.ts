@@ -7,7 +7,8 @@ import { OrderingGate } from '../../consumer/ordering-gate.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import { createConsumer, type KafkaDriver } from './kafka-client.js';
 import type { KafkaSettings, KafkaSubscribeSettings } from './kafka-config.js';
-import { KafkaMember, type OrderedLane } from './kafka-member.js';
+import { KafkaMember, type MemberDrain, type OrderedLane } from './kafka-member.js';
+import { KafkaPartitionRecord } from './kafka-partition-record.js';
 import {
   ORIGINAL_OFFSET_HEADER,
   ORIGINAL_PARTITION_HEADER,
@@ -17,6 +18,9 @@ import {
 import type { KafkaPublisher } from './kafka-publisher.js';
 import { kafkaEnvelope, type KafkaMessage } from './kafka-record.js';
 import type { KafkaTopology } from './kafka-topology.js';
+
+/** How often a draining member reads the group's committed offsets. */
+const DRAIN_POLL_MS = 250;
 
 export interface KafkaSubscriptionInit {
   readonly group: string;
@@ -60,7 +64,8 @@ export class KafkaSubscription implements Subscription {
     for (const topic of this.topics) await topology.ensure(topic);
     await topology.ensure(names.deadLetterTopic(this.group));
     await topology.ensure(names.retryTopic(this.group, 0));
-    this.#main = this.#member([...this.topics], this.group, false);
+    const drain = await this.#drain();
+    this.#main = this.#member([...this.topics], this.group, false, drain);
     await this.#main.start();
     await this.#discoverTiers();
     this.#discovery = setInterval(() => {
@@ -71,10 +76,50 @@ export class KafkaSubscription implements Subscription {
     this.#discovery.unref();
   }
 
-  #member(topics: string[], groupId: string, delayed: boolean): KafkaMember {
+  /**
+   * An ordered group checks each topic's partition count against the one it last consumed with: a
+   * grown topic is refused, or drained (see {@link KafkaPartitionRecord}).
+   */
+  async #drain(): Promise<MemberDrain | undefined> {
+    const { ordering, topology, settings } = this.#init;
+    if (ordering === undefined) return undefined;
+    const record = new KafkaPartitionRecord(topology.admin, settings.names, this.group);
+    const drain = await record.check(this.topics, ordering);
+    if (drain.size === 0) return undefined;
+    settings.logger.warn('oncemq: draining the old partitions of grown Kafka topics first', {
+      group: this.group,
+      topics: Object.fromEntries([...drain].map(([topic, { from, to }]) => [topic, `${from} → ${to}`])),
+    });
+    return {
+      before: (message) => {
+        const ends = drain.get(message.topic)?.ends;
+        if (ends === undefined) return true;
+        return message.partition < ends.length && message.offset < (ends[message.partition] ?? 0n);
+      },
+      finished: async (stop) => {
+        for (const [topic, { from, to, ends }] of drain) {
+          for (;;) {
+            if (stop()) return;
+            try {
+              if (await record.drained(topic, ends)) break;
+            } catch (error) {
+              settings.logger.warn('oncemq: cannot read the drain’s progress yet', {
+                error: errorText(error),
+              });
+            }
+            await new Promise((resolve) => setTimeout(resolve, DRAIN_POLL_MS));
+          }
+          await record.record(topic, to, from);
+        }
+      },
+    };
+  }
+
+  #member(topics: string[], groupId: string, delayed: boolean, drain?: MemberDrain): KafkaMember {
     const { driver, settings, member, processor, ordering } = this.#init;
     return new KafkaMember({
       ...(ordering === undefined || delayed ? {} : { ordered: () => this.#lane(ordering) }),
+      ...(drain === undefined ? {} : { drain }),
       consumer: createConsumer(driver, settings, groupId, delayed ? undefined : member.instanceId),
       topics,
       concurrency: member.concurrency,

@@ -12,7 +12,11 @@ export interface LocalBrokerConfig {
   readonly path?: string;
   /** Host and port written into broker ids (`host:port-offset`), as RocketMQ's offset message id. @default '127.0.0.1:10911' */
   readonly address?: string;
-  /** Queues of a topic created on first use. @default 4 */
+  /**
+   * Queues of a topic created on first use. A topic keeps the count it was created with; a broker
+   * configured with another count explicitly is refused (`ConfigError` on `queues`) on that topic,
+   * since another count would move ordering keys between queues. @default 4
+   */
   readonly queues?: number;
   /** How often a consumer persists the offsets it processed. @default '5s' */
   readonly commitInterval?: Duration;
@@ -76,6 +80,8 @@ export interface ResolvedLocalBrokerConfig {
   readonly path: string;
   readonly address: string;
   readonly queues: number;
+  /** Whether `queues` was configured (a topic with another count is then refused), not defaulted. */
+  readonly queuesConfigured: boolean;
   readonly settings: ConsumerSettings;
   readonly sendAttempts: number;
   readonly selector: QueueSelector;
@@ -134,6 +140,7 @@ export function resolveLocalBrokerConfig(config: LocalBrokerConfig): ResolvedLoc
     path,
     address,
     queues,
+    queuesConfigured: config.queues !== undefined,
     settings,
     sendAttempts,
     selector,

@@ -63,6 +63,7 @@ export class LocalBroker implements Transport {
   readonly #subscriptions = new Set<LocalSubscription>();
   readonly #producers = new Set<TransactionProducer>();
   readonly #queueCounts = new Map<string, number>();
+  readonly #queuesConfigured: boolean;
   #store: BrokerStore | undefined;
   #deadLetters: DeadLetterStore | undefined;
   #opening: Promise<BrokerStore> | undefined;
@@ -73,6 +74,7 @@ export class LocalBroker implements Transport {
     this.path = resolved.path;
     this.address = resolved.address;
     this.queues = resolved.queues;
+    this.#queuesConfigured = resolved.queuesConfigured;
     this.#settings = resolved.settings;
     this.#sendAttempts = resolved.sendAttempts;
     this.#selector = resolved.selector;
@@ -163,6 +165,15 @@ export class LocalBroker implements Transport {
     if (count === undefined) {
       const system = topic.startsWith('%RETRY%') || topic === CHECK_MAX_TOPIC;
       count = this.store.ensureTopic(topic, system ? 1 : this.queues);
+      if (!system && this.#queuesConfigured && count !== this.queues) {
+        throw new ConfigError(
+          'queues',
+          `topic '${topic}' has ${count} queues, fixed when it was created, and this broker is configured with ` +
+            `${this.queues}: the local broker never changes a topic's queue count (ordering keys would move ` +
+            `between queues while their earlier messages wait). Configure ${count}, or leave queues unset to ` +
+            `take each topic's own count, or move to a new topic`,
+        );
+      }
       this.#queueCounts.set(topic, count);
     }
     return count;

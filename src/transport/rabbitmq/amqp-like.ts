@@ -60,6 +60,7 @@ export interface AmqpChannelLike {
   deleteQueue(queue: string): Promise<unknown>;
   deleteExchange(exchange: string): Promise<unknown>;
   bindQueue(queue: string, source: string, pattern: string): Promise<unknown>;
+  unbindQueue(queue: string, source: string, pattern: string): Promise<unknown>;
   publish(
     exchange: string,
     routingKey: string,

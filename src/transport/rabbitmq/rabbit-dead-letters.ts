@@ -6,6 +6,7 @@ import {
   type DeadLetterQuery,
   type DeadLetters,
 } from '../dead-letters.js';
+import { ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
@@ -92,8 +93,12 @@ export class RabbitDeadLetters implements DeadLetters {
   replay(group: string, ids: readonly string[]): Promise<number> {
     const work = this.#topology.names.work(group);
     return this.#acting(group, ids, async (channel, { message }) => {
-      const original = textHeaders(message.properties.headers)[ORIGINAL_QUEUE_HEADER];
-      const queue = original?.startsWith(`${work}@p`) === true ? original : work;
+      const headers = textHeaders(message.properties.headers);
+      const original = headers[ORIGINAL_QUEUE_HEADER];
+      const queue =
+        /@p\d+(of\d+)?$/.test(original ?? '') && original?.startsWith(`${work}@p`) === true
+          ? await this.#topology.replayQueue(group, original, headers[ORDERING_KEY_HEADER])
+          : work;
       await channel.publish('', queue, message.content, copyOptions(message, {}, NOT_REPLAYED));
     });
   }

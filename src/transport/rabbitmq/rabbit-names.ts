@@ -24,8 +24,11 @@ export function validTopic(topic: unknown): string {
  * - `oncemq.points@ready.payments` — an exchange marking that the group's queue got the topic's log;
  * - `oncemq.points@p0` … — an ordered group's partition queues (single active consumer each), bound
  *   to the slots `payments@s0` … `payments@s63` of each topic (slot `s` to partition `s mod count`);
+ *   a generation made by a drain to `count` partitions is `oncemq.points@p0of8` …;
  * - `oncemq.points@partitions` — an empty queue whose `x-max-length` records an ordered group's
- *   partition count.
+ *   partition count;
+ * - `oncemq.points@draining` — while a drain runs, a queue holding one message that lists the old
+ *   generation's partition queues.
  */
 export class RabbitNames {
   readonly prefix: string;
@@ -54,8 +57,13 @@ export class RabbitNames {
     return `${this.work(group)}@ready.${topic}`;
   }
 
-  partition(group: string, index: number): string {
-    return `${this.work(group)}@p${index}`;
+  /** Partition `index` of the group's first generation, or of the one a drain to `drainedTo` partitions made. */
+  partition(group: string, index: number, drainedTo?: number): string {
+    return `${this.work(group)}@p${index}${drainedTo === undefined ? '' : `of${drainedTo}`}`;
+  }
+
+  drainMarker(group: string): string {
+    return `${this.work(group)}@draining`;
   }
 
   partitionMarker(group: string): string {

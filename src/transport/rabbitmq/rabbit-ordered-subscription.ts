@@ -1,16 +1,22 @@
 import { hostname } from 'node:os';
 import { checkOrderingOptions, GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
-import { errorText } from '../../core/errors.js';
+import { ConfigError, errorText } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
 import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitChannel } from './rabbit-channel.js';
-import { toEnvelope } from './rabbit-message.js';
+import { textHeaders, toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
+import { DRAIN_FENCE_HEADER, type OrderedPlan } from './rabbit-topology.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** How often a member looks whether the old generation's queues are gone. */
+const DRAIN_POLL_MS = 200;
 
 /** Deliveries an ordered member runs at once, at most. */
 const MAX_ORDERED_CONCURRENCY = 4096;
@@ -24,6 +30,10 @@ interface Lane {
   readonly gate: OrderingGate;
   /** Deliveries in the gate by broker id, oldest first (a retry runs the same delivery again). */
   readonly deliveries: Map<string, Delivery[]>;
+  /** What the lane consumes. */
+  readonly plan: OrderedPlan;
+  /** Queues whose fence this lane reached and deleted (their consumer's cancel is expected). */
+  readonly drained: Set<string>;
 }
 
 /**
@@ -77,7 +87,7 @@ export class RabbitOrderedSubscription implements Subscription {
       ctx,
       group,
       () => this.#running && this.#lane === undefined,
-      () => this.#consume(),
+      () => this.#consumeAgain(),
     );
   }
 
@@ -103,21 +113,40 @@ export class RabbitOrderedSubscription implements Subscription {
     );
   }
 
-  async #consume(): Promise<void> {
+  /**
+   * Consuming again after a loss never starts a drain (a member left on an old count would move the
+   * group back): a partition count changed under the member stops it, with the reason logged.
+   */
+  async #consumeAgain(): Promise<void> {
+    try {
+      await this.#consume('refuse');
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      this.#ctx.settings.logger.error('oncemq: an ordered member stops: its group changed under it', {
+        group: this.group,
+        error: errorText(error),
+      });
+      this.failure = error;
+      this.#running = false;
+      this.#onClose?.();
+    }
+  }
+
+  /** Why the member stopped by itself (its group's partition count changed under it), if it did. */
+  failure: ConfigError | undefined;
+
+  async #consume(onPartitionChange = this.#options.ordering?.onPartitionChange ?? 'refuse'): Promise<void> {
     const { topology, connection, settings } = this.#ctx;
-    const queues = await topology.orderedGroup(this.group, this.topics);
+    const plan = await topology.orderedGroup(this.group, this.topics, onPartitionChange);
     const channel = await connection.channel(`consume ${this.group} ordered`, settings.publishTimeoutMs);
     const deliveries = new Map<string, Delivery[]>();
-    const lane: Lane = { channel, gate: this.#newGate(deliveries), deliveries };
+    const lane: Lane = { channel, gate: this.#newGate(deliveries), deliveries, plan, drained: new Set() };
     try {
       await channel.raw.prefetch(Math.min(65535, this.#concurrency * ORDERED_PREFETCH_PER_SLOT));
       this.channels++;
-      for (const queue of queues) {
-        await channel.raw.consume(queue, (message) => this.#receive(lane, queue, message), {
-          noAck: false,
-          consumerTag: `${this.#consumerName}#${this.channels}@${queue}`,
-        });
-      }
+      // An old generation being drained first; the partitions once it is gone.
+      const first = plan.draining.length > 0 ? plan.draining : plan.queues;
+      for (const queue of first) await this.#consumeQueue(lane, queue);
     } catch (error) {
       lane.gate.close();
       await channel.close();
@@ -131,13 +160,87 @@ export class RabbitOrderedSubscription implements Subscription {
     this.#lane = lane;
     this.#lanes.add(lane);
     channel.onClose(() => this.#lost(lane, 'the channel closed'));
+    if (plan.draining.length > 0) void this.#afterDrain(lane);
+  }
+
+  async #consumeQueue(lane: Lane, queue: string): Promise<void> {
+    await lane.channel.raw.consume(queue, (message) => this.#receive(lane, queue, message), {
+      noAck: false,
+      consumerTag: `${this.#consumerName}#${this.channels}@${queue}`,
+    });
+  }
+
+  /**
+   * Waits until every queue of the old generation is gone (whichever member was active on it
+   * reached its fence), then ends the drain and consumes the new partitions: a key's messages in the
+   * new generation start only after all of its old ones were settled.
+   */
+  async #afterDrain(lane: Lane): Promise<void> {
+    const { topology, settings } = this.#ctx;
+    try {
+      for (;;) {
+        if (!this.#current(lane)) return;
+        let left = 0;
+        for (const queue of lane.plan.draining) if (await topology.exists(queue)) left++;
+        if (left === 0) break;
+        await sleep(DRAIN_POLL_MS);
+      }
+      await topology.drainDone(this.group);
+      if (!this.#current(lane)) return;
+      settings.logger.info('oncemq: an ordered group was drained to its new partitions', {
+        group: this.group,
+      });
+      for (const queue of lane.plan.queues) await this.#consumeQueue(lane, queue);
+    } catch (error) {
+      settings.logger.warn('oncemq: finishing a drain failed; consuming again', {
+        group: this.group,
+        error: errorText(error),
+      });
+      void lane.channel.close();
+    }
+  }
+
+  /** Whether `lane` is still the member's consuming lane. */
+  #current(lane: Lane): boolean {
+    return lane.channel.open && this.#lane === lane;
+  }
+
+  /**
+   * The fence at the end of an old partition queue: once every earlier delivery of the queue on
+   * this lane is settled, the queue holds nothing published before the drain; it is deleted. A
+   * member whose own partitions were retired so consumes again, and finds the new count.
+   */
+  async #fence(lane: Lane, queue: string, message: AmqpMessageLike): Promise<void> {
+    const earlier = (): boolean =>
+      [...lane.deliveries.values()].some((list) => list.some((delivery) => delivery.queue === queue));
+    while (lane.channel.open && earlier()) await sleep(20);
+    if (!lane.channel.open) return;
+    lane.drained.add(queue);
+    lane.channel.ack(message);
+    try {
+      await this.#ctx.topology.deleteDrained(queue);
+    } catch (error) {
+      lane.drained.delete(queue);
+      this.#ctx.settings.logger.warn('oncemq: deleting a drained partition queue failed', {
+        queue,
+        error: errorText(error),
+      });
+    }
+    if (lane.plan.queues.includes(queue)) void lane.channel.close();
   }
 
   #receive(lane: Lane, queue: string, message: AmqpMessageLike | null): void {
     if (message === null) {
+      // A queue drained by this lane, or by the member active on it: expected.
+      if (lane.drained.has(queue) || lane.plan.draining.includes(queue)) return;
       // The server cancelled a consumer (a queue deleted, a node lost): declare and consume again.
       this.#ctx.topology.forget(queue);
+      this.#ctx.topology.forgetOrdered(this.group);
       void lane.channel.close();
+      return;
+    }
+    if (textHeaders(message.properties.headers)[DRAIN_FENCE_HEADER] !== undefined) {
+      void this.#fence(lane, queue, message);
       return;
     }
     const delivery: Delivery = { channel: lane.channel, message, queue, settled: false };

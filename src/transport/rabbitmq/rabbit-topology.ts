@@ -1,12 +1,22 @@
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
-import type { RabbitChannel } from './rabbit-channel.js';
+import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
 import { RABBIT_SLOTS, slotKey, type RabbitNames } from './rabbit-names.js';
 import { backfillFromLog } from './topic-backfill.js';
+import { partitionOf } from '../partitions.js';
 
 /** AMQP reply codes the topology tells apart. */
 const NOT_FOUND = 404;
+
+/** The header of the message a drain puts at the end of an old partition queue. */
+export const DRAIN_FENCE_HEADER = 'oncemq-drain-fence';
+
+/** What an ordered member consumes: its partition queues, after the old ones still being drained. */
+export interface OrderedPlan {
+  readonly queues: readonly string[];
+  readonly draining: readonly string[];
+}
 const PRECONDITION_FAILED = 406;
 
 function replyCode(error: unknown): number | undefined {
@@ -103,59 +113,206 @@ export class RabbitTopology {
    * An ordered group: its partition count recorded (or checked against the record), one partition
    * queue with a single active consumer per partition, each bound to its slots of every topic, and
    * the dead-letter queue. No back-fill from a topic's log: copies made while new messages arrive
-   * would land behind later messages of their key. Returns the partition queues.
+   * would land behind later messages of their key. Returns the partition queues, and the queues of an
+   * older generation still being drained, which the member consumes (to their fence) first.
    */
-  async orderedGroup(group: string, topics: readonly string[]): Promise<readonly string[]> {
+  async orderedGroup(
+    group: string,
+    topics: readonly string[],
+    onPartitionChange: 'refuse' | 'drain' = 'refuse',
+  ): Promise<OrderedPlan> {
     const count = this.#settings.partitions;
     for (const topic of topics) await this.topic(topic);
-    await this.#once(`partitions\n${this.names.partitionMarker(group)}`, (ch) =>
-      this.#partitionCount(ch, group, count),
-    );
-    const queues = Array.from({ length: count }, (_, index) => this.names.partition(group, index));
-    await this.#once(`ordered\n${this.names.work(group)}`, async (ch) => {
-      for (const queue of queues) {
-        await this.#queue(ch, queue, { ...this.#durableArguments(), 'x-single-active-consumer': true });
+    const marker = this.names.partitionMarker(group);
+    const recorded = await this.#probe((ch) => this.#partitionCount(ch, group, count));
+    if (recorded !== count) {
+      if (onPartitionChange === 'refuse' || this.#settings.topology === 'check') {
+        throw new ConfigError(
+          'partitions',
+          `group '${group}' is ordered over ${recorded} partitions (recorded in queue '${marker}'), and this ` +
+            `transport is configured with ${count}: a new count would move ordering keys between partitions. ` +
+            (onPartitionChange === 'refuse'
+              ? `Subscribe with ordering: { onPartitionChange: 'drain' } to move the group over, or keep ${recorded}`
+              : `A drain declares queues: it needs topology 'create'`),
+        );
       }
+      await this.#drainTo(group, topics, recorded, count);
+    }
+    const queues = await this.#generation(group, count);
+    await this.#once(`ordered\n${queues.join('\n')}`, async (ch) => {
+      for (const queue of queues) await this.#queue(ch, queue, this.#partitionArguments());
       await this.#queue(ch, this.names.dead(group), this.#durableArguments());
     });
     for (const topic of topics) {
-      await this.#once(`slots\n${this.names.work(group)}\n${topic}`, async (ch) => {
-        if (this.#settings.topology !== 'create') return;
-        for (let slot = 0; slot < RABBIT_SLOTS; slot++) {
-          await ch.raw.bindQueue(
-            queues[slot % count] as string,
-            this.#settings.exchange,
-            slotKey(topic, slot),
-          );
-        }
-      });
+      await this.#once(`slots\n${queues.join('\n')}\n${topic}`, (ch) =>
+        this.#bindSlots(ch, queues, topic, 'bind'),
+      );
     }
-    return queues;
+    return { queues, draining: await this.#draining(group) };
   }
 
   /**
-   * Records the partition count in the marker queue's `x-max-length`, which RabbitMQ compares on
-   * every later declare: another count is refused (it would move keys between partitions while
-   * their messages wait in the old ones). With topology `check` the marker must exist already.
+   * Reads the recorded partition count from the marker queue's `x-max-length`, recording `count`
+   * when there is none yet. RabbitMQ compares the argument on every later declare, so another count
+   * is answered with the recorded one. With topology `check` the marker must exist already.
    */
-  async #partitionCount(ch: RabbitChannel, group: string, count: number): Promise<void> {
+  async #partitionCount(ch: RabbitChannel, group: string, count: number): Promise<number> {
     const marker = this.names.partitionMarker(group);
     this.declared.queues.add(marker);
     if (this.#settings.topology === 'check') await this.#check(ch, marker);
     try {
       await ch.raw.assertQueue(marker, { durable: true, arguments: { 'x-max-length': count } });
+      return count;
     } catch (error) {
-      if (replyCode(error) !== PRECONDITION_FAILED) throw error;
-      const recorded = /current (?:value )?is '(\d+)'/.exec(errorText(error))?.[1] ?? 'another number of';
-      throw new ConfigError(
-        'partitions',
-        `group '${group}' is ordered over ${recorded} partitions (recorded in queue '${marker}'), and this ` +
-          `transport is configured with ${count}: a new count would move ordering keys between partitions. ` +
-          `To change it, stop every member of the group, let its partition queues drain, delete them and the ` +
-          `marker queue, then start the members with the new count`,
-        { cause: error },
+      const recorded = /current (?:value )?is '(\d+)'/.exec(errorText(error))?.[1];
+      if (replyCode(error) !== PRECONDITION_FAILED || recorded === undefined) throw error;
+      return Number(recorded);
+    }
+  }
+
+  /**
+   * The partition queues of `count`: the generation a drain to `count` made, where it exists, else
+   * the group's first generation.
+   */
+  async #generation(group: string, count: number): Promise<string[]> {
+    const drained = await this.exists(this.names.partition(group, 0, count));
+    return Array.from({ length: count }, (_, index) =>
+      this.names.partition(group, index, drained ? count : undefined),
+    );
+  }
+
+  /**
+   * Moves the group from `from` partitions to `to`: the old generation's queues are listed in the
+   * drain marker (so that every member finds them), a new generation is bound to the slots before
+   * the old one is unbound (a message published in between is in both, and the ledger absorbs the
+   * second copy), the marker records the new count, and a fence goes at the end of every old queue.
+   * Every step is safe to repeat, so members racing to drain do no harm.
+   */
+  async #drainTo(group: string, topics: readonly string[], from: number, to: number): Promise<void> {
+    const old = await this.#generation(group, from);
+    const fresh = Array.from({ length: to }, (_, index) => this.names.partition(group, index, to));
+    const drainMarker = this.names.drainMarker(group);
+    this.#settings.logger.warn('oncemq: draining an ordered group to a new partition count', {
+      group,
+      from,
+      to,
+    });
+    await this.#probe(async (ch) => {
+      await this.#queue(ch, drainMarker, this.#durableArguments());
+      const { messageCount } = await ch.raw.checkQueue(drainMarker);
+      const listed = Buffer.from(JSON.stringify({ queues: old }));
+      if (messageCount === 0) await ch.publish('', drainMarker, listed, { messageId: `drain-${group}` });
+    });
+    await this.#probe(async (ch) => {
+      for (const queue of fresh) await this.#queue(ch, queue, this.#partitionArguments());
+      for (const topic of topics) await this.#bindSlots(ch, fresh, topic, 'bind');
+    });
+    for (const queue of old) {
+      for (const topic of topics)
+        await this.#ifExists((ch) => this.#bindSlots(ch, old, topic, 'unbind', queue));
+    }
+    for (let attempt = 0; ; attempt++) {
+      await this.#probe((ch) => ch.raw.deleteQueue(this.names.partitionMarker(group)));
+      const recorded = await this.#probe((ch) => this.#partitionCount(ch, group, to));
+      if (recorded === to) break;
+      // A member restarted on the old count recorded it again in between: take it back.
+      if (attempt >= 4)
+        throw new TransportUnavailableError(`group '${group}': the partition marker keeps changing`);
+    }
+    for (const queue of old) {
+      await this.#ifExists((ch) =>
+        ch.publish('', queue, Buffer.alloc(0), {
+          messageId: `fence-${queue}`,
+          headers: { [DRAIN_FENCE_HEADER]: 'true' },
+        }),
       );
     }
+  }
+
+  /** The old generation's queues a drain left to empty (none when no drain runs). */
+  async #draining(group: string): Promise<string[]> {
+    const marker = this.names.drainMarker(group);
+    if (!(await this.exists(marker))) return [];
+    this.declared.queues.add(marker);
+    const listed = await this.#ifExists(async (ch) => {
+      const message = await ch.raw.get(marker, { noAck: false });
+      // Not acked: closing the channel puts the list back.
+      return message === false ? [] : (JSON.parse(message.content.toString()) as { queues: string[] }).queues;
+    });
+    const left: string[] = [];
+    for (const queue of listed ?? []) if (await this.exists(queue)) left.push(queue);
+    for (const queue of left) this.declared.queues.add(queue);
+    if (left.length === 0) await this.drainDone(group);
+    return left;
+  }
+
+  /**
+   * Where a replayed dead letter of an ordered group goes: back to its partition queue while that
+   * exists and no drain runs, else (a drain retires it) to its ordering key's partition in the
+   * generation of this transport's `partitions`.
+   */
+  async replayQueue(group: string, original: string, orderingKey: string | undefined): Promise<string> {
+    const draining = await this.exists(this.names.drainMarker(group));
+    if (!draining && (await this.exists(original))) return original;
+    const queues = await this.#generation(group, this.#settings.partitions);
+    return queues[partitionOf(orderingKey ?? original, RABBIT_SLOTS) % queues.length] as string;
+  }
+
+  /** Once every old queue is gone: the drain is over. */
+  async drainDone(group: string): Promise<void> {
+    await this.#probe((ch) => ch.raw.deleteQueue(this.names.drainMarker(group)));
+  }
+
+  /** Deletes an old generation's queue whose fence was reached. */
+  async deleteDrained(queue: string): Promise<void> {
+    await this.#probe((ch) => ch.raw.deleteQueue(queue));
+  }
+
+  /** Whether queue `name` exists. */
+  async exists(name: string): Promise<boolean> {
+    return (await this.#ifExists((ch) => ch.raw.checkQueue(name))) !== undefined;
+  }
+
+  /** Forgets every step of an ordered group (its queues were deleted under it, or its count changed). */
+  forgetOrdered(group: string): void {
+    const prefix = `${this.names.work(group)}@p`;
+    for (const step of [...this.#done.keys()]) {
+      const [kind, first] = step.split('\n');
+      if ((kind === 'ordered' || kind === 'slots') && first?.startsWith(prefix) === true)
+        this.#done.delete(step);
+    }
+  }
+
+  /** Binds (or unbinds) slot `s` of `topic` to `queues[s mod length]`, or only those of queue `only`. */
+  async #bindSlots(
+    ch: RabbitChannel,
+    queues: readonly string[],
+    topic: string,
+    how: 'bind' | 'unbind',
+    only?: string,
+  ): Promise<void> {
+    if (this.#settings.topology !== 'create') return;
+    for (let slot = 0; slot < RABBIT_SLOTS; slot++) {
+      const queue = queues[slot % queues.length] as string;
+      if (only !== undefined && queue !== only) continue;
+      if (how === 'bind') await ch.raw.bindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
+      else await ch.raw.unbindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
+    }
+  }
+
+  /** Runs `step` on a channel of its own; a queue not found answers `undefined`. */
+  async #ifExists<T>(step: (ch: RabbitChannel) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await this.#probe(step);
+    } catch (error) {
+      if (replyCode((error as { cause?: unknown }).cause) === NOT_FOUND) return undefined;
+      if (error instanceof UnconfirmedPublishError && error.reason === 'unroutable') return undefined;
+      throw error;
+    }
+  }
+
+  #partitionArguments(): Record<string, unknown> {
+    return { ...this.#durableArguments(), 'x-single-active-consumer': true };
   }
 
   /** The retry queue of one delay level: its TTL is the level, its expired messages go to the work queue. */
