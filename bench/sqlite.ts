@@ -81,7 +81,10 @@ export const suite: Suite = {
     const transactional = pipeline('transactional');
     const leased = pipeline('leased');
     const otel = benchTelemetry();
-    const sampled = benchTelemetry('sampled');
+    const sampleRate = Number(flags.sampleRate ?? BENCH_SAMPLE_RATE);
+    if (!(sampleRate > 0 && sampleRate <= 1))
+      throw new Error(`--flag sampleRate=<above 0, at most 1>, got ${flags.sampleRate}`);
+    const sampled = benchTelemetry('sampled', sampleRate);
     const transactionalOtel = pipeline('transactional', { ...sampled.config, system: 'local' });
     const fullOtel = pipeline('transactional', { ...otel.config, system: 'full' });
     const metricsOnly = pipeline('transactional', {
@@ -109,7 +112,7 @@ export const suite: Suite = {
             name: 'oncemq:transactional:otel',
             concurrency: 1,
             op: (i) => transactionalOtel.process(message('tx-otel', i)),
-            note: `synchronous=${synchronous}, OpenTelemetry metrics (every delivery counted) + sampleRate ${BENCH_SAMPLE_RATE} (timed and traced)`,
+            note: `synchronous=${synchronous}, OpenTelemetry metrics (every delivery counted) + sampleRate ${sampleRate} (timed and traced)`,
             baseline: 'oncemq:transactional',
           },
           {

@@ -19,17 +19,20 @@ const DISCARD: SpanExporter = {
   shutdown: () => Promise.resolve(),
 };
 
-/** A share of deliveries that a sampled set-up times and traces. */
+/** The share of deliveries a sampled set-up times and traces, unless `--flag sampleRate` says otherwise. */
 export const BENCH_SAMPLE_RATE = 0.1;
 
 /**
  * The OpenTelemetry SDK as a service would run it: every instrument aggregated by a meter provider,
  * spans handed to a batch span processor (whose exporter discards the batches). `full`: every delivery
  * timed and traced; `sampled`: the set-up docs/observability.md recommends for fast consumers
- * (`sampleRate: 0.1`) — the counters still count every delivery, and a tenth of the deliveries are
+ * (`sampleRate`, 0.1 by default) — the counters still count every delivery, and a tenth of the deliveries are
  * timed into the histograms and traced (the SDK's default sampler records every span started).
  */
-export function benchTelemetry(profile: 'full' | 'sampled' = 'full'): {
+export function benchTelemetry(
+  profile: 'full' | 'sampled' = 'full',
+  sampleRate = BENCH_SAMPLE_RATE,
+): {
   config: TelemetryConfig;
   shutdown: () => Promise<void>;
 } {
@@ -39,7 +42,7 @@ export function benchTelemetry(profile: 'full' | 'sampled' = 'full'): {
     config: {
       meterProvider,
       tracerProvider,
-      ...(profile === 'sampled' ? { sampleRate: BENCH_SAMPLE_RATE } : {}),
+      ...(profile === 'sampled' ? { sampleRate } : {}),
     },
     shutdown: async () => {
       await Promise.all([meterProvider.shutdown(), tracerProvider.shutdown()]);
