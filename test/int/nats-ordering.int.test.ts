@@ -5,7 +5,7 @@
 // closed mid-run.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
-import { outcomeFor, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
 import { runOrderedScenario } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { findService } from '../support/services.js';
@@ -79,6 +79,14 @@ describe.skipIf(!nats.available || !postgres.available)(
         'owned' in subscription ? subscription.owned : [];
       await waitFor(() => owned(first).length + owned(second).length === 4, 'every partition owned', 10_000);
       expect([...owned(first), ...owned(second)].sort()).toEqual([0, 1, 2, 3]);
+      // Over several lease renewals, no partition is ever owned by both.
+      const both: number[] = [];
+      const until = Date.now() + 3_000;
+      while (Date.now() < until) {
+        both.push(...owned(first).filter((index) => owned(second).includes(index)));
+        await sleep(20);
+      }
+      expect(both).toEqual([]);
       await first.close();
       await waitFor(() => owned(second).length === 4, 'the second member owning every partition', 10_000);
       await second.close();
