@@ -29,7 +29,7 @@ interface OrdersJson {
 
 const postgres = await findPostgres();
 const rabbit = await findRunBroker('rabbitmq');
-const nats = await findRunBroker('nats');
+const redis = await findRunBroker('redis-streams');
 
 /** Runs the orders scenario with `--json` and reads its summary. */
 async function orders(
@@ -102,7 +102,7 @@ describe('oncemq demo --scenario orders', () => {
     expect(run.stdout).toMatch(/OK: every event took effect exactly once and in order/);
   });
 
-  it.skipIf(!nats.available)(
+  it.skipIf(!redis.available)(
     'refuses a transport without per-key ordering with a usage error naming the ones that have it (exit 2)',
     async () => {
       const run = await oncemq([
@@ -110,14 +110,14 @@ describe('oncemq demo --scenario orders', () => {
         '--scenario',
         'orders',
         '--transport',
-        'nats',
+        'redis-streams',
         '--broker-url',
-        nats.url,
+        redis.url,
       ]);
       expect(run.code).toBe(2);
       expect(run.stdout).toBe('');
       expect(run.stderr).toMatch(
-        /^oncemq demo: --scenario orders needs per-key ordering, and the nats transport has no ordering capability yet; use a transport with it: local, rabbitmq or kafka/,
+        /^oncemq demo: --scenario orders needs per-key ordering, and the redis-streams transport has no ordering capability yet; use a transport with it: local, rabbitmq, kafka or nats/,
       );
     },
   );
