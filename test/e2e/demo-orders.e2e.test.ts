@@ -30,6 +30,7 @@ interface OrdersJson {
 const postgres = await findPostgres();
 const rabbit = await findRunBroker('rabbitmq');
 const nats = await findRunBroker('nats');
+const redis = await findRunBroker('redis-streams');
 
 /** Runs the orders scenario with `--json` and reads its summary. */
 async function orders(
@@ -117,9 +118,35 @@ describe('oncemq demo --scenario orders', () => {
       expect(run.code).toBe(2);
       expect(run.stdout).toBe('');
       expect(run.stderr).toMatch(
-        /^oncemq demo: --scenario orders needs per-key ordering, and the nats transport has no ordering capability yet; use a transport with it: local, rabbitmq or kafka/,
+        /^oncemq demo: --scenario orders needs per-key ordering, and the nats transport has no ordering capability yet; use a transport with it: local, rabbitmq, redis-streams or kafka/,
       );
     },
+  );
+
+  it.skipIf(!redis.available)(
+    'runs on Redis Streams, with its shard streams and partition leases, relay crashes and dropped connections: nothing out of order, doubled or lost',
+    async () => {
+      const run = await oncemq([
+        'demo',
+        '--scenario',
+        'orders',
+        '--transport',
+        'redis-streams',
+        '--broker-url',
+        redis.url,
+        '--events',
+        '300',
+        '--seed',
+        '1',
+        '--json',
+      ]);
+      expect(run.stderr).not.toMatch(/Error/);
+      expect(run.code).toBe(0);
+      const summary = JSON.parse(run.stdout) as OrdersJson;
+      expect(summary).toMatchObject({ scenario: 'orders', outOfOrder: 0, doubleEffects: 0, lostEffects: 0 });
+      expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
+    },
+    180_000,
   );
 
   it.skipIf(!rabbit.available)(
