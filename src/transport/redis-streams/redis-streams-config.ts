@@ -5,7 +5,7 @@ import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
 import type { StreamClientInput } from './stream-connection.js';
-import { StreamKeys } from './stream-keys.js';
+import { SHARD_SLOTS, StreamKeys } from './stream-keys.js';
 
 export interface RedisStreamsTransportConfig {
   /**
@@ -49,6 +49,13 @@ export interface RedisStreamsTransportConfig {
    * being processed again; 0: no limit. @default 32
    */
   readonly maxDeliveries?: number;
+  /**
+   * Partitions of an ordered group (`subscribe(…, { ordering })`): partition `i` takes the shard
+   * streams `n` with `n mod partitions = i`, and is consumed by one member at a time. The first member
+   * records the count; a member configured with another is refused (or drains first, with
+   * `ordering.onPartitionChange: 'drain'`). Producers do not need it. 1 to 64. @default 4
+   */
+  readonly partitions?: number;
   /** @default silent */
   readonly logger?: Logger;
 }
@@ -64,6 +71,7 @@ export const DEFAULT_REDIS_STREAMS_CONFIG = Object.freeze({
   retention: '1h',
   trimInterval: '1m',
   maxDeliveries: 32,
+  partitions: 4,
 } as const);
 
 /** The configuration, checked, in milliseconds. */
@@ -78,6 +86,7 @@ export interface StreamSettings {
   readonly retentionMs: number;
   readonly trimEveryMs: number;
   readonly maxDeliveries: number;
+  readonly partitions: number;
   readonly logger: Logger;
 }
 
@@ -103,6 +112,7 @@ export function resolveStreamSettings(config: RedisStreamsTransportConfig): Stre
     retentionMs: durationMs(config.retention ?? d.retention, 'retention', 0),
     trimEveryMs,
     maxDeliveries: wholeNumber(config.maxDeliveries ?? d.maxDeliveries, 'maxDeliveries', 0),
+    partitions: wholeNumber(config.partitions ?? d.partitions, 'partitions', 1, SHARD_SLOTS),
     logger: config.logger ?? SILENT_LOGGER,
   });
 }

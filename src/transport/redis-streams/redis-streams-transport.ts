@@ -4,8 +4,8 @@ import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope
 import { ConfigError, errorText, TransportClosedError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import type { DeadLetters } from '../dead-letters.js';
+import { partitionOf } from '../partitions.js';
 import {
-  refuseOrdering,
   toProcessor,
   UNIQUE_ID_HEADER,
   type OutgoingMessage,
@@ -26,7 +26,9 @@ import { toStreamConnection, type StreamConnection } from './stream-connection.j
 import { openStreamConnection } from './stream-driver.js';
 import { StreamDeadLetters } from './stream-dead-letters.js';
 import { checkHeaderNames, messageFields } from './stream-entry.js';
-import { streamBrokerId, validTopic } from './stream-keys.js';
+import { SHARD_SLOTS, streamBrokerId, validTopic } from './stream-keys.js';
+import { StreamOrderedSubscription } from './stream-ordered-subscription.js';
+import { PUBLISH } from './stream-ordered-scripts.js';
 import { replyText } from './stream-replies.js';
 import { StreamSubscription } from './stream-subscription.js';
 
@@ -48,7 +50,7 @@ export class RedisStreamsTransport implements Transport {
   readonly capabilities: TransportCapabilities = Object.freeze({
     delay: true,
     deadLetter: true,
-    ordering: false,
+    ordering: true,
     brokerDedupWindowMs: 0,
     halfMessages: false,
     batch: true,
@@ -59,7 +61,7 @@ export class RedisStreamsTransport implements Transport {
   readonly deadLetters: DeadLetters;
   readonly #connection: StreamConnection;
   readonly #commands: StreamCommands;
-  readonly #subscriptions = new Set<StreamSubscription>();
+  readonly #subscriptions = new Set<StreamSubscription | StreamOrderedSubscription>();
   /** `group` NUL `consumer` of every open subscription. */
   readonly #members = new Set<string>();
   #owned = false;
@@ -101,7 +103,8 @@ export class RedisStreamsTransport implements Transport {
   }
 
   /**
-   * Stores the message in its topic's stream (`XADD`; the reply is the broker's confirm). When the
+   * Stores the message in its topic's stream (`XADD`; the reply is the broker's confirm) and, while
+   * the topic has ordered groups, in the shard stream of its ordering key, in one script. When the
    * connection breaks before the reply, the message is sent again (a new copy with the same key) up
    * to `publishAttempts` times, backing off; a command that times out is not (it may still be stored), and fails.
    */
@@ -119,18 +122,22 @@ export class RedisStreamsTransport implements Transport {
     headers[UNIQUE_ID_HEADER] = messageId;
     if (message.key !== undefined) headers[KEY_HEADER] = message.key;
     if (message.orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = message.orderingKey;
-    const stream = this.settings.keys.topic(topic);
+    const { keys } = this.settings;
+    const stream = keys.topic(topic);
+    // The shard an ordered group reads it from: by the ordering key's hash, else any (no order to keep).
+    const slot =
+      message.orderingKey === undefined
+        ? Math.floor(Math.random() * SHARD_SLOTS)
+        : partitionOf(message.orderingKey, SHARD_SLOTS);
+    const scriptKeys = [stream, keys.orderedGroups(topic), keys.shard(topic, slot)];
     const args = [
-      'XADD',
-      stream,
-      ...(this.settings.topology === 'check' ? ['NOMKSTREAM'] : []),
-      '*',
+      this.settings.topology === 'check' ? '1' : '0',
       ...messageFields(headers, encodeBody(message.body)),
     ];
     for (let attempt = 1; ; attempt++) {
       let reply: unknown;
       try {
-        reply = await commands.send(args, `XADD ${stream}`);
+        reply = await commands.script(PUBLISH, scriptKeys, args);
       } catch (error) {
         if (attempt >= this.settings.publishAttempts || !resendable(error)) throw error;
         this.settings.logger.warn(
@@ -164,9 +171,8 @@ export class RedisStreamsTransport implements Transport {
     topics: readonly string[],
     processor: ProcessorLike,
     options: RedisStreamsSubscribeOptions = {},
-  ): Promise<StreamSubscription> {
+  ): Promise<StreamSubscription | StreamOrderedSubscription> {
     this.#open();
-    refuseOrdering(this.name, options);
     validateGroup(group);
     if (!Array.isArray(topics) || topics.length === 0)
       throw new ConfigError('topics', 'name at least one topic');
@@ -185,7 +191,8 @@ export class RedisStreamsTransport implements Transport {
     try {
       opened.push(await this.#connection.duplicate(), await this.#connection.duplicate());
       const [reader, commands] = opened as [StreamConnection, StreamConnection];
-      const subscription = new StreamSubscription({
+      const shape = options.ordering === undefined ? StreamSubscription : StreamOrderedSubscription;
+      const subscription = new shape({
         group,
         topics: unique,
         processor: target,
@@ -193,6 +200,7 @@ export class RedisStreamsTransport implements Transport {
         options: member,
         reader: new StreamCommands(reader, this.settings.timeoutMs),
         commands: new StreamCommands(commands, this.settings.timeoutMs),
+        ...(options.ordering === undefined ? {} : { ordering: options.ordering }),
         onClosed: () => {
           this.#subscriptions.delete(subscription);
           this.#members.delete(name);

@@ -34,8 +34,13 @@ export class StreamCommands {
     return this.#deadline(this.connection.send(args, options), what, options?.extraMs ?? 0);
   }
 
-  script(script: StreamScript, keys: readonly string[], args: readonly CommandArg[]): Promise<unknown> {
-    return this.#deadline(script.run(this.connection, keys, args), `the ${script.name} script`, 0);
+  script(
+    script: StreamScript,
+    keys: readonly string[],
+    args: readonly CommandArg[],
+    options?: SendOptions,
+  ): Promise<unknown> {
+    return this.#deadline(script.run(this.connection, keys, args, options), `the ${script.name} script`, 0);
   }
 
   #deadline<T>(promise: Promise<T>, what: string, extraMs: number): Promise<T> {

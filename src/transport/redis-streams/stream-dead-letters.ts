@@ -19,8 +19,9 @@ const PAGE = 200;
 
 /**
  * The dead letters of every group, one stream per group (`<prefix>:dead:<group>`). A replay stores a
- * fresh copy in the group's retry stream, so that group alone receives it, and deletes the dead
- * letter in the same script; a purge deletes them. A group that never subscribed (no retry stream
+ * fresh copy in the group's retry stream (an ordered group's: in the shard stream it came from,
+ * marked for that group), so that group alone receives it, and deletes the dead letter in the same
+ * script; a purge deletes them. A group that never subscribed (no retry stream
  * with its consumer group) is a {@link ConfigError}: a mistyped group or prefix never reads as "no
  * dead letters".
  */
@@ -86,10 +87,12 @@ export class StreamDeadLetters implements DeadLetters {
       );
       const letter = entry === undefined ? undefined : this.#letter(stream, entry);
       if (letter === undefined) continue;
+      // A dead letter of an ordered group goes back on its shard stream, for that group only.
+      const shard = this.keys.shardOf(letter.brokerId);
       const done = await commands.script(
         REPLAY,
-        [stream, this.keys.retry(group)],
-        [id, ...replayFields(letter)],
+        [stream, shard ?? this.keys.retry(group)],
+        [id, ...replayFields(letter, shard === undefined ? undefined : group)],
       );
       replayed += replyNumber(done);
     }

@@ -16,8 +16,19 @@ export const TOPIC_FIELD = 'oncemq-topic';
 /** Field of a copy in a group's retry stream: when the first copy was stored, in epoch milliseconds. */
 export const PUBLISHED_FIELD = 'oncemq-published-at';
 
+/**
+ * Field of a dead letter replayed onto a shard stream: the ordered group it is for (the shard streams
+ * are shared by a topic's ordered groups; the others ack it unread).
+ */
+export const REPLAY_GROUP_FIELD = 'oncemq-replay-group';
+
 /** Fields that are not headers. */
-const RESERVED_FIELDS: ReadonlySet<string> = new Set([BODY_FIELD, TOPIC_FIELD, PUBLISHED_FIELD]);
+const RESERVED_FIELDS: ReadonlySet<string> = new Set([
+  BODY_FIELD,
+  TOPIC_FIELD,
+  PUBLISHED_FIELD,
+  REPLAY_GROUP_FIELD,
+]);
 
 const decoder = new TextDecoder();
 const EMPTY = new Uint8Array(0);
@@ -89,9 +100,13 @@ export function deadLetterFields(envelope: Envelope, cause: DeadLetterCause): Co
   return messageFields(deadLetterHeaders(envelope, cause), envelope.body);
 }
 
-/** The fields of a replayed dead letter: a fresh copy at delivery count 1, for its topic. */
-export function replayFields(letter: DeadLetter): CommandArg[] {
+/**
+ * The fields of a replayed dead letter: a fresh copy at delivery count 1, for its topic; onto a shard
+ * stream, for `group` only.
+ */
+export function replayFields(letter: DeadLetter, group?: string): CommandArg[] {
   const fields = messageFields(replayHeaders(letter), letter.body);
   fields.push(TOPIC_FIELD, letter.topic);
+  if (group !== undefined) fields.push(REPLAY_GROUP_FIELD, group);
   return fields;
 }

@@ -51,7 +51,39 @@ export class StreamKeys {
   deadLetters(group: string): string {
     return `${this.prefix}:dead:${group}`;
   }
+
+  /**
+   * Shard stream `slot` of a topic, read by ordered groups only: `<prefix>:shard:<topic>@<slot>`
+   * (`@` is in no topic's alphabet, so the slot is always the part after the last `@`).
+   */
+  shard(topic: string, slot: number): string {
+    return `${this.prefix}:shard:${topic}@${slot}`;
+  }
+
+  /** The shard stream a broker id names, or `undefined` when it names another stream. */
+  shardOf(brokerId: string): string | undefined {
+    const stream = brokerId.slice(0, brokerId.lastIndexOf('/'));
+    return stream.startsWith(`${this.prefix}:shard:`) && /@\d{1,2}$/.test(stream) ? stream : undefined;
+  }
+
+  /** Set of the ordered groups of a topic; while it exists, publishes also go to the topic's shards. */
+  orderedGroups(topic: string): string {
+    return `${this.prefix}:ordered:${topic}`;
+  }
+
+  /** The partition count recorded for an ordered group: `<prefix>:partitions:<group>`. */
+  partitions(group: string): string {
+    return `${this.prefix}:partitions:${group}`;
+  }
+
+  /** The owner lease of partition `index` of an ordered group of `count` partitions. */
+  lease(group: string, count: number, index: number): string {
+    return `${this.prefix}:lease:${group}@${count}.${index}`;
+  }
 }
+
+/** Shard streams per topic: a producer picks one by `stableHash(orderingKey) mod SHARD_SLOTS`. */
+export const SHARD_SLOTS = 64;
 
 /** Stream entry ids as Redis writes them: milliseconds and a sequence number. */
 export const ENTRY_ID_PATTERN = /^\d{1,20}-\d{1,20}$/;

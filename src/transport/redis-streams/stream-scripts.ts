@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { CommandArg, StreamConnection } from './stream-connection.js';
+import type { CommandArg, SendOptions, StreamConnection } from './stream-connection.js';
 
 /**
  * The Lua scripts of the stream transport. Each runs atomically on the server, so a step that must
@@ -22,26 +22,27 @@ export class StreamScript {
     connection: StreamConnection,
     keys: readonly string[],
     args: readonly CommandArg[],
+    options?: SendOptions,
   ): Promise<unknown> {
     const tail = [String(keys.length), ...keys, ...args];
     try {
-      return await connection.send(['EVALSHA', this.sha, ...tail]);
+      return await connection.send(['EVALSHA', this.sha, ...tail], options);
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-      return connection.send(['EVAL', this.lua, ...tail]);
+      return connection.send(['EVAL', this.lua, ...tail], options);
     }
   }
 }
 
 /** Is entry `id` of `stream` still pending for `consumer` in `group`? (The owner check of every settle.) */
-const OWNED = `
+export const OWNED = `
 local function owned(stream, group, consumer, id)
   return #redis.call('XPENDING', stream, group, id, id, 1, consumer) == 1
 end
 `;
 
 /** The server's clock in milliseconds: every due time is the server's, so client clocks never matter. */
-const NOW = `
+export const NOW = `
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -1,6 +1,6 @@
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
-import type { Processor, Subscription } from '../transport.js';
+import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import type { StreamSettings, SubscribeSettings } from './redis-streams-config.js';
 import { replyCode, type StreamCommands } from './stream-commands.js';
 import { deliveryOf, type Delivery, type DeliverySite } from './stream-delivery.js';
@@ -23,6 +23,8 @@ export interface StreamMember {
   readonly reader: StreamCommands;
   /** Settles, claims and keeps alive on another. */
   readonly commands: StreamCommands;
+  /** Per-key ordering: the member is a {@link StreamOrderedSubscription} instead. */
+  readonly ordering?: OrderingOptions;
   /** Called once the subscription is closed. */
   readonly onClosed?: () => void;
 }
