@@ -23,6 +23,7 @@ import { StreamSettler } from './stream-settler.js';
 import type { StreamMember } from './stream-subscription.js';
 import { ensureGroup } from './stream-topology.js';
 import { deliveryCounts } from './stream-upkeep.js';
+import { Pause } from './pause.js';
 
 /** Deliveries waiting in a member's gate, per unit of `concurrency`, before it stops reading. */
 export const ORDERED_PENDING_PER_SLOT = 16;
@@ -85,7 +86,7 @@ export class StreamOrderedSubscription implements Subscription {
   #closed: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
   #leaseRound: Promise<void> | undefined;
-  #wake: (() => void) | undefined;
+  readonly #pause = new Pause();
   #readerId: string | undefined;
   #blocked = false;
 
@@ -326,7 +327,7 @@ export class StreamOrderedSubscription implements Subscription {
       if (lane !== this.#lane || this.#stopping()) continue;
       const room = this.#member.options.concurrency * ORDERED_PENDING_PER_SLOT - lane.gate.pending;
       if (room <= 0 || this.#owned.size === 0) {
-        await this.#pause(this.#owned.size === 0 ? this.#leaseMs / 3 : Number.POSITIVE_INFINITY);
+        await this.#pause.for(this.#owned.size === 0 ? this.#leaseMs / 3 : Number.POSITIVE_INFINITY);
         continue;
       }
       try {
@@ -344,7 +345,7 @@ export class StreamOrderedSubscription implements Subscription {
           group: this.group,
           error: errorText(error),
         });
-        await this.#pause(Math.min(this.#member.settings.failureBackoffMs, 25 * 2 ** failures));
+        await this.#pause.for(Math.min(this.#member.settings.failureBackoffMs, 25 * 2 ** failures));
       }
     }
   }
@@ -444,7 +445,7 @@ export class StreamOrderedSubscription implements Subscription {
 
   /** Ends a blocking wait now (`CLIENT UNBLOCK` on the other connection). */
   #interrupt(): void {
-    this.#wakeUp();
+    this.#pause.wake();
     if (!this.#blocked || this.#readerId === undefined) return;
     this.#member.commands
       .send(['CLIENT', 'UNBLOCK', this.#readerId], 'CLIENT UNBLOCK')
@@ -487,11 +488,11 @@ export class StreamOrderedSubscription implements Subscription {
         () => {
           lane.deliveries.delete(delivery.slot);
           // Room in the gate: a reader paused on a full gate reads again.
-          this.#wakeUp();
+          this.#pause.wake();
         },
         (error: unknown) => {
           lane.deliveries.delete(delivery.slot);
-          this.#wakeUp();
+          this.#pause.wake();
           // A closed gate leaves the delivery pending: the next owner (or lane) takes it over.
           if (!(error instanceof GateClosedError)) {
             this.#member.settings.logger.error('oncemq: an ordered delivery failed', {
@@ -501,7 +502,7 @@ export class StreamOrderedSubscription implements Subscription {
           }
         },
       );
-      this.#wakeUp();
+      this.#pause.wake();
     }
   }
 
@@ -603,23 +604,6 @@ export class StreamOrderedSubscription implements Subscription {
   /** Whether close() began (read through a call: it changes while a loop awaits). */
   #stopping(): boolean {
     return this.#closing;
-  }
-
-  #pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = Number.isFinite(ms) ? setTimeout(done, ms) : undefined;
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.#wake = done;
-    });
-  }
-
-  #wakeUp(): void {
-    const wake = this.#wake;
-    this.#wake = undefined;
-    wake?.();
   }
 
   /**

@@ -11,6 +11,7 @@ import { LEAVE } from './stream-scripts.js';
 import { StreamSettler } from './stream-settler.js';
 import { ensureGroup } from './stream-topology.js';
 import { StreamUpkeep } from './stream-upkeep.js';
+import { Pause } from './pause.js';
 
 /** What a subscription is opened with. */
 export interface StreamMember {
@@ -59,7 +60,7 @@ export class StreamSubscription implements Subscription {
   #closing = false;
   #closed: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
-  #wake: (() => void) | undefined;
+  readonly #pause = new Pause();
   #recheck: NodeJS.Timeout | undefined;
 
   constructor(member: StreamMember) {
@@ -132,7 +133,7 @@ export class StreamSubscription implements Subscription {
     this.#reader.lost();
     this.#held.clear();
     this.#queue = [];
-    this.#wakeUp();
+    this.#pause.wake();
   };
 
   async #run(): Promise<void> {
@@ -141,7 +142,7 @@ export class StreamSubscription implements Subscription {
       this.#dispatch();
       const free = this.#free();
       if (free <= 0) {
-        await this.#pause(Number.POSITIVE_INFINITY);
+        await this.#pause.for(Number.POSITIVE_INFINITY);
         continue;
       }
       try {
@@ -168,7 +169,7 @@ export class StreamSubscription implements Subscription {
         error: errorText(error),
       });
     }
-    await this.#pause(Math.min(this.#member.settings.failureBackoffMs, 25 * 2 ** failures));
+    await this.#pause.for(Math.min(this.#member.settings.failureBackoffMs, 25 * 2 ** failures));
   }
 
   /**
@@ -257,7 +258,7 @@ export class StreamSubscription implements Subscription {
     } finally {
       this.#running -= deliveries.length;
       for (const delivery of deliveries) this.#release(delivery);
-      this.#wakeUp();
+      this.#pause.wake();
     }
   }
 
@@ -319,7 +320,7 @@ export class StreamSubscription implements Subscription {
       this.#recheck = undefined;
       this.#reader.rewind();
       this.#reader.interrupt();
-      this.#wakeUp();
+      this.#pause.wake();
     }, this.#member.settings.failureBackoffMs);
     this.#recheck.unref();
   }
@@ -339,23 +340,6 @@ export class StreamSubscription implements Subscription {
     void tracked.finally(() => this.#work.delete(tracked));
   }
 
-  #pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = Number.isFinite(ms) ? setTimeout(done, ms) : undefined;
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.#wake = done;
-    });
-  }
-
-  #wakeUp(): void {
-    const wake = this.#wake;
-    this.#wake = undefined;
-    wake?.();
-  }
-
   /**
    * Stops reading, lets the deliveries read so far reach their outcome and be settled, removes this
    * consumer from the group where nothing is pending for it, and closes its connections.
@@ -368,7 +352,7 @@ export class StreamSubscription implements Subscription {
   async #close(): Promise<void> {
     this.#closing = true;
     clearTimeout(this.#recheck);
-    this.#wakeUp();
+    this.#pause.wake();
     // CLIENT UNBLOCK travels on the other connection and may overtake the read it is meant to end.
     const unblock = setInterval(() => {
       this.#reader.interrupt();
