@@ -87,7 +87,6 @@ export class RecordingTrace implements DeliveryTrace {
   }
 
   handler<R>(run: () => R): R {
-    if (this.#timed === undefined && this.delivery === undefined) return run();
     this.#handlerStarted = this.#timed === undefined ? 0 : performance.now();
     let out: R;
     try {

@@ -137,7 +137,7 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
     const taken = rate === 1 || Math.random() < rate;
     const delivery = this.#span(envelope, taken);
     if (!taken && delivery === undefined) return this.#counting;
-    return new RecordingTrace(this.#instruments, delivery, started, taken && this.#instruments !== undefined);
+    return new RecordingTrace(this.#instruments, delivery, started, taken);
   }
 
   /**
