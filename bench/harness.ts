@@ -25,7 +25,12 @@ export interface BenchResult {
   readonly repetitions?: number;
   /** Drains: confirmed publishes per second while the messages were stored (not part of `messagesPerSecond`). */
   readonly publishPerSecond?: number;
-  /** Drains: CPU time (user + system) of this process per message while consuming, in microseconds. */
+  /**
+   * CPU time (user + system) of this process per message while the row ran, in microseconds: in a
+   * drain, while consuming; side by side, over the row's slices. For work that runs in process (an
+   * in-memory SQLite ledger) it is the inverse of the rate without the neighbours' noise: a busy
+   * second on a shared machine stretches a slice's wall time, not the CPU it used.
+   */
   readonly cpuMicrosPerMessage?: number;
   /** Drains: the process's largest resident set size while this row consumed, in MiB. */
   readonly peakRssMb?: number;
@@ -69,8 +74,12 @@ function percentile(sorted: Float64Array, p: number): number {
 interface Tally {
   ops: number;
   elapsedMs: number;
+  /** User + system CPU time of the process during the row's slices. */
+  cpuMicros: number;
   latencies: number[];
 }
+
+const newTally = (): Tally => ({ ops: 0, elapsedMs: 0, cpuMicros: 0, latencies: [] });
 
 /** Runs `contender` for `ms` milliseconds with its concurrency; sequence numbers keep growing across rounds. */
 async function runFor(
@@ -81,6 +90,7 @@ async function runFor(
 ): Promise<void> {
   const deadline = performance.now() + ms;
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const worker = async (): Promise<void> => {
     while (performance.now() < deadline) {
       const sequence = next.value++;
@@ -92,6 +102,8 @@ async function runFor(
   };
   await Promise.all(Array.from({ length: contender.concurrency }, worker));
   tally.elapsedMs += performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  tally.cpuMicros += used.user + used.system;
 }
 
 /**
@@ -109,14 +121,14 @@ export async function sideBySide(
 ): Promise<BenchResult[]> {
   const rounds = options.rounds ?? 6;
   const sliceMs = (options.seconds * 1000) / (rounds * contenders.length);
-  const tallies = contenders.map((): Tally => ({ ops: 0, elapsedMs: 0, latencies: [] }));
+  const tallies = contenders.map(newTally);
   const sequences = contenders.map(() => ({ value: 0 }));
   // Every contender first runs unmeasured long enough for the JIT to optimise its code: measured
   // from cold, a pipeline's first thousands of calls run in the interpreter and tilt the ratios.
   const warmupMs = options.warmupMs ?? 1000;
   for (const [i, contender] of contenders.entries()) {
     const sequence = sequences[i];
-    if (sequence) await runFor(contender, warmupMs, sequence, { ops: 0, elapsedMs: 0, latencies: [] });
+    if (sequence) await runFor(contender, warmupMs, sequence, newTally());
   }
   for (let round = 0; round < rounds; round++) {
     // ABBA: every other round runs the contenders in reverse, so none always follows the same neighbour.
@@ -129,7 +141,7 @@ export async function sideBySide(
     }
   }
   return contenders.map((contender, i) => {
-    const tally = tallies[i] ?? { ops: 0, elapsedMs: 1, latencies: [] };
+    const tally = tallies[i] ?? newTally();
     const messages = tally.ops * (contender.perOp ?? 1);
     const result = summarize(
       contender.name,
@@ -140,6 +152,7 @@ export async function sideBySide(
     );
     return {
       ...result,
+      ...(messages === 0 ? {} : { cpuMicrosPerMessage: Number((tally.cpuMicros / messages).toFixed(2)) }),
       ...(contender.note === undefined ? {} : { note: contender.note }),
       ...(contender.baseline === undefined ? {} : { baseline: contender.baseline }),
       ...(contender.peer === undefined ? {} : { peer: contender.peer }),
@@ -175,6 +188,8 @@ export function formatTable(suite: string, results: readonly BenchResult[]): str
   const rate = new Map(results.map((r) => [`${r.name}@${r.concurrency}`, r.messagesPerSecond]));
   const withPeer = results.some((r) => r.peer !== undefined);
   const withDrain = results.some((r) => r.peakRssMb !== undefined);
+  const cpu = new Map(results.map((r) => [`${r.name}@${r.concurrency}`, r.cpuMicrosPerMessage]));
+  const withCpu = !withDrain && results.some((r) => r.cpuMicrosPerMessage !== undefined);
   const ms = (value: number | undefined): string => (value === undefined ? '' : value.toFixed(3));
   const rows = results.map((r) => {
     const baseline = r.baseline ?? 'raw';
@@ -187,12 +202,21 @@ export function formatTable(suite: string, results: readonly BenchResult[]): str
     const speedUp = peer === undefined ? '' : `${(r.messagesPerSecond / peer).toFixed(2)}× ${r.peer ?? ''}`;
     const cells = [r.name, String(r.concurrency), String(r.messagesPerSecond), ms(r.p50Ms)];
     cells.push(ms(r.p99Ms), ratio, ...(withPeer ? [speedUp] : []));
+    if (withCpu)
+      cells.push(
+        cpuCell(r.cpuMicrosPerMessage, ratio === '' ? undefined : cpu.get(`${baseline}@${r.concurrency}`)),
+      );
     if (withDrain) cells.push(drainCells(r));
     cells.push(r.note ?? '');
     return cells;
   });
   const header = ['name', 'conc', 'msg/s', 'p50 ms', 'p99 ms', 'vs baseline'];
-  header.push(...(withPeer ? ['vs peer'] : []), ...(withDrain ? ['drains'] : []), 'note');
+  header.push(
+    ...(withPeer ? ['vs peer'] : []),
+    ...(withCpu ? ['cpu µs/msg'] : []),
+    ...(withDrain ? ['drains'] : []),
+    'note',
+  );
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     cells
@@ -200,6 +224,16 @@ export function formatTable(suite: string, results: readonly BenchResult[]): str
       .join('  ')
       .trimEnd();
   return [`suite ${suite}`, line(header), ...rows.map(line)].join('\n');
+}
+
+/**
+ * A side-by-side row's CPU per message and, against its baseline's, the throughput share it implies
+ * (baseline CPU / row CPU): the ratio a busy neighbour cannot tilt, for work that runs in process.
+ */
+function cpuCell(micros: number | undefined, baseline: number | undefined): string {
+  if (micros === undefined) return '';
+  const share = baseline === undefined ? '' : ` (${((baseline / micros) * 100).toFixed(0)}%)`;
+  return `${micros.toFixed(2)}${share}`;
 }
 
 /** A drain row's extra figures: the ratio of each repetition, the publish rate, peak RSS. */

@@ -7,7 +7,7 @@ import { RetryPolicy } from '../src/consumer/retry-policy.js';
 import type { Envelope } from '../src/core/envelope.js';
 import { SqliteLedger } from '../src/ledger/sqlite/sqlite-ledger.js';
 import type { TelemetryConfig } from '../src/telemetry/pipeline-telemetry.js';
-import { sideBySide, type Suite } from './harness.js';
+import { sideBySide, type Contender, type Suite } from './harness.js';
 import { BENCH_SAMPLE_RATE, benchTelemetry } from './telemetry.js';
 
 interface Payment {
@@ -68,7 +68,8 @@ export const suite: Suite = {
     const pipeline = (mode: 'transactional' | 'leased', telemetry: TelemetryConfig | false = false) =>
       createPipeline<Database.Database, Payment>({
         ledger,
-        group: telemetry === false ? mode : `${mode}-otel`,
+        // Equal lengths: the rows compared write keys and groups of one size into the same index.
+        group: telemetry === false ? `${mode}-bare` : `${mode}-otel`,
         mode,
         telemetry,
         retry,
@@ -81,11 +82,20 @@ export const suite: Suite = {
     const transactional = pipeline('transactional');
     const leased = pipeline('leased');
     const otel = benchTelemetry();
-    const sampleRate = Number(flags.sampleRate ?? BENCH_SAMPLE_RATE);
-    if (!(sampleRate > 0 && sampleRate <= 1))
-      throw new Error(`--flag sampleRate=<above 0, at most 1>, got ${flags.sampleRate}`);
-    const sampled = benchTelemetry('sampled', sampleRate);
-    const transactionalOtel = pipeline('transactional', { ...sampled.config, system: 'local' });
+    // `--flag sampleRate=0.01,0.05,0.1`: the first rate is the `:otel` row, each further one a row `:otel@<rate>`.
+    const sampleRates = (flags.sampleRate ?? String(BENCH_SAMPLE_RATE)).split(',').map(Number);
+    if (!sampleRates.every((rate) => rate > 0 && rate <= 1))
+      throw new Error(`--flag sampleRate=<above 0, at most 1>[,…], got ${flags.sampleRate}`);
+    const sampled = sampleRates.map((rate, i) => {
+      const telemetry = benchTelemetry('sampled', rate);
+      return {
+        rate,
+        name: i === 0 ? 'oncemq:transactional:otel' : `oncemq:transactional:otel@${rate}`,
+        tag: `tx-ots${i}`,
+        telemetry,
+        pipeline: pipeline('transactional', { ...telemetry.config, system: 'local' }),
+      };
+    });
     const fullOtel = pipeline('transactional', { ...otel.config, system: 'full' });
     const metricsOnly = pipeline('transactional', {
       ...otel.config,
@@ -105,34 +115,34 @@ export const suite: Suite = {
           {
             name: 'oncemq:transactional',
             concurrency: 1,
-            op: (i) => transactional.process(message('tx', i)),
+            op: (i) => transactional.process(message('tx-plain0', i)),
             note: `synchronous=${synchronous}`,
           },
-          {
-            name: 'oncemq:transactional:otel',
+          ...sampled.map(({ rate, name, tag, pipeline: otelPipeline }): Contender => ({
+            name,
             concurrency: 1,
-            op: (i) => transactionalOtel.process(message('tx-otel', i)),
-            note: `synchronous=${synchronous}, OpenTelemetry metrics (every delivery counted) + sampleRate ${sampleRate} (timed and traced)`,
+            op: (i) => otelPipeline.process(message(tag, i)),
+            note: `synchronous=${synchronous}, OpenTelemetry metrics (every delivery counted) + sampleRate ${rate} (timed and traced)`,
             baseline: 'oncemq:transactional',
-          },
+          })),
           {
             name: 'oncemq:transactional:otel-full',
             concurrency: 1,
-            op: (i) => fullOtel.process(message('tx-otel-full', i)),
+            op: (i) => fullOtel.process(message('tx-otelf0', i)),
             note: `synchronous=${synchronous}, OpenTelemetry metrics (every delivery timed) + a span per delivery`,
             baseline: 'oncemq:transactional',
           },
           {
             name: 'oncemq:transactional:otel-metrics',
             concurrency: 1,
-            op: (i) => metricsOnly.process(message('tx-metrics', i)),
+            op: (i) => metricsOnly.process(message('tx-otelm0', i)),
             note: `synchronous=${synchronous}, OpenTelemetry metrics only (every delivery timed)`,
             baseline: 'oncemq:transactional',
           },
           {
             name: 'oncemq:transactional:otel-traces',
             concurrency: 1,
-            op: (i) => tracesOnly.process(message('tx-traces', i)),
+            op: (i) => tracesOnly.process(message('tx-otelt0', i)),
             note: `synchronous=${synchronous}, a span per delivery only`,
             baseline: 'oncemq:transactional',
           },
@@ -143,10 +153,12 @@ export const suite: Suite = {
             note: `synchronous=${synchronous}`,
           },
         ],
-        { seconds },
+        // Short slices in many rounds: the rows compared differ by a few percent, less than a busy second
+        // on a shared machine tilts one long slice.
+        { seconds, rounds: Number(flags.rounds ?? 20) },
       );
     } finally {
-      await Promise.all([otel.shutdown(), sampled.shutdown()]);
+      await Promise.all([otel.shutdown(), ...sampled.map(({ telemetry }) => telemetry.shutdown())]);
       await ledger.close();
       db.close();
       rmSync(dir, { recursive: true, force: true });

@@ -20,13 +20,13 @@ const DISCARD: SpanExporter = {
 };
 
 /** The share of deliveries a sampled set-up times and traces, unless `--flag sampleRate` says otherwise. */
-export const BENCH_SAMPLE_RATE = 0.1;
+export const BENCH_SAMPLE_RATE = 0.01;
 
 /**
  * The OpenTelemetry SDK as a service would run it: every instrument aggregated by a meter provider,
  * spans handed to a batch span processor (whose exporter discards the batches). `full`: every delivery
  * timed and traced; `sampled`: the set-up docs/observability.md recommends for fast consumers
- * (`sampleRate`, 0.1 by default) — the counters still count every delivery, and a tenth of the deliveries are
+ * (`sampleRate`, 0.01 by default) — the counters still count every delivery, and one delivery in a hundred is
  * timed into the histograms and traced (the SDK's default sampler records every span started).
  */
 export function benchTelemetry(
