@@ -124,83 +124,33 @@ describe('oncemq demo --scenario orders', () => {
     },
   );
 
-  it.skipIf(!rocketmq.available)(
-    'runs on RocketMQ, with FIFO topics and an orderly group, relay crashes and dropped connections: nothing out of order, doubled or lost',
-    async () => {
-      const run = await oncemq([
-        'demo',
-        '--scenario',
-        'orders',
-        '--transport',
-        'rocketmq',
-        '--broker-url',
-        rocketmq.url,
-        '--events',
-        '300',
-        '--seed',
-        '1',
-        '--json',
-      ]);
-      expect(run.stderr).not.toMatch(/Error/);
-      expect(run.code).toBe(0);
-      const summary = JSON.parse(run.stdout) as OrdersJson;
-      expect(summary).toMatchObject({ scenario: 'orders', outOfOrder: 0, doubleEffects: 0, lostEffects: 0 });
-      expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
-    },
-    180_000,
-  );
-
-  it.skipIf(!redis.available)(
-    'runs on Redis Streams, with its shard streams and partition leases, relay crashes and dropped connections: nothing out of order, doubled or lost',
-    async () => {
-      const run = await oncemq([
-        'demo',
-        '--scenario',
-        'orders',
-        '--transport',
-        'redis-streams',
-        '--broker-url',
-        redis.url,
-        '--events',
-        '300',
-        '--seed',
-        '1',
-        '--json',
-      ]);
-      expect(run.stderr).not.toMatch(/Error/);
-      expect(run.code).toBe(0);
-      const summary = JSON.parse(run.stdout) as OrdersJson;
-      expect(summary).toMatchObject({ scenario: 'orders', outOfOrder: 0, doubleEffects: 0, lostEffects: 0 });
-      expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
-    },
-    180_000,
-  );
-
-  it.skipIf(!rabbit.available)(
-    'runs on RabbitMQ, with its partition queues, relay crashes and dropped connections: nothing out of order, doubled or lost',
-    async () => {
-      const run = await oncemq([
-        'demo',
-        '--scenario',
-        'orders',
-        '--transport',
-        'rabbitmq',
-        '--broker-url',
-        rabbit.url,
-        '--events',
-        '300',
-        '--seed',
-        '1',
-        '--json',
-      ]);
-      expect(run.stderr).not.toMatch(/Error/);
-      expect(run.code).toBe(0);
-      const summary = JSON.parse(run.stdout) as OrdersJson;
-      expect(summary).toMatchObject({ scenario: 'orders', outOfOrder: 0, doubleEffects: 0, lostEffects: 0 });
-      expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
-    },
-    180_000,
-  );
+  const brokers = [
+    { transport: 'rocketmq', broker: rocketmq, how: 'FIFO topics and an orderly group' },
+    { transport: 'redis-streams', broker: redis, how: 'its shard streams and partition leases' },
+    { transport: 'rabbitmq', broker: rabbit, how: 'its partition queues' },
+  ];
+  for (const { transport, broker, how } of brokers) {
+    it.skipIf(!broker.available)(
+      `runs on ${transport}, with ${how}, relay crashes and dropped connections: nothing out of order, doubled or lost`,
+      async () => {
+        const run = await oncemq([
+          ...['demo', '--scenario', 'orders', '--transport', transport, '--broker-url', broker.url],
+          ...['--events', '300', '--seed', '1', '--json'],
+        ]);
+        expect(run.stderr).not.toMatch(/Error/);
+        expect(run.code).toBe(0);
+        const summary = JSON.parse(run.stdout) as OrdersJson;
+        expect(summary).toMatchObject({
+          scenario: 'orders',
+          outOfOrder: 0,
+          doubleEffects: 0,
+          lostEffects: 0,
+        });
+        expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
+      },
+      180_000,
+    );
+  }
 
   it('refuses an unknown scenario and --naive with orders (exit 2)', async () => {
     const unknown = await oncemq(['demo', '--scenario', 'refunds']);

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Envelope, Outcome } from 'oncemq';
+import { KEY_HEADER, type Envelope, type Outcome } from 'oncemq';
 import { RocketMQTransport, type RocketMQSubscription } from 'oncemq/rocketmq';
 import { findRocketMQ } from '../support/brokers.js';
 import { ConnectProxy, routeGrpcThrough } from '../support/connect-proxy.js';
+import { ackOutcome, outcomeBase } from '../support/local-points.js';
 import { sleep } from '../support/points.js';
 import { QUICK_ROCKETMQ } from '../support/rocketmq.js';
 
@@ -39,21 +40,8 @@ describe.skipIf(!broker.available)('RocketMQ: receives cut while they wait at th
     closers.push(() => consumer.close());
     const seen = new Set<string>();
     const ack = (envelope: Envelope): Promise<Outcome> => {
-      seen.add(envelope.headers['oncemq-key'] ?? envelope.brokerId);
-      return Promise.resolve({
-        kind: 'executed',
-        action: 'ack',
-        mode: 'leased',
-        attempt: 1,
-        reclaimed: false,
-        leaseLost: false,
-        group,
-        key: null,
-        topic: envelope.topic,
-        brokerId: envelope.brokerId,
-        deliveryCount: envelope.deliveryCount,
-        elapsedMs: 0,
-      });
+      seen.add(envelope.headers[KEY_HEADER] ?? envelope.brokerId);
+      return Promise.resolve(ackOutcome(envelope, outcomeBase(envelope, group)));
     };
     const subscriptions: RocketMQSubscription[] = [];
     for (let i = 0; i < CONSUMERS; i++) {
