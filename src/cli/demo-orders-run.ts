@@ -116,13 +116,13 @@ async function realOrdersBroker(
     await entry.cleanup({ url: route.direct, namespace }, [ORDERS_GROUP]);
   };
   try {
-    const producer = await entry.open({ url: route.direct, namespace });
+    const producer = await entry.open({ url: route.direct, namespace, ordered: true });
     transports.push(producer);
     if (!producer.capabilities.ordering) throw orderingRefusal(options.transport);
     return {
       publish: async (message) => (await publishWithResends(producer, message, injector)).receipt,
       async subscribe(processor) {
-        const transport = await entry.open({ url: route.proxied, namespace });
+        const transport = await entry.open({ url: route.proxied, namespace, ordered: true });
         transports.push(transport);
         subscriptions.push(
           await transport.subscribe(ORDERS_GROUP, [ORDERS_TOPIC], faultyProcessor(processor, injector), {
@@ -149,7 +149,7 @@ async function realOrdersBroker(
 export function orderingRefusal(transport: string): UsageError {
   return new UsageError(
     `--scenario orders needs per-key ordering, and the ${transport} transport has no ordering capability yet; ` +
-      'use a transport with it: local, rabbitmq, redis-streams or kafka (docs/ordering.md)',
+      'use a transport with it: local, rabbitmq, redis-streams, kafka or rocketmq (docs/ordering.md)',
   );
 }
 

@@ -8,6 +8,11 @@ export interface RunTransportTarget {
   readonly url: string;
   /** A name made for the run: every queue, stream, subject or key prefix the run creates starts with it. */
   readonly namespace: string;
+  /**
+   * The run consumes with per-key order: a broker that keeps it only on topics made for it (RocketMQ's
+   * FIFO topics and orderly groups) opens its transport so. @default false
+   */
+  readonly ordered?: boolean;
 }
 
 /**

@@ -30,6 +30,7 @@ interface OrdersJson {
 const postgres = await findPostgres();
 const rabbit = await findRunBroker('rabbitmq');
 const redis = await findRunBroker('redis-streams');
+const nats = await findRunBroker('nats');
 const rocketmq = await findRunBroker('rocketmq');
 
 /** Runs the orders scenario with `--json` and reads its summary. */
@@ -103,7 +104,7 @@ describe('oncemq demo --scenario orders', () => {
     expect(run.stdout).toMatch(/OK: every event took effect exactly once and in order/);
   });
 
-  it.skipIf(!rocketmq.available)(
+  it.skipIf(!nats.available)(
     'refuses a transport without per-key ordering with a usage error naming the ones that have it (exit 2)',
     async () => {
       const run = await oncemq([
@@ -111,69 +112,45 @@ describe('oncemq demo --scenario orders', () => {
         '--scenario',
         'orders',
         '--transport',
-        'rocketmq',
+        'nats',
         '--broker-url',
-        rocketmq.url,
+        nats.url,
       ]);
       expect(run.code).toBe(2);
       expect(run.stdout).toBe('');
       expect(run.stderr).toMatch(
-        /^oncemq demo: --scenario orders needs per-key ordering, and the rocketmq transport has no ordering capability yet; use a transport with it: local, rabbitmq, redis-streams or kafka/,
+        /^oncemq demo: --scenario orders needs per-key ordering, and the nats transport has no ordering capability yet; use a transport with it: local, rabbitmq, redis-streams, kafka or rocketmq/,
       );
     },
   );
 
-  it.skipIf(!redis.available)(
-    'runs on Redis Streams, with its shard streams and partition leases, relay crashes and dropped connections: nothing out of order, doubled or lost',
-    async () => {
-      const run = await oncemq([
-        'demo',
-        '--scenario',
-        'orders',
-        '--transport',
-        'redis-streams',
-        '--broker-url',
-        redis.url,
-        '--events',
-        '300',
-        '--seed',
-        '1',
-        '--json',
-      ]);
-      expect(run.stderr).not.toMatch(/Error/);
-      expect(run.code).toBe(0);
-      const summary = JSON.parse(run.stdout) as OrdersJson;
-      expect(summary).toMatchObject({ scenario: 'orders', outOfOrder: 0, doubleEffects: 0, lostEffects: 0 });
-      expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
-    },
-    180_000,
-  );
-
-  it.skipIf(!rabbit.available)(
-    'runs on RabbitMQ, with its partition queues, relay crashes and dropped connections: nothing out of order, doubled or lost',
-    async () => {
-      const run = await oncemq([
-        'demo',
-        '--scenario',
-        'orders',
-        '--transport',
-        'rabbitmq',
-        '--broker-url',
-        rabbit.url,
-        '--events',
-        '300',
-        '--seed',
-        '1',
-        '--json',
-      ]);
-      expect(run.stderr).not.toMatch(/Error/);
-      expect(run.code).toBe(0);
-      const summary = JSON.parse(run.stdout) as OrdersJson;
-      expect(summary).toMatchObject({ scenario: 'orders', outOfOrder: 0, doubleEffects: 0, lostEffects: 0 });
-      expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
-    },
-    180_000,
-  );
+  const brokers = [
+    { transport: 'rocketmq', broker: rocketmq, how: 'FIFO topics and an orderly group' },
+    { transport: 'redis-streams', broker: redis, how: 'its shard streams and partition leases' },
+    { transport: 'rabbitmq', broker: rabbit, how: 'its partition queues' },
+  ];
+  for (const { transport, broker, how } of brokers) {
+    it.skipIf(!broker.available)(
+      `runs on ${transport}, with ${how}, relay crashes and dropped connections: nothing out of order, doubled or lost`,
+      async () => {
+        const run = await oncemq([
+          ...['demo', '--scenario', 'orders', '--transport', transport, '--broker-url', broker.url],
+          ...['--events', '300', '--seed', '1', '--json'],
+        ]);
+        expect(run.stderr).not.toMatch(/Error/);
+        expect(run.code).toBe(0);
+        const summary = JSON.parse(run.stdout) as OrdersJson;
+        expect(summary).toMatchObject({
+          scenario: 'orders',
+          outOfOrder: 0,
+          doubleEffects: 0,
+          lostEffects: 0,
+        });
+        expect(summary.outboxPublished).toBeGreaterThanOrEqual(300);
+      },
+      180_000,
+    );
+  }
 
   it('refuses an unknown scenario and --naive with orders (exit 2)', async () => {
     const unknown = await oncemq(['demo', '--scenario', 'refunds']);

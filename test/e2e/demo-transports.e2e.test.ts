@@ -24,7 +24,7 @@ interface DemoJson {
   ok: boolean;
 }
 
-for (const transport of ['rabbitmq', 'nats', 'redis-streams', 'kafka']) {
+for (const transport of ['rabbitmq', 'nats', 'redis-streams', 'kafka', 'rocketmq']) {
   const broker = await findRunBroker(transport);
   describe.skipIf(!broker.available)(`oncemq demo --transport ${transport}`, () => {
     it('applies every event once through dropped connections, resent publishes and acks lost after commit (exit 0)', async () => {

@@ -23,7 +23,8 @@ order row and its outbox row in one transaction; two outbox relays publish them,
 then between publish and mark (relay-crash) and restarted; a consumer group with per-key ordering
 (ordering key: the order id) moves each order's shipment through created → paid → shipped. An event
 applied in another state is counted in outOfOrder. Exits 0 only when outOfOrder, doubleEffects and
-lostEffects are 0 and every order is shipped. Needs a transport with per-key ordering (local today).
+lostEffects are 0 and every order is shipped. Needs a transport with per-key ordering: local, rabbitmq,
+redis-streams, kafka or rocketmq (FIFO topics made for the run).
 
   --scenario NAME  payments or orders (default payments)
   --events N       events to publish (default 10000; orders: 3 per order)

@@ -28,9 +28,10 @@ function routeThroughProxy(url: string): string {
 export const ROCKETMQ_RUN_TRANSPORT = Object.freeze<RunTransport>({
   service: 'rocketmq',
   route: 'grpc',
-  open: async ({ url, namespace }) => {
+  open: async ({ url, namespace, ordered }) => {
     const transport = new RocketMQTransport({
       url: routeThroughProxy(url),
+      fifo: ordered === true,
       longPoll: '1s',
       failureBackoff: '200ms',
       requestTimeout: '3s',
