@@ -67,7 +67,9 @@ export class PartitionOffsets {
     if (length === this.#head) return null;
     while (this.#scan < length && this.#finished[this.#scan] === true) this.#scan++;
     const next =
-      this.#scan < length ? (this.#offsets[this.#scan] as bigint) : (this.#offsets[length - 1] as bigint) + 1n;
+      this.#scan < length
+        ? (this.#offsets[this.#scan] as bigint)
+        : (this.#offsets[length - 1] as bigint) + 1n;
     if (this.#committed !== null && next <= this.#committed) return null;
     return next;
   }
