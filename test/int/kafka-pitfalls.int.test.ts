@@ -70,13 +70,23 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     }
   };
 
+  /** `count` records of one ordering key (so one partition), published one after another. */
+  const publishToOnePartition = async (
+    count: number,
+  ): Promise<{ receipts: PublishReceipt[]; partition: number; first: bigint }> => {
+    const receipts: PublishReceipt[] = [];
+    for (let i = 0; i < count; i++)
+      receipts.push(await proxied.transport.publish({ topic, key: `k-${i}`, orderingKey: 'one', body: {} }));
+    return {
+      receipts,
+      partition: Number(receipts[0]?.position?.partition),
+      first: BigInt(receipts[0]?.position?.offset ?? -1),
+    };
+  };
+
   it('starts a commit at most every 50 ms while records finish one by one, and commits the rest when closing', async () => {
     const { transport } = proxied;
-    const receipts: PublishReceipt[] = [];
-    for (let i = 0; i < 40; i++)
-      receipts.push(await transport.publish({ topic, key: `k-${i}`, orderingKey: 'one', body: {} }));
-    const partition = Number(receipts[0]?.position?.partition);
-    const first = BigInt(receipts[0]?.position?.offset ?? -1);
+    const { partition, first } = await publishToOnePartition(40);
     // The client's own trace of each commit request, this group's only.
     const starts: number[] = [];
     const onCommit = (context: unknown): void => {
@@ -111,12 +121,8 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
 
   it('never commits an offset past a record still in flight, whatever finishes after it', async () => {
     const { transport } = proxied;
-    const receipts: PublishReceipt[] = [];
-    // One ordering key: one partition; the first record is slow, the five after it finish at once.
-    for (let i = 0; i < 6; i++)
-      receipts.push(await transport.publish({ topic, key: `k-${i}`, orderingKey: 'one', body: {} }));
-    const partition = Number(receipts[0]?.position?.partition);
-    const first = BigInt(receipts[0]?.position?.offset ?? -1);
+    // One partition; the first record is slow, the five after it finish at once.
+    const { receipts, partition, first } = await publishToOnePartition(6);
     const slow = gate();
     const done = new Set<string>();
     subscriptions.push(
