@@ -87,8 +87,8 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
       );
     };
 
-    /** The topic created with 2 partitions, consumed in order once (the count recorded), then grown to 4. */
-    const grownAfter = async (publish: (two: KafkaTransport) => Promise<void>): Promise<void> => {
+    /** The topic created with 2 partitions, consumed in order once (the count recorded), then grown to `count`. */
+    const grownAfter = async (publish: (two: KafkaTransport) => Promise<void>, count = 4): Promise<void> => {
       const two = member(2);
       const first = await two.subscribe(group, [topic], steps.pipeline, { ordering: {} });
       await first.close();
@@ -96,11 +96,11 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
       const admin = kafkaAdmin(kafka.bootstrap);
       try {
         // `null`: the broker places the new partitions itself.
-        await admin.createPartitions({ topics: [{ name: topic, count: 4, assignments: null }] });
+        await admin.createPartitions({ topics: [{ name: topic, count, assignments: null }] });
         await waitFor(
           async () =>
             (await admin.metadata({ topics: [topic], forceUpdate: true })).topics.get(topic)?.partitions
-              .length === 4,
+              .length === count,
           'the new partitions',
           20_000,
         );
@@ -156,6 +156,33 @@ describe.skipIf(!kafka.available || !postgres.available)('per-key ordered consum
           }),
         ),
       );
+      await allApplied();
+      await Promise.all(drainers.map((drainer) => drainer.close()));
+    }, 150_000);
+
+    it('holds the records published after the change until the whole group drained, when keys move between members', async () => {
+      // Slow steps: the old partitions take seconds to drain, so the last steps arrive while the
+      // first two of their order still wait in another member.
+      await steps.close();
+      steps = await orderSteps(postgres.url, group, 40);
+      // 2 → 3 partitions: murmur2 modulo 3 sends keys of both old partitions to every partition. Three
+      // members, one partition each: the new partition's owner has nothing to drain, and every key
+      // there changed member (2 → 4 keeps a key of partition p in p or p + 2, which one member may own).
+      await grownAfter(async (two) => {
+        await publishStep(two, 1);
+        await publishStep(two, 2);
+      }, 3);
+      const drainers = await Promise.all(
+        [member(3), member(3), member(3)].map((transport) =>
+          transport.subscribe(group, [topic], steps.pipeline, {
+            ordering: { onPartitionChange: 'drain' },
+            concurrency: 2,
+          }),
+        ),
+      );
+      // Published after the draining members started, by a producer that knows the new count.
+      await publishStep(member(3), 3);
+      expect(await steps.count()).toBeLessThan(orders * 2);
       await allApplied();
       await Promise.all(drainers.map((drainer) => drainer.close()));
     }, 150_000);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { subscribe as listen, unsubscribe as stopListening } from 'node:diagnostics_channel';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Consumer } from '@platformatic/kafka';
 import {
@@ -69,14 +70,59 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     }
   };
 
+  /** `count` records of one ordering key (so one partition), published one after another. */
+  const publishToOnePartition = async (
+    count: number,
+  ): Promise<{ receipts: PublishReceipt[]; partition: number; first: bigint }> => {
+    const receipts: PublishReceipt[] = [];
+    for (let i = 0; i < count; i++)
+      receipts.push(await proxied.transport.publish({ topic, key: `k-${i}`, orderingKey: 'one', body: {} }));
+    return {
+      receipts,
+      partition: Number(receipts[0]?.position?.partition),
+      first: BigInt(receipts[0]?.position?.offset ?? -1),
+    };
+  };
+
+  it('starts a commit at most every 50 ms while records finish one by one, and commits the rest when closing', async () => {
+    const { transport } = proxied;
+    const { partition, first } = await publishToOnePartition(40);
+    // The client's own trace of each commit request, this group's only.
+    const starts: number[] = [];
+    const onCommit = (context: unknown): void => {
+      if ((context as { client?: { groupId?: string } }).client?.groupId === group) starts.push(Date.now());
+    };
+    listen('tracing:plt:kafka:consumer:commits:start', onCommit);
+    try {
+      let done = 0;
+      const subscription = await transport.subscribe(
+        group,
+        [topic],
+        async (envelope) => {
+          await sleep(5);
+          done++;
+          return ackOutcome(envelope);
+        },
+        { concurrency: 1 },
+      );
+      await waitUntil(() => done === 40, 'every record');
+      await subscription.close();
+    } finally {
+      stopListening('tracing:plt:kafka:consumer:commits:start', onCommit);
+    }
+    // Forty records finishing one after another: a handful of commits, not one per record.
+    expect(starts.length).toBeGreaterThan(0);
+    expect(starts.length).toBeLessThan(20);
+    const gaps = starts.slice(1).map((start, i) => start - (starts[i] as number));
+    // The last one may be the closing commit, which does not wait.
+    expect(gaps.slice(0, -1).filter((gap) => gap < 45)).toEqual([]);
+    expect(await committed(partition)).toBe(first + 40n);
+  });
+
   it('never commits an offset past a record still in flight, whatever finishes after it', async () => {
     const { transport } = proxied;
-    const receipts: PublishReceipt[] = [];
-    // One ordering key: one partition; the first record is slow, the five after it finish at once.
-    for (let i = 0; i < 6; i++)
-      receipts.push(await transport.publish({ topic, key: `k-${i}`, orderingKey: 'one', body: {} }));
-    const partition = Number(receipts[0]?.position?.partition);
-    const first = BigInt(receipts[0]?.position?.offset ?? -1);
+    // One partition; the first record is slow, the five after it finish at once.
+    const { receipts, partition, first } = await publishToOnePartition(6);
     const slow = gate();
     const done = new Set<string>();
     subscriptions.push(

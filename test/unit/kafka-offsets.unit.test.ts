@@ -21,6 +21,49 @@ describe('Kafka partition offsets', () => {
     expect(offsets.committable()).toBe(15n);
   });
 
+  it('counts the unfinished records, each once, and forgets those a commit passed', () => {
+    const offsets = new PartitionOffsets();
+    for (const offset of [1n, 2n, 3n]) offsets.receive(offset);
+    offsets.finish(2n);
+    offsets.finish(2n);
+    offsets.finish(7n);
+    expect(offsets.unfinished).toBe(2);
+    offsets.finish(1n);
+    expect(offsets.committable()).toBe(3n);
+    offsets.committed(3n);
+    expect(offsets.unfinished).toBe(1);
+    // A commit from elsewhere past a record not finished here (a rejoin read it again) forgets it too.
+    offsets.committed(4n);
+    expect(offsets.unfinished).toBe(0);
+    expect(offsets.committable()).toBeNull();
+    // The records after it are committed as usual.
+    offsets.receive(4n);
+    offsets.receive(5n);
+    offsets.finish(4n);
+    offsets.finish(5n);
+    expect(offsets.committable()).toBe(6n);
+  });
+
+  it('keeps the prefix rule over a long run, finishes out of order and commits in between', () => {
+    const offsets = new PartitionOffsets();
+    let received = 0n;
+    let finished = 0n;
+    for (let round = 0; round < 50; round++) {
+      for (let i = 0; i < 100; i++) offsets.receive(received++);
+      // The round's records finish from the last to the first; the first one stays in flight a while.
+      for (let offset = received - 1n; offset > finished; offset--) offsets.finish(offset);
+      // Held at the first record: its own offset, which is already committed after the first round.
+      expect(offsets.committable()).toBe(round === 0 ? 0n : null);
+      offsets.finish(finished);
+      expect(offsets.committable()).toBe(received);
+      offsets.committed(received);
+      finished = received;
+      expect(offsets.unfinished).toBe(0);
+      expect(offsets.seen(received - 1n)).toBe(true);
+      expect(offsets.seen(received)).toBe(false);
+    }
+  });
+
   it('skips records received again after a rejoin', () => {
     const offsets = new PartitionOffsets();
     offsets.receive(5n);

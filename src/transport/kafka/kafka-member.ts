@@ -57,6 +57,13 @@ export interface OrderedLane {
 /** Records an ordered member holds at once, per unit of `concurrency`, before it pauses fetching. */
 export const ORDERED_PENDING_PER_SLOT = 16;
 
+/**
+ * Least time between the starts of two commits of a member: what finishes meanwhile goes in the next
+ * commit. Committing after every finish cost the broker a request (and an append to its offsets log)
+ * per one to a few records; a closing member commits at once.
+ */
+export const COMMIT_INTERVAL_MS = 50;
+
 const partitionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
 /**
@@ -80,6 +87,9 @@ export class KafkaMember {
   #dueTimer: NodeJS.Timeout | undefined;
   #committing: Promise<void> | undefined;
   #commitAgain = false;
+  /** Set while a commit waits for `COMMIT_INTERVAL_MS` since the last one started. */
+  #commitTimer: NodeJS.Timeout | undefined;
+  #lastCommitAt = 0;
   readonly #running = new Set<Promise<void>>();
   #lane: OrderedLane | undefined;
   readonly #lanes = new Set<OrderedLane>();
@@ -338,6 +348,17 @@ export class KafkaMember {
       this.#commitAgain = true;
       return;
     }
+    if (this.#commitTimer !== undefined) return;
+    const wait = this.#lastCommitAt + COMMIT_INTERVAL_MS - Date.now();
+    if (wait > 0 && !this.#closing) {
+      this.#commitTimer = setTimeout(() => {
+        this.#commitTimer = undefined;
+        this.#scheduleCommit();
+      }, wait);
+      this.#commitTimer.unref();
+      return;
+    }
+    this.#lastCommitAt = Date.now();
     this.#committing = this.#commit().finally(() => {
       this.#committing = undefined;
       if (this.#commitAgain) {
@@ -382,6 +403,8 @@ export class KafkaMember {
     if (this.#closing) return;
     this.#closing = true;
     if (this.#dueTimer !== undefined) clearTimeout(this.#dueTimer);
+    if (this.#commitTimer !== undefined) clearTimeout(this.#commitTimer);
+    this.#commitTimer = undefined;
     this.#stream?.pause();
     this.#queue.length = 0;
     for (const lane of this.#lanes) lane.close();

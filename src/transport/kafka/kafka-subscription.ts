@@ -205,9 +205,13 @@ export class KafkaSubscription implements Subscription {
     if (outcomes.length !== envelopes.length) {
       throw new Error(`processBatch returned ${outcomes.length} outcomes for ${envelopes.length} records`);
     }
-    await Promise.all(
-      outcomes.map((outcome, i) => this.#act(outcome, envelopes[i] as Envelope, messages[i] as KafkaMessage)),
-    );
+    // An ack needs nothing at the broker: only retries and dead letters are waited for.
+    const copies: Promise<void>[] = [];
+    outcomes.forEach((outcome, i) => {
+      if (outcome.action !== 'ack')
+        copies.push(this.#act(outcome, envelopes[i] as Envelope, messages[i] as KafkaMessage));
+    });
+    if (copies.length > 0) await Promise.all(copies);
   }
 
   /** Acts on one outcome: an ack needs nothing (the offset commits); a retry or a dead letter is a confirmed copy. */
