@@ -149,7 +149,7 @@ async function realOrdersBroker(
 export function orderingRefusal(transport: string): UsageError {
   return new UsageError(
     `--scenario orders needs per-key ordering, and the ${transport} transport has no ordering capability yet; ` +
-      'use a transport with it: local, rabbitmq, redis-streams or kafka (docs/ordering.md)',
+      'use a transport with it: local, rabbitmq, nats, redis-streams or kafka (docs/ordering.md)',
   );
 }
 

@@ -118,7 +118,7 @@ describe('oncemq demo --scenario orders', () => {
       expect(run.code).toBe(2);
       expect(run.stdout).toBe('');
       expect(run.stderr).toMatch(
-        /^oncemq demo: --scenario orders needs per-key ordering, and the rocketmq transport has no ordering capability yet; use a transport with it: local, rabbitmq, redis-streams or kafka/,
+        /^oncemq demo: --scenario orders needs per-key ordering, and the rocketmq transport has no ordering capability yet; use a transport with it: local, rabbitmq, nats, redis-streams or kafka/,
       );
     },
   );
