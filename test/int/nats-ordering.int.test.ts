@@ -4,17 +4,33 @@
 // (transports of their own, as separate processes would have), connections dropped and a member
 // closed mid-run.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { jetstream } from '@nats-io/jetstream';
+import type { Envelope, Subscription } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
+import { partitionConsumer } from '../../src/transport/nats/nats-names.js';
 import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
 import { runOrderedScenario } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { findService } from '../support/services.js';
-import { adminOf, NATS_SERVICE, natsUnderTest, QUICK_NATS, type NatsUnderTest } from '../support/nats.js';
+import {
+  adminOf,
+  directConnection,
+  NATS_SERVICE,
+  natsUnderTest,
+  QUICK_NATS,
+  type NatsUnderTest,
+} from '../support/nats.js';
 
 const nats = await findService(NATS_SERVICE);
 const postgres = await findPostgres();
 
 const ORDERED: NatsTransportConfig = { partitions: 4, partitionLease: '3s' };
+
+/** One partition: every key on one consumer, the one a take-over is about. */
+const ONE: NatsTransportConfig = { partitions: 1 };
+
+const owned = (subscription: Subscription): readonly number[] =>
+  'owned' in subscription ? (subscription.owned as readonly number[]) : [];
 
 describe.skipIf(!nats.available || !postgres.available)(
   'per-key ordered consumption over NATS JetStream',
@@ -75,8 +91,6 @@ describe.skipIf(!nats.available || !postgres.available)(
       const handler = (): Promise<never> => Promise.reject(new Error('unused'));
       const first = await open().subscribe(group, [topic], handler, { ordering: {} });
       const second = await open().subscribe(group, [topic], handler, { ordering: {} });
-      const owned = (subscription: typeof first): readonly number[] =>
-        'owned' in subscription ? subscription.owned : [];
       await waitFor(() => owned(first).length + owned(second).length === 4, 'every partition owned', 10_000);
       expect([...owned(first), ...owned(second)].sort()).toEqual([0, 1, 2, 3]);
       // Over several lease renewals, no partition is ever owned by both.
@@ -90,6 +104,115 @@ describe.skipIf(!nats.available || !postgres.available)(
       await first.close();
       await waitFor(() => owned(second).length === 4, 'the second member owning every partition', 10_000);
       await second.close();
+    });
+
+    describe('a partition changing owner', () => {
+      /** The steps of one order, applied in the order the members ran them. */
+      const applied: number[] = [];
+      const apply = (envelope: Envelope) => {
+        applied.push((JSON.parse(new TextDecoder().decode(envelope.body)) as { step: number }).step);
+        return Promise.resolve(outcomeFor(envelope, 'ack', 0));
+      };
+      const OPTIONS = { ordering: {}, visibility: '2s' } as const;
+      let topic: string;
+      let group: string;
+      const step = (n: number): Promise<unknown> =>
+        under.transport.publish({ topic, key: `order-a-${n}`, orderingKey: 'order-a', body: { step: n } });
+      /** A member that takes the partition and waits until it owns it. */
+      const member = async (): Promise<Subscription> => {
+        const subscription = await open(ONE).subscribe(group, [topic], apply, OPTIONS);
+        await waitFor(() => owned(subscription).length === 1, 'the partition owned', 10_000);
+        return subscription;
+      };
+      /** The partition's consumer, reached around the members (another owner's pulls). */
+      const partitionOf = async (connection: Awaited<ReturnType<typeof directConnection>>) =>
+        jetstream(connection).consumers.get(`${under.streamPrefix}_${topic}`, partitionConsumer(group, 0, 1));
+
+      beforeEach(async () => {
+        applied.length = 0;
+        topic = unique('orders');
+        group = unique('fulfilment');
+        // The consumer is in place and the lease released by an owner that left everything settled.
+        await (await member()).close();
+      });
+
+      it('processes nothing while the server counts copies pending to another owner, whatever the lease says', async () => {
+        const connection = await directConnection(nats.url);
+        try {
+          await step(1);
+          await step(2);
+          // An owner that vanished with copies 1 and 2 in hand: they come back after the ack wait.
+          const taken = await (await partitionOf(connection)).fetch({ max_messages: 2, expires: 2_000 });
+          const seqs: number[] = [];
+          for await (const msg of taken) seqs.push(msg.seq);
+          expect(seqs).toHaveLength(2);
+          await step(3);
+          // A member takes the partition over while they are pending and leaves before they came back.
+          await (await member()).close();
+          const last = await member();
+          await waitFor(() => applied.length >= 3, 'the three steps applied', 20_000);
+          await sleep(500);
+          expect(applied).toEqual([1, 2, 3]);
+          await last.close();
+        } finally {
+          await connection.close();
+        }
+      }, 40_000);
+
+      it('pulls only once no pull of another owner is open on the partition', async () => {
+        const connection = await directConnection(nats.url);
+        try {
+          // A previous owner's pull still open at the server: it is handed the first step published.
+          const left = await (await partitionOf(connection)).fetch({ max_messages: 1, expires: 5_000 });
+          const taken: number[] = [];
+          const done = (async () => {
+            for await (const msg of left) taken.push(msg.seq);
+          })();
+          const next = await member();
+          await step(1);
+          await step(2);
+          await step(3);
+          await done;
+          expect(taken).toHaveLength(1);
+          await waitFor(() => applied.length >= 3, 'the three steps applied', 20_000);
+          await sleep(500);
+          expect(applied).toEqual([1, 2, 3]);
+          await next.close();
+        } finally {
+          await connection.close();
+        }
+      }, 40_000);
+
+      it('never sends a pull that could stay open past two thirds of its lease', async () => {
+        const connection = await directConnection(nats.url);
+        try {
+          // Every pull request the member sends, as the server receives it.
+          const requests = connection.subscribe(
+            `$JS.API.CONSUMER.MSG.NEXT.${under.streamPrefix}_${topic}.${partitionConsumer(group, 0, 1)}`,
+          );
+          const expires: number[] = [];
+          const seen = (async () => {
+            for await (const request of requests) {
+              expires.push((JSON.parse(request.string()) as { expires: number }).expires / 1_000_000);
+            }
+          })();
+          await connection.flush();
+          const subscription = await open({ ...ONE, pullExpires: '5s' }).subscribe(
+            group,
+            [topic],
+            apply,
+            OPTIONS,
+          );
+          await waitFor(() => expires.length >= 3, 'pulls of the member', 15_000);
+          await subscription.close();
+          requests.unsubscribe();
+          await seen;
+          // The lease is 3 s: each pull ends within 2 s of the renewal before it, well before 5 s.
+          expect(Math.max(...expires)).toBeLessThanOrEqual(2_000);
+        } finally {
+          await connection.close();
+        }
+      }, 40_000);
     });
 
     it('publishes every message of an ordering key on one slot subject, and keys on several', async () => {

@@ -8,9 +8,15 @@ import { DeliverySlots } from './delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
 import type { NatsDriver } from './nats-driver.js';
 import { leaseSubject } from './nats-names.js';
-import { PartitionLease } from './nats-partition-lease.js';
+import { PartitionLease, type LeasePredecessor } from './nats-partition-lease.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** How often a partition behind its take-over fence reads its consumers again. */
+const FENCE_CHECK_MS = 100;
+
+/** The shortest pull the client sends. */
+const MIN_PULL_MS = 1000;
 
 /** Deliveries a partition hands its owner ahead of the running ones, per unit of `concurrency`. */
 export const ORDERED_HELD_PER_SLOT = 16;
@@ -44,6 +50,12 @@ interface Lane {
   readonly gate: OrderingGate;
   /** Deliveries in the gate by broker id, oldest first (a redelivered copy may join its original). */
   readonly held: Map<string, NatsDelivery[]>;
+  /**
+   * True until the take-over fence opens: what the pulls bring meanwhile waits in `parked` (and in
+   * `held`), unprocessed, until the server counts no copy of the partition as pending to anyone else.
+   */
+  fenced: boolean;
+  readonly parked: NatsDelivery[];
   readonly pulls: Set<ConsumerMessages>;
   loops: Promise<void>[];
   running: boolean;
@@ -72,6 +84,8 @@ export class NatsOrderedSubscription implements Subscription {
   readonly #leases: PartitionLease[];
   readonly #lanes = new Map<number, Lane>();
   readonly #watchdogs = new Map<number, NodeJS.Timeout>();
+  /** When the write that last renewed each owned partition's lease was sent. */
+  readonly #renewedAt = new Map<number, number>();
   #running = true;
   #owner: Promise<void> | undefined;
   #wake: () => void = () => undefined;
@@ -170,7 +184,7 @@ export class NatsOrderedSubscription implements Subscription {
       await lease.release(true);
       return;
     }
-    this.#startLane(partition, predecessor === 'unclean');
+    this.#startLane(partition, predecessor);
     this.#watch(index, sentAt);
   }
 
@@ -181,7 +195,8 @@ export class NatsOrderedSubscription implements Subscription {
    */
   #watch(index: number, renewedAt: number): void {
     clearTimeout(this.#watchdogs.get(index));
-    const leftMs = renewedAt + (this.#parts.ctx.settings.partitionLeaseMs * 2) / 3 - Date.now();
+    this.#renewedAt.set(index, renewedAt);
+    const leftMs = this.#letGoAt(renewedAt) - Date.now();
     this.#watchdogs.set(
       index,
       setTimeout(() => this.#stopLane(index, 'its lease was not renewed in time'), Math.max(0, leftMs)),
@@ -189,27 +204,99 @@ export class NatsOrderedSubscription implements Subscription {
   }
 
   /**
-   * A partition whose previous owner vanished may still have copies pending to it: the server hands
-   * them out again only once their ack wait ran out, and a later message of their key must not go
-   * first. So the new owner waits one ack wait before it pulls, unless nothing is pending.
+   * How long a pull started now may stay open at the server: it must end before the watchdog stops
+   * the partition, so that no pull of this member is left open when another member may take it.
    */
-  async #outwait(lane: Lane): Promise<void> {
-    const { partition } = lane;
-    let pending = 0;
-    for (const source of partition.sources) {
-      const info = await this.#parts.jsm.consumers.info(source.stream, source.consumer);
-      pending += info.num_ack_pending;
-    }
-    if (pending === 0) return;
-    this.#parts.ctx.settings.logger.info(
-      'oncemq: a NATS partition taken over with copies pending to its previous owner; waiting for them',
-      { group: this.group, partition: partition.index, pending, waitMs: this.#parts.ackWaitMs },
+  #pullRoomMs(index: number): number {
+    const renewedAt = this.#renewedAt.get(index);
+    if (renewedAt === undefined) return 0;
+    return Math.min(
+      this.#parts.ctx.settings.pullExpiresMs,
+      Math.floor(this.#letGoAt(renewedAt) - Date.now()),
     );
-    const until = Date.now() + this.#parts.ackWaitMs + 1000;
-    while (laneRunning(lane) && Date.now() < until) await sleep(Math.min(250, until - Date.now()));
   }
 
-  #startLane(partition: NatsPartition, outwait: boolean): void {
+  /** When this member lets a partition go unless it renews the lease again: two thirds of a lease after `renewedAt`. */
+  #letGoAt(renewedAt: number): number {
+    return renewedAt + (this.#parts.ctx.settings.partitionLeaseMs * 2) / 3;
+  }
+
+  /**
+   * The take-over fence. Whatever the lease says about the previous owner, the server's consumer
+   * state decides: first every pull request still open on the partition's consumers must be gone
+   * (one of the previous owner's could be handed later messages of a key); then the new owner
+   * processes nothing until the server counts no copy as pending to anyone but this lane. While
+   * copies are pending elsewhere, it waits one ack wait before it pulls: a vanished owner's copies
+   * are then due again and come first; a slow owner's are settled by it, or handed back.
+   */
+  async #fence(lane: Lane): Promise<void> {
+    const { partition } = lane;
+    const { logger } = this.#parts.ctx.settings;
+    let told = false;
+    for (;;) {
+      if (!laneRunning(lane)) return;
+      const infos = await Promise.all(
+        partition.sources.map((source) => this.#parts.jsm.consumers.info(source.stream, source.consumer)),
+      );
+      const waiting = infos.reduce((sum, info) => sum + info.num_waiting, 0);
+      if (waiting === 0) break;
+      if (!told) {
+        told = true;
+        logger.info('oncemq: a NATS partition taken over with pulls still open; waiting for them to end', {
+          group: this.group,
+          partition: partition.index,
+          waiting,
+        });
+      }
+      await sleep(FENCE_CHECK_MS);
+    }
+    if (await this.#onlyOurs(lane)) {
+      this.#openFence(lane);
+      return;
+    }
+    logger.info(
+      'oncemq: a NATS partition taken over with copies pending to another owner; waiting for them',
+      { group: this.group, partition: partition.index, waitMs: this.#parts.ackWaitMs },
+    );
+    const until = Date.now() + this.#parts.ackWaitMs + 1000;
+    while (laneRunning(lane) && Date.now() < until) await sleep(Math.min(FENCE_CHECK_MS, until - Date.now()));
+  }
+
+  /** Checks the fence until it opens; the pulls run meanwhile and park what they bring. */
+  async #watchFence(lane: Lane): Promise<void> {
+    while (laneRunning(lane) && lane.fenced) {
+      if (await this.#onlyOurs(lane)) this.#openFence(lane);
+      else await sleep(FENCE_CHECK_MS);
+    }
+  }
+
+  /**
+   * True when the server counts as pending exactly the copies parked in this lane. Each source's own
+   * count is taken before its request: a copy received before the request was delivered before the
+   * server's answer, so the answer counts every parked copy, and an equal count leaves none for
+   * anyone else (a copy on its way to us only makes the server's count larger).
+   */
+  async #onlyOurs(lane: Lane): Promise<boolean> {
+    for (const source of lane.partition.sources) {
+      // Distinct messages: a copy delivered again joins its first one.
+      const ours = new Set(
+        lane.parked.filter((d) => d.msg.info.stream === source.stream).map((d) => d.msg.seq),
+      ).size;
+      const info = await this.#parts.jsm.consumers.info(source.stream, source.consumer);
+      if (info.num_ack_pending !== ours) return false;
+    }
+    return true;
+  }
+
+  /** Every copy the server delivered earlier is settled or parked here: the parked ones go into the gate, in stream order. */
+  #openFence(lane: Lane): void {
+    if (!lane.running || !lane.fenced) return;
+    lane.fenced = false;
+    const parked = lane.parked.splice(0).sort((a, b) => a.msg.seq - b.msg.seq);
+    for (const delivery of parked) this.#submit(lane, delivery);
+  }
+
+  #startLane(partition: NatsPartition, predecessor: LeasePredecessor): void {
     const held = new Map<string, NatsDelivery[]>();
     const lane: Lane = {
       partition,
@@ -222,6 +309,8 @@ export class NatsOrderedSubscription implements Subscription {
           logger: this.#parts.ctx.settings.logger,
         },
       ),
+      fenced: true,
+      parked: [],
       pulls: new Set(),
       loops: [],
       running: true,
@@ -229,19 +318,22 @@ export class NatsOrderedSubscription implements Subscription {
       stopped: undefined,
     };
     this.#lanes.set(partition.index, lane);
-    // The lease is renewed meanwhile: the wait for a vanished owner's copies holds only the pulls.
-    const ready = outwait
-      ? this.#outwait(lane).catch((error: unknown) => {
-          this.#stopLane(partition.index, `its consumers could not be read: ${errorText(error)}`);
-        })
-      : Promise.resolve();
-    lane.loops = partition.sources.map(async (source) => {
-      await ready;
-      await this.#pullLoop(lane, source);
-    });
+    const unreadable = (error: unknown): void => {
+      this.#stopLane(partition.index, `its consumers could not be read: ${errorText(error)}`);
+    };
+    // The lease is renewed meanwhile: the fence holds only the pulls and the processing.
+    const ready = this.#fence(lane).catch(unreadable);
+    lane.loops = [
+      ...partition.sources.map(async (source) => {
+        await ready;
+        await this.#pullLoop(lane, source);
+      }),
+      ready.then(() => this.#watchFence(lane)).catch(unreadable),
+    ];
     this.#parts.ctx.settings.logger.info('oncemq: consuming a NATS partition', {
       group: this.group,
       partition: partition.index,
+      predecessor,
     });
   }
 
@@ -251,16 +343,23 @@ export class NatsOrderedSubscription implements Subscription {
     while (lane.running) {
       await ctx.session.whenConnected();
       if (!laneRunning(lane) || ctx.connection.isClosed()) break;
-      const room = limit - lane.gate.pending;
-      if (room <= 0) {
+      const room = limit - lane.gate.pending - lane.parked.length;
+      // Behind the fence a full lane still pulls one at a time: a copy it waits for may be next.
+      if (room <= 0 && !lane.fenced) {
         await sleep(20);
         continue;
       }
       try {
         const consumer = await js.consumers.get(source.stream, source.consumer);
+        // Never a pull that could outlive this member's hold on the partition.
+        const expires = this.#pullRoomMs(lane.partition.index);
+        if (expires < MIN_PULL_MS) {
+          await sleep(20);
+          continue;
+        }
         const pull = await consumer.fetch({
-          max_messages: Math.min(room, concurrency * 2),
-          expires: ctx.settings.pullExpiresMs,
+          max_messages: Math.max(1, Math.min(room, concurrency * 2)),
+          expires,
         });
         lane.pulls.add(pull);
         try {
@@ -299,6 +398,12 @@ export class NatsOrderedSubscription implements Subscription {
     // A pull stopped with the lane may still bring a message: it is held, unprocessed, and handed
     // back with the gate's waiting ones in stream order (handed back at once, it would go first).
     if (!lane.running) return;
+    if (lane.fenced) lane.parked.push(delivery);
+    else this.#submit(lane, delivery);
+  }
+
+  #submit(lane: Lane, delivery: NatsDelivery): void {
+    const { brokerId } = delivery.envelope;
     lane.gate.submit(delivery.envelope).then(
       () => this.#forget(lane.held, brokerId),
       (error: unknown) => {
@@ -345,6 +450,7 @@ export class NatsOrderedSubscription implements Subscription {
   #stopLane(index: number, why: string): void {
     clearTimeout(this.#watchdogs.get(index));
     this.#watchdogs.delete(index);
+    this.#renewedAt.delete(index);
     const lane = this.#lanes.get(index);
     if (lane === undefined) return;
     this.#parts.ctx.settings.logger.warn('oncemq: stopped consuming a NATS partition', {
