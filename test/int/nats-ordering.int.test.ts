@@ -4,7 +4,7 @@
 // (transports of their own, as separate processes would have), connections dropped and a member
 // closed mid-run.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, type JsMsg } from '@nats-io/jetstream';
 import type { Envelope, Subscription } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { partitionConsumer } from '../../src/transport/nats/nats-names.js';
@@ -154,6 +154,34 @@ describe.skipIf(!nats.available || !postgres.available)(
           await sleep(500);
           expect(applied).toEqual([1, 2, 3]);
           await last.close();
+        } finally {
+          await connection.close();
+        }
+      }, 40_000);
+
+      it('waits for an owner still holding copies past an ack wait, and puts them before the later step', async () => {
+        const connection = await directConnection(nats.url);
+        try {
+          await step(1);
+          await step(2);
+          // A slow owner: it keeps copies 1 and 2 alive longer than the new owner's wait, then hands them back.
+          const taken = await (await partitionOf(connection)).fetch({ max_messages: 2, expires: 2_000 });
+          const held: JsMsg[] = [];
+          for await (const msg of taken) held.push(msg);
+          expect(held).toHaveLength(2);
+          await step(3);
+          const next = await member();
+          const until = Date.now() + 5_000;
+          while (Date.now() < until) {
+            for (const msg of held) msg.working();
+            await sleep(300);
+          }
+          expect(applied).toEqual([]);
+          for (const msg of held) msg.nak();
+          await waitFor(() => applied.length >= 3, 'the three steps applied', 20_000);
+          await sleep(500);
+          expect(applied).toEqual([1, 2, 3]);
+          await next.close();
         } finally {
           await connection.close();
         }
