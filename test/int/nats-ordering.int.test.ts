@@ -4,10 +4,14 @@
 // (transports of their own, as separate processes would have), connections dropped and a member
 // closed mid-run.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { jetstream, type JsMsg } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { Envelope, Subscription } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
-import { partitionConsumer } from '../../src/transport/nats/nats-names.js';
+import { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
+import { loadNatsDriver } from '../../src/transport/nats/nats-driver.js';
+import { leaseStream, leaseSubject, partitionConsumer } from '../../src/transport/nats/nats-names.js';
+import { PartitionLease } from '../../src/transport/nats/nats-partition-lease.js';
+import { NatsTopology } from '../../src/transport/nats/nats-topology.js';
 import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
 import { runOrderedScenario } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
@@ -241,6 +245,28 @@ describe.skipIf(!nats.available || !postgres.available)(
           await connection.close();
         }
       }, 40_000);
+    });
+
+    it('lets one of two members racing for a free lease take it, and a holder whose entry is gone renew it no more', async () => {
+      const connection = await directConnection(nats.url);
+      try {
+        const settings = resolveNatsSettings({ ...QUICK_NATS, ...ORDERED, ...under });
+        const jsm = await jetstreamManager(connection);
+        await new NatsTopology(jsm, settings).leaseStream();
+        const parts = { js: jetstream(connection), jsm, driver: await loadNatsDriver(), settings };
+        const subject = leaseSubject(settings, unique('racing'), 0, 1);
+        const [a, b] = [new PartitionLease(parts, subject), new PartitionLease(parts, subject)];
+        const taken = await Promise.all([a.acquire(), b.acquire()]);
+        expect(taken.filter((predecessor) => predecessor !== null)).toHaveLength(1);
+        const [holder, other] = a.holds() ? [a, b] : [b, a];
+        // The server dropped the holder's entry (not renewed in time): another member takes the partition.
+        await jsm.streams.purge(leaseStream(settings), { filter: subject });
+        expect(await other.acquire()).toBe('unclean');
+        expect(await holder.renew()).toBe(false);
+        expect(holder.holds()).toBe(false);
+      } finally {
+        await connection.close();
+      }
     });
 
     it('publishes every message of an ordering key on one slot subject, and keys on several', async () => {
