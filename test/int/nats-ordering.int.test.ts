@@ -347,9 +347,13 @@ describe.skipIf(!nats.available || !postgres.available)(
       ).rejects.toThrow(/ordered over 4 partitions .* configured with 8/);
     });
 
-    it('refuses a partition count that is not a power of two up to 64', () => {
+    it('refuses a partition count that is not a power of two up to 64, and a lease under 2 s', () => {
       expect(() => new NatsTransport({ partitions: 6 })).toThrow(/partitions.*power of two/);
       expect(() => new NatsTransport({ partitions: 128 })).toThrow(/partitions/);
+      // A lease too short to hold a 1 s pull after a renewal.
+      expect(() => new NatsTransport({ partitionLease: '1500ms' })).toThrow(
+        /partitionLease.*at least 2000ms/,
+      );
     });
   },
 );

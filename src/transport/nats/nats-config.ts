@@ -66,7 +66,8 @@ export interface NatsTransportConfig {
   /**
    * How long a member's ownership of a partition of an ordered group lasts without renewal (renewed
    * every third of it): a member that vanishes gives its partitions up this long after its last
-   * renewal. The first member fixes it for everyone (the lease stream's `max_age`). @default '10s'
+   * renewal. The first member fixes it for everyone (the lease stream's `max_age`). At least 2s: a
+   * member's pulls end two thirds of a lease after its last renewal. @default '10s'
    */
   readonly partitionLease?: Duration;
   /** How long one pull request waits for messages; `close()` waits for the pulls in progress. @default '5s' */
@@ -195,7 +196,8 @@ export function resolveNatsSettings(config: NatsTransportConfig): NatsSettings {
     maxDeliver: wholeNumber(config.maxDeliver ?? d.maxDeliver, 'maxDeliver', 2),
     maxAckPending,
     partitions: partitionCount(config.partitions ?? d.partitions),
-    partitionLeaseMs: durationMs(config.partitionLease ?? d.partitionLease, 'partitionLease', 1000),
+    // A member pulls for at most two thirds of a lease after a renewal, and a pull lasts at least 1 s.
+    partitionLeaseMs: durationMs(config.partitionLease ?? d.partitionLease, 'partitionLease', 2000),
     pullExpiresMs,
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
     requestTimeoutMs,
