@@ -5,6 +5,7 @@
 // closed mid-run.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Envelope, Subscription } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
@@ -128,122 +129,109 @@ describe.skipIf(!nats.available || !postgres.available)(
         await waitFor(() => owned(subscription).length === 1, 'the partition owned', 10_000);
         return subscription;
       };
-      /** The partition's consumer, reached around the members (another owner's pulls). */
-      const partitionOf = async (connection: Awaited<ReturnType<typeof directConnection>>) =>
-        jetstream(connection).consumers.get(`${under.streamPrefix}_${topic}`, partitionConsumer(group, 0, 1));
+      /** Another owner's connection, around the members. */
+      let other: NatsConnection;
+      /** The partition's consumer, as another owner reaches it. */
+      const partition = () =>
+        jetstream(other).consumers.get(`${under.streamPrefix}_${topic}`, partitionConsumer(group, 0, 1));
+      /** Copies handed to another owner, which does not settle them. */
+      const takeCopies = async (count: number): Promise<JsMsg[]> => {
+        const taken: JsMsg[] = [];
+        for await (const msg of await (await partition()).fetch({ max_messages: count, expires: 2_000 })) {
+          taken.push(msg);
+        }
+        expect(taken).toHaveLength(count);
+        return taken;
+      };
+      /** The three steps applied in order, and no more afterwards; then `last` closes. */
+      const appliedInOrder = async (last: Subscription): Promise<void> => {
+        await waitFor(() => applied.length >= 3, 'the three steps applied', 20_000);
+        await sleep(500);
+        expect(applied).toEqual([1, 2, 3]);
+        await last.close();
+      };
 
       beforeEach(async () => {
         applied.length = 0;
         topic = unique('orders');
         group = unique('fulfilment');
+        other = await directConnection(nats.url);
         // The consumer is in place and the lease released by an owner that left everything settled.
         await (await member()).close();
       });
 
+      afterEach(async () => {
+        await other.close();
+      });
+
       it('processes nothing while the server counts copies pending to another owner, whatever the lease says', async () => {
-        const connection = await directConnection(nats.url);
-        try {
-          await step(1);
-          await step(2);
-          // An owner that vanished with copies 1 and 2 in hand: they come back after the ack wait.
-          const taken = await (await partitionOf(connection)).fetch({ max_messages: 2, expires: 2_000 });
-          const seqs: number[] = [];
-          for await (const msg of taken) seqs.push(msg.seq);
-          expect(seqs).toHaveLength(2);
-          await step(3);
-          // A member takes the partition over while they are pending and leaves before they came back.
-          await (await member()).close();
-          const last = await member();
-          await waitFor(() => applied.length >= 3, 'the three steps applied', 20_000);
-          await sleep(500);
-          expect(applied).toEqual([1, 2, 3]);
-          await last.close();
-        } finally {
-          await connection.close();
-        }
+        await step(1);
+        await step(2);
+        // An owner that vanished with copies 1 and 2 in hand: they come back after the ack wait.
+        await takeCopies(2);
+        await step(3);
+        // A member takes the partition over while they are pending and leaves before they came back.
+        await (await member()).close();
+        await appliedInOrder(await member());
       }, 40_000);
 
       it('waits for an owner still holding copies past an ack wait, and puts them before the later step', async () => {
-        const connection = await directConnection(nats.url);
-        try {
-          await step(1);
-          await step(2);
-          // A slow owner: it keeps copies 1 and 2 alive longer than the new owner's wait, then hands them back.
-          const taken = await (await partitionOf(connection)).fetch({ max_messages: 2, expires: 2_000 });
-          const held: JsMsg[] = [];
-          for await (const msg of taken) held.push(msg);
-          expect(held).toHaveLength(2);
-          await step(3);
-          const next = await member();
-          const until = Date.now() + 5_000;
-          while (Date.now() < until) {
-            for (const msg of held) msg.working();
-            await sleep(300);
-          }
-          expect(applied).toEqual([]);
-          for (const msg of held) msg.nak();
-          await waitFor(() => applied.length >= 3, 'the three steps applied', 20_000);
-          await sleep(500);
-          expect(applied).toEqual([1, 2, 3]);
-          await next.close();
-        } finally {
-          await connection.close();
+        await step(1);
+        await step(2);
+        // A slow owner: it keeps copies 1 and 2 alive longer than the new owner's wait, then hands them back.
+        const held = await takeCopies(2);
+        await step(3);
+        const next = await member();
+        const until = Date.now() + 5_000;
+        while (Date.now() < until) {
+          for (const msg of held) msg.working();
+          await sleep(300);
         }
+        expect(applied).toEqual([]);
+        for (const msg of held) msg.nak();
+        await appliedInOrder(next);
       }, 40_000);
 
       it('pulls only once no pull of another owner is open on the partition', async () => {
-        const connection = await directConnection(nats.url);
-        try {
-          // A previous owner's pull still open at the server: it is handed the first step published.
-          const left = await (await partitionOf(connection)).fetch({ max_messages: 1, expires: 5_000 });
-          const taken: number[] = [];
-          const done = (async () => {
-            for await (const msg of left) taken.push(msg.seq);
-          })();
-          const next = await member();
-          await step(1);
-          await step(2);
-          await step(3);
-          await done;
-          expect(taken).toHaveLength(1);
-          await waitFor(() => applied.length >= 3, 'the three steps applied', 20_000);
-          await sleep(500);
-          expect(applied).toEqual([1, 2, 3]);
-          await next.close();
-        } finally {
-          await connection.close();
-        }
+        // A previous owner's pull still open at the server: it is handed the first step published.
+        const left = await (await partition()).fetch({ max_messages: 1, expires: 5_000 });
+        const taken: number[] = [];
+        const done = (async () => {
+          for await (const msg of left) taken.push(msg.seq);
+        })();
+        const next = await member();
+        await step(1);
+        await step(2);
+        await step(3);
+        await done;
+        expect(taken).toHaveLength(1);
+        await appliedInOrder(next);
       }, 40_000);
 
       it('never sends a pull that could stay open past two thirds of its lease', async () => {
-        const connection = await directConnection(nats.url);
-        try {
-          // Every pull request the member sends, as the server receives it.
-          const requests = connection.subscribe(
-            `$JS.API.CONSUMER.MSG.NEXT.${under.streamPrefix}_${topic}.${partitionConsumer(group, 0, 1)}`,
-          );
-          const expires: number[] = [];
-          const seen = (async () => {
-            for await (const request of requests) {
-              expires.push((JSON.parse(request.string()) as { expires: number }).expires / 1_000_000);
-            }
-          })();
-          await connection.flush();
-          const subscription = await open({ ...ONE, pullExpires: '5s' }).subscribe(
-            group,
-            [topic],
-            apply,
-            OPTIONS,
-          );
-          await waitFor(() => expires.length >= 3, 'pulls of the member', 15_000);
-          await subscription.close();
-          requests.unsubscribe();
-          await seen;
-          // The lease is 3 s: each pull ends within 2 s of the renewal before it, well before 5 s.
-          expect(Math.max(...expires)).toBeLessThanOrEqual(2_000);
-        } finally {
-          await connection.close();
-        }
+        // Every pull request the member sends, as the server receives it.
+        const requests = other.subscribe(
+          `$JS.API.CONSUMER.MSG.NEXT.${under.streamPrefix}_${topic}.${partitionConsumer(group, 0, 1)}`,
+        );
+        const expires: number[] = [];
+        const seen = (async () => {
+          for await (const request of requests) {
+            expires.push((JSON.parse(request.string()) as { expires: number }).expires / 1_000_000);
+          }
+        })();
+        await other.flush();
+        const subscription = await open({ ...ONE, pullExpires: '5s' }).subscribe(
+          group,
+          [topic],
+          apply,
+          OPTIONS,
+        );
+        await waitFor(() => expires.length >= 3, 'pulls of the member', 15_000);
+        await subscription.close();
+        requests.unsubscribe();
+        await seen;
+        // The lease is 3 s: each pull ends within 2 s of the renewal before it, well before 5 s.
+        expect(Math.max(...expires)).toBeLessThanOrEqual(2_000);
       }, 40_000);
     });
 
