@@ -223,8 +223,7 @@ export class NatsTransport implements Transport {
         `${batchSize} is more than concurrency ${concurrency}; a batch is held at once`,
       );
     }
-    const ackWaitMs = parseDuration(options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility, 'visibility');
-    if (ackWaitMs < 100) throw new ConfigError('visibility', 'must be at least 100ms');
+    const ackWaitMs = ackWaitOf(options);
     const open = await this.#connect();
     const settings = this.#settings;
     await open.session.ready(settings.requestTimeoutMs);
@@ -308,8 +307,7 @@ export class NatsTransport implements Transport {
   ): Promise<NatsOrderedSubscription> {
     const ordering = options.ordering ?? {};
     checkOrderingOptions(ordering);
-    const ackWaitMs = parseDuration(options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility, 'visibility');
-    if (ackWaitMs < 100) throw new ConfigError('visibility', 'must be at least 100ms');
+    const ackWaitMs = ackWaitOf(options);
     const open = await this.#connect();
     const settings = this.#settings;
     await open.session.ready(settings.requestTimeoutMs);
@@ -384,4 +382,11 @@ export class NatsTransport implements Transport {
       await open.session.ended();
     }
   }
+}
+
+/** The consumers' ack wait: the subscription's `visibility`. */
+function ackWaitOf(options: NatsSubscribeOptions): number {
+  const ms = parseDuration(options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility, 'visibility');
+  if (ms < 100) throw new ConfigError('visibility', 'must be at least 100ms');
+  return ms;
 }
