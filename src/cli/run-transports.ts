@@ -32,6 +32,12 @@ export interface RunTransport {
    * address, which a TCP proxy on another port would see only the first request of). @default 'tcp'
    */
   readonly route?: 'tcp' | 'grpc';
+  /**
+   * How often a run consuming in per-key order cuts the consumers' connections. A broker whose ordered
+   * partitions resume after a cut only once the cut's copies come back (NATS: one ack wait) needs
+   * longer than the default, or no partition ever gets past its take-over. @default 1500
+   */
+  readonly orderedDropEveryMs?: number;
   /** Opens a transport on the run's names, creating its topology as it subscribes and publishes. */
   open(target: RunTransportTarget): Promise<Transport>;
   /**

@@ -104,30 +104,11 @@ describe('oncemq demo --scenario orders', () => {
     expect(run.stdout).toMatch(/OK: every event took effect exactly once and in order/);
   });
 
-  it.skipIf(!nats.available)(
-    'refuses a transport without per-key ordering with a usage error naming the ones that have it (exit 2)',
-    async () => {
-      const run = await oncemq([
-        'demo',
-        '--scenario',
-        'orders',
-        '--transport',
-        'nats',
-        '--broker-url',
-        nats.url,
-      ]);
-      expect(run.code).toBe(2);
-      expect(run.stdout).toBe('');
-      expect(run.stderr).toMatch(
-        /^oncemq demo: --scenario orders needs per-key ordering, and the nats transport has no ordering capability yet; use a transport with it: local, rabbitmq, redis-streams, kafka or rocketmq/,
-      );
-    },
-  );
-
   const brokers = [
     { transport: 'rocketmq', broker: rocketmq, how: 'FIFO topics and an orderly group' },
     { transport: 'redis-streams', broker: redis, how: 'its shard streams and partition leases' },
     { transport: 'rabbitmq', broker: rabbit, how: 'its partition queues' },
+    { transport: 'nats', broker: nats, how: 'its slot subjects and leased partition consumers' },
   ];
   for (const { transport, broker, how } of brokers) {
     it.skipIf(!broker.available)(

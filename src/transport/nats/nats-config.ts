@@ -1,8 +1,13 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import { wholeNumber } from '../config-checks.js';
+import { durationMs, wholeNumber } from '../config-checks.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
-import { STREAM_PREFIX_PATTERN, SUBJECT_PREFIX_PATTERN, type NatsNames } from './nats-names.js';
+import {
+  ORDERING_SLOTS,
+  STREAM_PREFIX_PATTERN,
+  SUBJECT_PREFIX_PATTERN,
+  type NatsNames,
+} from './nats-names.js';
 import type { NatsConnectionLike } from './nats-driver.js';
 
 /** `create`: streams and consumers are created (or updated) at start; `check`: nothing is created. */
@@ -51,6 +56,20 @@ export interface NatsTransportConfig {
    * a delayed `nak` are pending too, so a limit can stall the group behind them. @default -1
    */
   readonly maxAckPending?: number;
+  /**
+   * Partitions of an ordered group (`subscribe(…, { ordering })`): a power of two from 1 to 64. Each
+   * is a durable consumer owned by one member at a time; the first member records the count and a
+   * member with another count is refused (or drains, with `ordering.onPartitionChange: 'drain'`).
+   * @default 4
+   */
+  readonly partitions?: number;
+  /**
+   * How long a member's ownership of a partition of an ordered group lasts without renewal (renewed
+   * every third of it): a member that vanishes gives its partitions up this long after its last
+   * renewal. The first member fixes it for everyone (the lease stream's `max_age`). At least 2s: a
+   * member's pulls end two thirds of a lease after its last renewal. @default '10s'
+   */
+  readonly partitionLease?: Duration;
   /** How long one pull request waits for messages; `close()` waits for the pulls in progress. @default '5s' */
   readonly pullExpires?: Duration;
   /** Wait before a copy whose processor threw is delivered again (never charged). @default '1s' */
@@ -80,6 +99,8 @@ export const DEFAULT_NATS_TRANSPORT_CONFIG = Object.freeze({
   replicas: 1,
   maxDeliver: 64,
   maxAckPending: -1,
+  partitions: 4,
+  partitionLease: '10s',
   pullExpires: '5s',
   failureBackoff: '1s',
   requestTimeout: '5s',
@@ -97,6 +118,8 @@ export interface NatsSettings extends NatsNames {
   readonly replicas: number;
   readonly maxDeliver: number;
   readonly maxAckPending: number;
+  readonly partitions: number;
+  readonly partitionLeaseMs: number;
   readonly pullExpiresMs: number;
   readonly failureBackoffMs: number;
   readonly requestTimeoutMs: number;
@@ -117,6 +140,17 @@ function oneOf<T extends string>(value: T, allowed: readonly T[], field: string)
 function matching(value: string, pattern: RegExp, field: string, what: string): string {
   if (typeof value !== 'string' || !pattern.test(value)) {
     throw new ConfigError(field, `${JSON.stringify(value)} is not valid; use ${what}`);
+  }
+  return value;
+}
+
+/** A partition count: a power of two from 1 to {@link ORDERING_SLOTS} (a partition is a prefix of slot bits). */
+export function partitionCount(value: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > ORDERING_SLOTS || (value & (value - 1)) !== 0) {
+    throw new ConfigError(
+      'partitions',
+      `must be a power of two from 1 to ${ORDERING_SLOTS} (1, 2, 4, 8, 16, 32 or 64), got ${value}`,
+    );
   }
   return value;
 }
@@ -161,6 +195,9 @@ export function resolveNatsSettings(config: NatsTransportConfig): NatsSettings {
     replicas: wholeNumber(config.replicas ?? d.replicas, 'replicas', 1),
     maxDeliver: wholeNumber(config.maxDeliver ?? d.maxDeliver, 'maxDeliver', 2),
     maxAckPending,
+    partitions: partitionCount(config.partitions ?? d.partitions),
+    // A member pulls for at most two thirds of a lease after a renewal, and a pull lasts at least 1 s.
+    partitionLeaseMs: durationMs(config.partitionLease ?? d.partitionLease, 'partitionLease', 2000),
     pullExpiresMs,
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
     requestTimeoutMs,

@@ -1,5 +1,5 @@
 import type { JetStreamManager, MsgRequest, NextMsgRequest, StoredMsg } from '@nats-io/jetstream';
-import { DELIVERY_COUNT_HEADER } from '../../core/envelope.js';
+import { DELIVERY_COUNT_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import {
@@ -14,11 +14,15 @@ import type { NatsSettings } from './nats-config.js';
 import {
   deadLetterStream,
   deadLetterSubject,
+  REPLAY_GROUP_HEADER,
   RETRY_DUE_HEADER,
   RETRY_PUBLISHED_HEADER,
   RETRY_TOPIC_HEADER,
   retrySubject,
+  slotSubject,
+  validNatsTopic,
 } from './nats-names.js';
+import { readPartitionCount } from './nats-partition-count.js';
 import type { NatsPublisher } from './nats-publisher.js';
 import type { NatsTopology } from './nats-topology.js';
 
@@ -45,7 +49,10 @@ function unavailable(what: string, error: unknown): TransportUnavailableError {
  * sequence in that stream. A replay stores a copy on the group's retry subject (only that group's
  * retry consumer reads it), due at once, with delivery count 1 and a `Nats-Msg-Id` of its own —
  * never the business key, which the topic's duplicate window may still hold — then deletes the
- * dead letter.
+ * dead letter. A dead letter of an ordered group goes back where its key's order is kept instead:
+ * into its topic's stream on its ordering key's slot, so the partition that owns the key runs it
+ * after what it already holds of that key; it carries the group in `oncemq-replay-group`, and every
+ * other group of the topic acks it unprocessed.
  */
 export class NatsDeadLetters implements DeadLetters {
   readonly #open: () => Promise<NatsDeadLetterParts>;
@@ -82,11 +89,24 @@ export class NatsDeadLetters implements DeadLetters {
     validateGroup(group);
     const parts = await this.#ready();
     await parts.topology.retryStream();
+    const ordered = (await readPartitionCount(parts, group)) !== null;
     let replayed = 0;
     for (const id of ids) {
       const message = await this.#find(parts, group, id);
       if (message === null) continue;
       const letter = this.#letter(deadLetterStream(parts.settings), message);
+      if (ordered) {
+        const topic = validNatsTopic(letter.topic);
+        await parts.topology.topicStream(topic);
+        await parts.publisher.send({
+          subject: slotSubject(parts.settings, topic, letter.headers[ORDERING_KEY_HEADER]),
+          body: letter.body,
+          headers: { ...replayHeaders(letter), [DELIVERY_COUNT_HEADER]: '1', [REPLAY_GROUP_HEADER]: group },
+          msgId: `replay:${deadLetterStream(parts.settings)}:${message.seq}`,
+        });
+        if (await this.#delete(parts, message.seq)) replayed++;
+        continue;
+      }
       await parts.publisher.send({
         subject: retrySubject(parts.settings, group),
         body: letter.body,

@@ -15,6 +15,7 @@ import {
   brokerIdOf,
   deadLetterSubject,
   INTERNAL_HEADERS,
+  REPLAY_GROUP_HEADER,
   RETRY_DUE_HEADER,
   RETRY_PUBLISHED_HEADER,
   RETRY_TOPIC_HEADER,
@@ -117,6 +118,16 @@ export class NatsDelivery {
   /** A retry copy that came before it is due goes back for the rest of its delay, unprocessed and uncharged. */
   async postpone(delayMs: number): Promise<void> {
     if (this.#begin()) await this.#guard(() => this.#send('nak', delayMs));
+  }
+
+  /** The group a replayed dead letter in a topic stream is meant for (the others ack it unprocessed). */
+  get replayGroup(): string | undefined {
+    return this.msg.headers?.get(REPLAY_GROUP_HEADER) || undefined;
+  }
+
+  /** Acks a copy this group does not run (another ordered group's replayed dead letter). */
+  async skip(): Promise<void> {
+    if (this.#begin()) await this.#guard(() => this.#send('ack'));
   }
 
   /** A copy that arrives while its subscription closes goes back at once, for another member. */

@@ -11,6 +11,10 @@ const streamPrefix = (namespace: string): string => namespace.toUpperCase().repl
  */
 export const NATS_RUN_TRANSPORT = Object.freeze<RunTransport>({
   service: 'nats',
+  // An ordered partition taken over after a cut waits out its copies' ack wait (the runs' visibility,
+  // 5 s) and a second before it pulls again (docs/transports/nats.md, "The take-over fence"): cuts
+  // every 1.5 s would leave it no time between two of them.
+  orderedDropEveryMs: 12_000,
   open: async ({ url, namespace }) => {
     const transport = new NatsTransport({
       servers: url,

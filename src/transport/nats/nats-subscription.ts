@@ -164,6 +164,11 @@ export class NatsSubscription implements Subscription {
     const release = holdsSlot ? this.#slotRelease() : () => undefined;
     // The next delivery may start once this one's settle went out; its confirm is awaited on the side.
     delivery.onSent = release;
+    const replayGroup = delivery.replayGroup;
+    if (replayGroup !== undefined && replayGroup !== this.group) {
+      this.#track(delivery.skip(), release);
+      return;
+    }
     if (!holdsSlot || this.#closing) {
       this.#track(delivery.giveBack(), release);
       return;

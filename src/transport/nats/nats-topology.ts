@@ -10,8 +10,13 @@ import { MAX_DELIVER_GRACE, type NatsSettings } from './nats-config.js';
 import {
   deadLetterStream,
   deadLetterSubjects,
+  leaseStream,
+  leaseSubjects,
+  orderingStream,
+  orderingSubjects,
   retryStream,
   retrySubjects,
+  slotSubjects,
   topicStream,
   topicSubject,
 } from './nats-names.js';
@@ -63,9 +68,31 @@ export class NatsTopology {
   topicStream(topic: string): Promise<StreamInfo> {
     return this.#stream({
       name: topicStream(this.#settings, topic),
-      subjects: [topicSubject(this.#settings, topic)],
+      subjects: [topicSubject(this.#settings, topic), slotSubjects(this.#settings, topic)],
       retention: 'limits',
       max_age: this.#settings.maxAgeMs * NANOS_PER_MS,
+    });
+  }
+
+  /** Partition leases of ordered groups: the last entry of a subject is its owner, gone after `max_age`. */
+  leaseStream(): Promise<StreamInfo> {
+    return this.#stream({
+      name: leaseStream(this.#settings),
+      subjects: [leaseSubjects(this.#settings)],
+      retention: 'limits',
+      max_age: this.#settings.partitionLeaseMs * NANOS_PER_MS,
+      duplicate_window: this.#settings.partitionLeaseMs * NANOS_PER_MS,
+      max_msgs_per_subject: 1,
+    });
+  }
+
+  /** The partition count each ordered group recorded: the last entry of the group's subject. */
+  orderingStream(): Promise<StreamInfo> {
+    return this.#stream({
+      name: orderingStream(this.#settings),
+      subjects: [orderingSubjects(this.#settings)],
+      retention: 'limits',
+      max_msgs_per_subject: 1,
     });
   }
 
@@ -122,6 +149,7 @@ export class NatsTopology {
           storage: settings.storage,
           num_replicas: settings.replicas,
           duplicate_window: settings.duplicateWindowMs * NANOS_PER_MS,
+          ...wanted,
         });
         settings.logger.info('oncemq: created NATS stream', { stream: name, subjects: wanted.subjects });
       } catch (error) {
@@ -131,13 +159,21 @@ export class NatsTopology {
       }
     }
     const subjects = info.config.subjects;
-    for (const subject of wanted.subjects) {
-      if (!subjects.includes(subject)) {
-        throw new ConfigError(
-          'topology',
-          `NATS stream ${name} exists without subject ${subject} (it has ${subjects.join(', ')})`,
-        );
+    const missing = wanted.subjects.filter((subject) => !subjects.includes(subject));
+    if (missing.length > 0 && settings.topology === 'create' && subjects.includes(wanted.subjects[0] ?? '')) {
+      // A topic stream made before producers published on slot subjects: it gains them.
+      try {
+        info = await this.#jsm.streams.update(name, { subjects: [...subjects, ...missing] });
+        missing.length = 0;
+      } catch (error) {
+        throw unavailable(`adding subjects ${missing.join(', ')} to stream ${name}`, error);
       }
+    }
+    if (missing.length > 0) {
+      throw new ConfigError(
+        'topology',
+        `NATS stream ${name} exists without subject ${missing.join(', ')} (it has ${subjects.join(', ')})`,
+      );
     }
     if (info.config.retention !== wanted.retention) {
       throw new ConfigError(
@@ -145,6 +181,8 @@ export class NatsTopology {
         `NATS stream ${name} has retention ${info.config.retention}, oncemq needs ${wanted.retention}`,
       );
     }
+    // A stream with a window of its own (the lease stream: no larger than its max age) keeps it.
+    if (wanted.duplicate_window !== undefined) return info;
     const windowMs = info.config.duplicate_window / NANOS_PER_MS;
     if (windowMs !== settings.duplicateWindowMs && settings.topology === 'create') {
       try {

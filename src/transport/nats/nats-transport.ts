@@ -6,11 +6,12 @@ import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
+import { checkOrderingOptions } from '../../consumer/ordering-gate.js';
 import {
-  refuseOrdering,
   DEFAULT_SUBSCRIBE_OPTIONS,
   toProcessor,
   type OutgoingMessage,
+  type Processor,
   type ProcessorLike,
   type PublishReceipt,
   type SubscribeOptions,
@@ -25,12 +26,17 @@ import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
 import {
   brokerIdOf,
   consumerName,
+  orderingStream,
+  partitionConsumer,
+  partitionFilter,
   retryStream,
   retrySubject,
+  slotSubject,
   topicStream,
-  topicSubject,
   validNatsTopic,
 } from './nats-names.js';
+import { NatsOrderedSubscription, type NatsPartition } from './nats-ordered-subscription.js';
+import { partitionCountError, recordedPartitionCount } from './nats-partition-count.js';
 import { NatsPublisher } from './nats-publisher.js';
 import { NatsSession } from './nats-session.js';
 import { NatsSubscription } from './nats-subscription.js';
@@ -60,7 +66,7 @@ export class NatsTransport implements Transport {
   readonly name = 'nats';
   readonly deadLetters: NatsDeadLetters;
   readonly #settings: NatsSettings;
-  readonly #subscriptions = new Set<NatsSubscription>();
+  readonly #subscriptions = new Set<NatsSubscription | NatsOrderedSubscription>();
   #opening: Promise<Open> | undefined;
   #open: Open | undefined;
   #closed = false;
@@ -78,7 +84,7 @@ export class NatsTransport implements Transport {
     return Object.freeze({
       delay: true,
       deadLetter: true,
-      ordering: false,
+      ordering: true,
       brokerDedupWindowMs: this.#open?.topology.duplicateWindowMs ?? this.#settings.duplicateWindowMs,
       halfMessages: false,
       batch: true,
@@ -172,7 +178,12 @@ export class NatsTransport implements Transport {
     const msgId = message.key ?? producerId ?? randomUUID();
     let sends = 0;
     const ack = await open.publisher.publish(
-      { subject: topicSubject(this.#settings, topic), body: encodeBody(message.body), headers, msgId },
+      {
+        subject: slotSubject(this.#settings, topic, orderingKey),
+        body: encodeBody(message.body),
+        headers,
+        msgId,
+      },
       async () => {
         // A resend checks the stream again: it may have been deleted (topology 'create' makes it anew).
         if (sends++ > 0) open.topology.forget(topicStream(this.#settings, topic));
@@ -193,8 +204,7 @@ export class NatsTransport implements Transport {
     topics: readonly string[],
     processor: ProcessorLike,
     options: NatsSubscribeOptions = {},
-  ): Promise<NatsSubscription> {
-    refuseOrdering(this.name, options);
+  ): Promise<NatsSubscription | NatsOrderedSubscription> {
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validNatsTopic(topic);
@@ -203,6 +213,8 @@ export class NatsTransport implements Transport {
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
       'concurrency',
     );
+    if (options.ordering !== undefined)
+      return this.#subscribeOrdered(group, topics, target, concurrency, options);
     const batchSize =
       target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 'batchSize');
     if (batchSize > concurrency) {
@@ -211,8 +223,7 @@ export class NatsTransport implements Transport {
         `${batchSize} is more than concurrency ${concurrency}; a batch is held at once`,
       );
     }
-    const ackWaitMs = parseDuration(options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility, 'visibility');
-    if (ackWaitMs < 100) throw new ConfigError('visibility', 'must be at least 100ms');
+    const ackWaitMs = ackWaitOf(options);
     const open = await this.#connect();
     const settings = this.#settings;
     await open.session.ready(settings.requestTimeoutMs);
@@ -282,6 +293,84 @@ export class NatsTransport implements Transport {
     return subscription;
   }
 
+  /**
+   * An ordered member: the group's recorded partition count is checked, each partition's consumers
+   * are created (or checked) on every topic's stream, then the member takes the partitions it can
+   * lease (see docs/transports/nats.md#per-key-ordering).
+   */
+  async #subscribeOrdered(
+    group: string,
+    topics: readonly string[],
+    processor: Processor,
+    concurrency: number,
+    options: NatsSubscribeOptions,
+  ): Promise<NatsOrderedSubscription> {
+    const ordering = options.ordering ?? {};
+    checkOrderingOptions(ordering);
+    const ackWaitMs = ackWaitOf(options);
+    const open = await this.#connect();
+    const settings = this.#settings;
+    await open.session.ready(settings.requestTimeoutMs);
+    const { topology } = open;
+    await topology.deadLetterStream();
+    await topology.leaseStream();
+    await topology.orderingStream();
+    const count = settings.partitions;
+    const recorded = await recordedPartitionCount({ ...open, settings }, group, count);
+    if (recorded !== count) {
+      throw partitionCountError(group, recorded, count, orderingStream(settings));
+    }
+    const partitions: NatsPartition[] = [];
+    for (let index = 0; index < count; index++) {
+      const specs = topics.map((topic) => ({
+        topic,
+        stream: topicStream(settings, topic),
+        name: partitionConsumer(group, index, count),
+        ackWaitMs,
+        filterSubject: partitionFilter(settings, topic, index, count),
+      }));
+      const ensure = async (): Promise<number[]> => {
+        const waits: number[] = [];
+        for (const spec of specs) {
+          await topology.topicStream(spec.topic);
+          const info = await topology.consumer(spec);
+          waits.push((info.config.ack_wait ?? ackWaitMs * 1_000_000) / 1_000_000);
+        }
+        return waits;
+      };
+      const waits = await ensure();
+      partitions.push({
+        index,
+        sources: specs.map((spec, i) => ({
+          stream: spec.stream,
+          consumer: spec.name,
+          topic: spec.topic,
+          keepAliveEveryMs: Math.max(1, Math.floor((waits[i] ?? ackWaitMs) / 3)),
+        })),
+        ensure: async () => {
+          for (const spec of specs) topology.forget(spec.stream);
+          await ensure();
+        },
+      });
+    }
+    const subscription = new NatsOrderedSubscription(group, topics, {
+      ctx: { group, settings, connection: open.connection, session: open.session, publisher: open.publisher },
+      js: open.js,
+      jsm: open.jsm,
+      driver: open.driver,
+      partitions,
+      count,
+      processor,
+      concurrency,
+      ackWaitMs,
+      ordering,
+    });
+    this.#subscriptions.add(subscription);
+    subscription.onClose = () => this.#subscriptions.delete(subscription);
+    subscription.start();
+    return subscription;
+  }
+
   /** Closes every subscription (each drains), then the connection when oncemq opened it. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -293,4 +382,11 @@ export class NatsTransport implements Transport {
       await open.session.ended();
     }
   }
+}
+
+/** The consumers' ack wait: the subscription's `visibility`. */
+function ackWaitOf(options: NatsSubscribeOptions): number {
+  const ms = parseDuration(options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility, 'visibility');
+  if (ms < 100) throw new ConfigError('visibility', 'must be at least 100ms');
+  return ms;
 }
