@@ -1,6 +1,8 @@
 import type { BrokerRoute } from './broker-route.js';
 import type { ChaosMembers } from './chaos-members.js';
+import { ConnectionCuts } from './connection-cuts.js';
 import type { DemoStore } from './demo-store.js';
+import { seededRandom } from './seeded-random.js';
 
 export interface ChaosScheduleConfig {
   readonly members: ChaosMembers;
@@ -15,18 +17,6 @@ export interface ChaosScheduleConfig {
 /** How long a killed member stays down before it is started again. */
 const RESTART_AFTER_MS = 300;
 
-/** A small seeded generator (mulberry32), so one seed picks the same members to kill. */
-function generator(seed: string): () => number {
-  let state = 0;
-  for (let i = 0; i < seed.length; i++) state = Math.imul(state ^ seed.charCodeAt(i), 0x9e3779b1);
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * The faults of a chaos run: a member killed with SIGKILL (and restarted), the broker connections
  * cut through the proxy, the run's database connections killed — each on its own timer while
@@ -37,8 +27,7 @@ export class ChaosSchedule {
   readonly #random: () => number;
   readonly #timers: NodeJS.Timeout[] = [];
   readonly #restarts = new Set<Promise<void>>();
-  /** Times the broker connections were cut (with at least one open). */
-  connectionDrops = 0;
+  readonly #cuts: ConnectionCuts;
   /** Times the run's database connections were killed (with at least one killed). */
   poolRestarts = 0;
   /** A restart that failed (a member that could not subscribe again), reported at the end. */
@@ -46,7 +35,13 @@ export class ChaosSchedule {
 
   constructor(config: ChaosScheduleConfig) {
     this.#config = config;
-    this.#random = generator(config.seed);
+    this.#random = seededRandom(config.seed);
+    this.#cuts = new ConnectionCuts(config.route, config.seed, config.dropEveryMs);
+  }
+
+  /** Times the broker connections were cut (with at least one open). */
+  get connectionDrops(): number {
+    return this.#cuts.drops;
   }
 
   start(): void {
@@ -54,7 +49,7 @@ export class ChaosSchedule {
       if (ms > 0) this.#timers.push(setInterval(action, ms));
     };
     every(this.#config.killEveryMs, () => this.kill());
-    every(this.#config.dropEveryMs, () => this.drop());
+    if (this.#config.dropEveryMs > 0) this.#cuts.start(); // at gaps around the period (ConnectionCuts)
     every(this.#config.poolEveryMs, () => this.killDatabaseConnections());
   }
 
@@ -70,7 +65,7 @@ export class ChaosSchedule {
   }
 
   drop(): void {
-    if (this.#config.route.drop() > 0) this.connectionDrops++;
+    this.#cuts.drop();
   }
 
   async killDatabaseConnections(): Promise<void> {
@@ -91,6 +86,7 @@ export class ChaosSchedule {
   /** Stops the timers and waits for members being restarted; throws if one could not come back. */
   async stop(): Promise<void> {
     for (const timer of this.#timers.splice(0)) clearInterval(timer);
+    this.#cuts.stop();
     await Promise.all(this.#restarts);
     if (this.#failure !== undefined) throw this.#failure;
   }

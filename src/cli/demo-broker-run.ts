@@ -7,6 +7,7 @@ import { FaultInjector } from '../testing/fault-injector.js';
 import type { Subscription, Transport } from '../transport/transport.js';
 import { faultyProcessor, publishWithResends } from './broker-faults.js';
 import { brokerRoute } from './broker-route.js';
+import { ConnectionCuts } from './connection-cuts.js';
 import { DEMO_GROUP, DEMO_TOPIC, demoConsumer, type PaymentSucceeded } from './demo-consumer.js';
 import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';
 import { openDemoStore, type DemoStore } from './demo-store.js';
@@ -15,14 +16,15 @@ import { settle } from './settle.js';
 
 /** Messages the demo's producer keeps in flight at once. */
 const PUBLISH_WINDOW = 64;
-/** How often the demo cuts the consumers' broker connections while they work. */
+/** How often, on average, the demo cuts the consumers' broker connections while they work. */
 const DROP_EVERY_MS = 1500;
 
 /**
  * The payment-to-points scenario on a real broker: the consumers reach it through a TCP proxy the
- * demo cuts every {@link DROP_EVERY_MS}; lost confirms are resent with the same key; after a commit
+ * demo cuts about every {@link DROP_EVERY_MS}; lost confirms are resent with the same key; after a commit
  * the ack is lost now and then (crash after commit). Topics and groups live in a namespace made for
- * the run, deleted from the broker after it.
+ * the run, deleted from the broker after it. The gaps between cuts vary around that period
+ * ({@link ConnectionCuts}).
  */
 export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
   const entry = await runTransport(options.transport);
@@ -33,8 +35,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
   const transports: Transport[] = [];
   const subscriptions: Subscription[] = [];
   let store: DemoStore | undefined;
-  let drops = 0;
-  let timer: NodeJS.Timeout | undefined;
+  let cuts: ConnectionCuts | undefined;
   try {
     store = await openDemoStore(options.store, {
       dir,
@@ -61,9 +62,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
       metrics: () => consumer.metrics(),
     });
     const started = performance.now();
-    timer = setInterval(() => {
-      if (route.drop() > 0) drops++;
-    }, DROP_EVERY_MS);
+    cuts = new ConnectionCuts(route, options.seed, DROP_EVERY_MS).start();
     let poison = 0;
     const poisonKeys: string[] = [];
     const inFlight = new Set<Promise<unknown>>();
@@ -79,7 +78,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
       const event: PaymentSucceeded = { eventId, orderId: `order-${index}`, userId, amount: 100 };
       await send(publishWithResends(producer, { topic: DEMO_TOPIC, key: eventId, body: event }, injector));
       // One drop halfway whatever the timing, so a run faster than DROP_EVERY_MS still meets one.
-      if (index === Math.floor(options.events / 2) && route.drop() > 0) drops++;
+      if (index === Math.floor(options.events / 2)) cuts.drop();
       if (injector.poison(eventId)) {
         const key = `poison-${index}`;
         poison++;
@@ -100,7 +99,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
       timeoutMs: Math.max(120_000, options.events * 20),
       ...(options.onProgress === undefined ? {} : { onProgress: options.onProgress }),
     });
-    clearInterval(timer);
+    cuts.stop();
     const elapsedMs = performance.now() - started;
     await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
     for (const dead of settled.deadLetters) checker.deadLettered(dead.key, dead.reason);
@@ -112,7 +111,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
       expected: expectedPoints(users, options.events),
       poison,
       deliveries: consumer.deliveries(),
-      connectionDrops: drops,
+      connectionDrops: cuts.drops,
       elapsedMs,
     });
     if (options.live !== undefined) {
@@ -123,7 +122,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
     }
     return result;
   } finally {
-    clearInterval(timer);
+    cuts?.stop();
     await Promise.all(subscriptions.map((subscription) => subscription.close()));
     await Promise.all(transports.map((transport) => transport.close()));
     await route.close();
