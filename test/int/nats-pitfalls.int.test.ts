@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Envelope, Outcome } from 'oncemq';
+import type { Envelope, Logger, Outcome } from 'oncemq';
 import type { NatsTransportConfig } from 'oncemq/nats';
 import { outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
@@ -65,6 +65,30 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     );
     await waitUntil(() => seen.length === 2, 'the copy again');
     expect(seen.map((envelope) => envelope.brokerId)).toEqual([receipt.brokerId, receipt.brokerId]);
+  });
+
+  it('knows an ack the server did not confirm: the ack of a copy whose consumer was deleted under its handler is logged (#1)', async () => {
+    const warnings: string[] = [];
+    const logger: Logger = {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: (message) => warnings.push(message),
+      error: () => undefined,
+    };
+    const test = await open({ logger });
+    await test.transport.publish({ topic: 'orders', key: 'k', body: {} });
+    await test.transport.subscribe(
+      'g',
+      ['orders'],
+      answering(async (): Promise<Answer> => {
+        await bed.admin.consumers.delete(topicStream(test), 'g');
+        return 'ack';
+      }),
+    );
+    await waitUntil(
+      () => warnings.some((warning) => /settle was not confirmed/.test(warning)),
+      'the unconfirmed ack logged',
+    );
   });
 
   it('sends an uncharged retry (a busy key) back with its delay: the server holds it, never requeues it at once (#3)', async () => {

@@ -32,6 +32,7 @@ import {
   validNatsTopic,
 } from './nats-names.js';
 import { NatsPublisher } from './nats-publisher.js';
+import { NatsConfirms } from './nats-confirms.js';
 import { NatsSession } from './nats-session.js';
 import { NatsSubscription } from './nats-subscription.js';
 import { NatsTopology } from './nats-topology.js';
@@ -46,6 +47,7 @@ interface Open {
   readonly jsm: JetStreamManager;
   readonly topology: NatsTopology;
   readonly publisher: NatsPublisher;
+  readonly confirms: NatsConfirms;
 }
 
 /** How a member of a group reads its part (see docs/transports/nats.md). */
@@ -143,6 +145,7 @@ export class NatsTransport implements Transport {
         jsm,
         topology: new NatsTopology(jsm, settings),
         publisher: new NatsPublisher(js, driver, settings, session),
+        confirms: new NatsConfirms(connection, settings.requestTimeoutMs),
       };
       this.#open = open;
       return open;
@@ -256,7 +259,14 @@ export class NatsTransport implements Transport {
     }
     await addSource(null, retryStream(settings), () => topology.retryStream(), retrySubject(settings, group));
     const subscription = new NatsSubscription(group, topics, {
-      ctx: { group, settings, connection: open.connection, session: open.session, publisher: open.publisher },
+      ctx: {
+        group,
+        settings,
+        connection: open.connection,
+        session: open.session,
+        publisher: open.publisher,
+        confirms: open.confirms,
+      },
       js: open.js,
       sources,
       ensure: async (source) => {
@@ -288,6 +298,7 @@ export class NatsTransport implements Transport {
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
     const open = this.#open ?? (await this.#opening?.catch(() => undefined));
+    open?.confirms.close();
     if (open?.owned === true) {
       await open.connection.close().catch(() => undefined);
       await open.session.ended();
