@@ -267,7 +267,6 @@ export class NatsTransport implements Transport {
         publisher: open.publisher,
         confirms: open.confirms,
       },
-      js: open.js,
       sources,
       ensure: async (source) => {
         topology.forget(source.stream);
