@@ -22,6 +22,14 @@ describe.skipIf(!service.available)('NATS settle confirms', () => {
     await deleteStreams(service.url, names.streamPrefix);
   });
 
+  /** A subject something listens to and never answers. */
+  const silentSubject = async (): Promise<string> => {
+    const subject = `${names.subjectPrefix}.silent`;
+    connection.subscribe(subject, { callback: () => undefined });
+    await connection.flush();
+    return subject;
+  };
+
   /** Where the promise stands after `ms`. */
   const stateAfter = async (promise: Promise<void>, ms: number): Promise<string> => {
     let state = 'pending';
@@ -68,9 +76,7 @@ describe.skipIf(!service.available)('NATS settle confirms', () => {
   });
 
   it('rejects a settle nobody answers within the timeout, and one nothing listens to', async () => {
-    const silent = `${names.subjectPrefix}.silent`;
-    connection.subscribe(silent, { callback: () => undefined });
-    await connection.flush();
+    const silent = await silentSubject();
     const confirms = new NatsConfirms(connection, 300);
     const started = Date.now();
     await expect(confirms.send(silent, encoder.encode('+ACK'))).rejects.toBeInstanceOf(
@@ -84,9 +90,7 @@ describe.skipIf(!service.available)('NATS settle confirms', () => {
   });
 
   it('rejects what is still unconfirmed when it closes', async () => {
-    const silent = `${names.subjectPrefix}.silent`;
-    connection.subscribe(silent, { callback: () => undefined });
-    await connection.flush();
+    const silent = await silentSubject();
     const confirms = new NatsConfirms(connection, 10_000);
     const confirmed = confirms.send(silent, encoder.encode('+ACK'));
     await sleep(100);

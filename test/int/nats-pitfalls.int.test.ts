@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Envelope, Logger, Outcome } from 'oncemq';
+import { SILENT_LOGGER, type Envelope, type Logger, type Outcome } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
@@ -128,12 +128,7 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
 
   it('knows an ack the server did not confirm: the ack of a copy whose consumer was deleted under its handler is logged (#1)', async () => {
     const warnings: string[] = [];
-    const logger: Logger = {
-      debug: () => undefined,
-      info: () => undefined,
-      warn: (message) => warnings.push(message),
-      error: () => undefined,
-    };
+    const logger: Logger = { ...SILENT_LOGGER, warn: (message) => warnings.push(message) };
     const test = await open({ logger });
     await test.transport.publish({ topic: 'orders', key: 'k', body: {} });
     await test.transport.subscribe(
