@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { Envelope, Outcome } from 'oncemq';
-import type { NatsTransportConfig } from 'oncemq/nats';
+import { SILENT_LOGGER, type Envelope, type Logger, type Outcome } from 'oncemq';
+import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
-import { NATS_SERVICE, natsTestBed, type NatsUnderTest } from '../support/nats.js';
+import { NATS_SERVICE, natsTestBed, QUICK_NATS, type NatsUnderTest } from '../support/nats.js';
 import { sleep } from '../support/points.js';
 import { findService } from '../support/services.js';
 
@@ -45,6 +45,65 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     await waitUntil(() => started === 10, 'every message');
   });
 
+  it('gets back the slots its expired pulls did not fill: a member with one slot still consumes after its pulls ran out empty (#2)', async () => {
+    const test = await open();
+    const seen: Envelope[] = [];
+    await test.transport.subscribe(
+      'g',
+      ['orders'],
+      answering((envelope) => (seen.push(envelope), 'ack')),
+      { concurrency: 1 },
+    );
+    // Pulls of 1 s: several expire empty, on the topic and on the retry stream.
+    await sleep(3500);
+    for (let i = 0; i < 3; i++) await test.transport.publish({ topic: 'orders', key: `k-${i}`, body: { i } });
+    await waitUntil(() => seen.length === 3, 'every message', 8000);
+  });
+
+  it('leaves no pull request behind when it closes: a message published once one member closed goes to the other at once, not after the ack wait (#2)', async () => {
+    const test = await open();
+    const other = bed.track(
+      new NatsTransport({
+        ...QUICK_NATS,
+        servers: service.url,
+        streamPrefix: test.streamPrefix,
+        subjectPrefix: test.subjectPrefix,
+      }),
+    );
+    const first = await test.transport.subscribe(
+      'g',
+      ['orders'],
+      answering(() => 'ack'),
+      { visibility: '20s' },
+    );
+    // Its requests wait at the server, ahead of the other member's.
+    await sleep(300);
+    const seen: Envelope[] = [];
+    await other.subscribe(
+      'g',
+      ['orders'],
+      answering((envelope) => (seen.push(envelope), 'ack')),
+      { visibility: '20s' },
+    );
+    await first.close();
+    await test.transport.publish({ topic: 'orders', key: 'k', body: {} });
+    await waitUntil(() => seen.length === 1, 'the other member', 5000);
+  });
+
+  it('pulls again as soon as a lost connection is back, without waiting for missed heartbeats (#6)', async () => {
+    const test = await open({ pullExpires: '10s' });
+    const seen: Envelope[] = [];
+    await test.transport.subscribe(
+      'g',
+      ['orders'],
+      answering((envelope) => (seen.push(envelope), 'ack')),
+    );
+    await sleep(300);
+    await test.dropConnections();
+    await test.transport.publish({ topic: 'orders', key: 'after', body: {} });
+    await waitUntil(() => seen.length === 1, 'the message published after the reconnect', 5000);
+  });
+
   it('does not settle a delivery on a new connection after its own was lost while the handler ran: the same copy comes back after the ack wait (#1)', async () => {
     const test = await open();
     const receipt = await test.transport.publish({ topic: 'orders', key: 'k', body: {} });
@@ -65,6 +124,25 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     );
     await waitUntil(() => seen.length === 2, 'the copy again');
     expect(seen.map((envelope) => envelope.brokerId)).toEqual([receipt.brokerId, receipt.brokerId]);
+  });
+
+  it('knows an ack the server did not confirm: the ack of a copy whose consumer was deleted under its handler is logged (#1)', async () => {
+    const warnings: string[] = [];
+    const logger: Logger = { ...SILENT_LOGGER, warn: (message) => warnings.push(message) };
+    const test = await open({ logger });
+    await test.transport.publish({ topic: 'orders', key: 'k', body: {} });
+    await test.transport.subscribe(
+      'g',
+      ['orders'],
+      answering(async (): Promise<Answer> => {
+        await bed.admin.consumers.delete(topicStream(test), 'g');
+        return 'ack';
+      }),
+    );
+    await waitUntil(
+      () => warnings.some((warning) => /settle was not confirmed/.test(warning)),
+      'the unconfirmed ack logged',
+    );
   });
 
   it('sends an uncharged retry (a busy key) back with its delay: the server holds it, never requeues it at once (#3)', async () => {

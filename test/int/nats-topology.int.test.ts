@@ -10,6 +10,7 @@ import {
   QUICK_NATS,
   type NatsUnderTest,
 } from '../support/nats.js';
+import { sleep } from '../support/points.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(NATS_SERVICE);
@@ -76,7 +77,8 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
   });
 
   it('makes a durable consumer deleted under a running subscription again, and consumption resumes (#6)', async () => {
-    const test = await open();
+    // Long pulls: the server's word that the consumer is gone ends them at once, not missed heartbeats.
+    const test = await open({ pullExpires: '10s' });
     const seen: Envelope[] = [];
     await test.transport.subscribe('g', ['orders'], ack(seen));
     await test.transport.publish({ topic: 'orders', key: 'before', body: {} });
@@ -86,7 +88,22 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
     await waitUntil(
       () => seen.some((envelope) => envelope.headers['oncemq-key'] === 'after'),
       'consumption again',
+      5000,
     );
+  });
+
+  it('finds out from missed heartbeats that nothing answers its pulls (the consumer gone, made again elsewhere), and pulls again (#6)', async () => {
+    const test = await open();
+    await (await test.transport.subscribe('g', ['orders'], ack([]))).close();
+    const check = sibling(test, { topology: 'check' });
+    const seen: Envelope[] = [];
+    await check.subscribe('g', ['orders'], ack(seen));
+    await bed.admin.consumers.delete(`${test.streamPrefix}_orders`, 'g');
+    // The member cannot make it again ('check'): its pulls go to a consumer that is not there.
+    await sleep(1500);
+    await (await test.transport.subscribe('g', ['orders'], ack([]))).close();
+    await test.transport.publish({ topic: 'orders', key: 'after', body: {} });
+    await waitUntil(() => seen.length === 1, 'consumption again');
   });
 
   it('waits through an outage to publish: the message is stored once, under the same Nats-Msg-Id', async () => {

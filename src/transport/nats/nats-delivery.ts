@@ -1,4 +1,4 @@
-import type { JsMsg } from '@nats-io/jetstream';
+import type { MsgHdrs } from '@nats-io/transport-node';
 import {
   createEnvelope,
   DELIVERY_COUNT_HEADER,
@@ -10,6 +10,7 @@ import type { DeadLetterReason, Outcome } from '../../core/outcome.js';
 import { deadLetterHeaders } from '../dead-letters.js';
 import type { DeliveryResult } from '../settle-batch.js';
 import type { NatsSettings } from './nats-config.js';
+import type { NatsConfirms } from './nats-confirms.js';
 import type { NatsConnectionLike } from './nats-driver.js';
 import {
   brokerIdOf,
@@ -34,6 +35,18 @@ export interface DeliveryContext {
   readonly connection: NatsConnectionLike;
   readonly session: NatsSession;
   readonly publisher: NatsPublisher;
+  readonly confirms: NatsConfirms;
+}
+
+/** What a delivery reads of the message it carries (a JetStream message of nats.js has it too). */
+export interface DeliveredMessage {
+  readonly data: Uint8Array;
+  readonly headers?: MsgHdrs | undefined;
+  /** The subject its settles go to. */
+  readonly reply?: string;
+  readonly seq: number;
+  readonly time: Date;
+  readonly info: { readonly stream: string; readonly deliveryCount: number };
 }
 
 /** Where a delivery came from: a topic's stream, or (topic `null`) the group's retry stream. */
@@ -49,7 +62,13 @@ export type { DeliveryResult } from '../settle-batch.js';
 
 type Settle = 'ack' | 'nak' | 'term' | 'working';
 
-function textHeaders(msg: JsMsg): Record<string, string> {
+const encoder = new TextEncoder();
+const ACK = encoder.encode('+ACK');
+const NAK = encoder.encode('-NAK');
+const TERM = encoder.encode('+TERM');
+const WORKING = encoder.encode('+WPI');
+
+function textHeaders(msg: DeliveredMessage): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const name of msg.headers?.keys() ?? []) headers[name] = msg.headers?.get(name) ?? '';
   return headers;
@@ -66,7 +85,7 @@ function epochMs(text: string | undefined): number | undefined {
  * after the ack wait (same broker id), which the ledger absorbs.
  */
 export class NatsDelivery {
-  readonly msg: JsMsg;
+  readonly msg: DeliveredMessage;
   readonly envelope: Envelope;
   readonly generation: number;
   /** Retry copies only: when the copy is due, in milliseconds since the epoch. */
@@ -79,7 +98,7 @@ export class NatsDelivery {
    */
   onSent: () => void = () => undefined;
 
-  constructor(ctx: DeliveryContext, source: DeliverySource, msg: JsMsg) {
+  constructor(ctx: DeliveryContext, source: DeliverySource, msg: DeliveredMessage) {
     this.#ctx = ctx;
     this.msg = msg;
     this.generation = ctx.session.generation;
@@ -232,28 +251,23 @@ export class NatsDelivery {
 
   /** Sends an ack of the given kind as a request, so that a lost one is known. */
   async #send(kind: Settle, delayMs = 0): Promise<void> {
-    const timeout = this.#ctx.settings.requestTimeoutMs;
-    if (kind === 'ack') {
-      const confirmed = this.msg.ackAck({ timeout });
-      this.onSent();
-      await confirmed;
-      return;
-    }
     // A plain +TERM: servers before 2.10.4 ignore a TERM that carries a reason (the copy stays pending).
     const payload =
-      kind === 'term'
-        ? '+TERM'
-        : kind === 'working'
-          ? '+WPI'
-          : delayMs > 0
-            ? `-NAK ${JSON.stringify({ delay: Math.round(delayMs) * 1_000_000 })}`
-            : '-NAK';
-    const reply = (this.msg as JsMsg & { readonly reply?: string }).reply;
+      kind === 'ack'
+        ? ACK
+        : kind === 'term'
+          ? TERM
+          : kind === 'working'
+            ? WORKING
+            : delayMs > 0
+              ? encoder.encode(`-NAK ${JSON.stringify({ delay: Math.round(delayMs) * 1_000_000 })}`)
+              : NAK;
+    const reply = this.msg.reply;
     if (reply === undefined || reply === '')
       throw new TransportUnavailableError('the delivery has no reply subject to settle on');
-    const answered = this.#ctx.connection.request(reply, payload, { timeout });
+    const confirmed = this.#ctx.confirms.send(reply, payload);
     if (kind !== 'working') this.onSent();
-    await answered;
+    await confirmed;
   }
 }
 

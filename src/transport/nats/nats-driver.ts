@@ -4,7 +4,7 @@ import type {
   JetStreamManagerOptions,
   JetStreamOptions,
 } from '@nats-io/jetstream';
-import type { ConnectionOptions, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
+import type { ConnectionOptions, Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { ConfigError } from '../../core/errors.js';
 
 /**
@@ -13,9 +13,18 @@ import { ConfigError } from '../../core/errors.js';
  */
 export interface NatsConnectionLike {
   status(): AsyncIterable<{ readonly type: string }>;
-  request(subject: string, payload?: string | Uint8Array, options?: { timeout: number }): Promise<unknown>;
+  publish(subject: string, payload?: string | Uint8Array, options?: { reply?: string }): void;
+  subscribe(
+    subject: string,
+    options: { callback: (error: Error | null, msg: Msg) => void },
+  ): NatsSubscriptionLike;
   isClosed(): boolean;
   close(): Promise<void>;
+}
+
+/** A core NATS subscription, as oncemq uses it. */
+export interface NatsSubscriptionLike {
+  unsubscribe(): void;
 }
 
 /** The functions oncemq takes from `@nats-io/transport-node` and `@nats-io/jetstream`. */

@@ -1,16 +1,15 @@
-import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { errorText } from '../../core/errors.js';
 import { processAndSettleBatch } from '../settle-batch.js';
 import type { Processor, Subscription } from '../transport.js';
 import { DeliverySlots } from './delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
+import { NatsPull, type PulledMessage } from './nats-pull.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** What a subscription is made of; the transport builds it once the topology is in place. */
 export interface NatsSubscriptionParts {
   readonly ctx: DeliveryContext;
-  readonly js: JetStreamClient;
   /** One topic's consumer per topic, then the group's retry consumer. */
   readonly sources: readonly DeliverySource[];
   /** Creates (topology `create`) or checks a source's stream and consumer again after a pull failed. */
@@ -23,9 +22,9 @@ export interface NatsSubscriptionParts {
 
 /**
  * One member of a group: a pull loop per source (each topic's durable consumer and the group's
- * retry consumer), sharing `concurrency` slots. A loop pulls only as many messages as there are free
- * slots, so no message waits in a client buffer while its ack wait runs; each delivery is settled
- * after its outcome, in the session it arrived in.
+ * retry consumer), sharing `concurrency` slots. A loop asks only for as many messages as there are
+ * free slots, so no message waits in a client buffer while its ack wait runs; each delivery is
+ * settled after its outcome, in the session it arrived in.
  */
 export class NatsSubscription implements Subscription {
   readonly group: string;
@@ -33,7 +32,7 @@ export class NatsSubscription implements Subscription {
   readonly #parts: NatsSubscriptionParts;
   readonly #slots: DeliverySlots;
   readonly #inflight = new Set<Promise<void>>();
-  readonly #pulls = new Set<ConsumerMessages>();
+  readonly #pulls = new Set<NatsPull>();
   #loops: Promise<void>[] = [];
   #pending: NatsDelivery[] = [];
   #flushScheduled = false;
@@ -66,68 +65,53 @@ export class NatsSubscription implements Subscription {
   }
 
   /**
-   * Pulls for the slots free. A busy source does not wait for one pull to end before the next: a
-   * slot freed while a pull is still bringing its messages starts a pull of its own, so no slot waits
-   * a round trip for the pull before it. A source whose last pull brought nothing (an idle retry
-   * stream) keeps one pull for one slot: a pull holds its slots at the server until it expires, and
-   * the busy sources need them meanwhile.
+   * Asks for the slots free, on one pull per session. A busy source does not wait for one request to
+   * end before the next: slots freed while a request is still bringing its messages make a request of
+   * their own, so no slot waits a round trip for the request before it. A source whose last request
+   * expired short (an idle retry stream) asks for one slot at a time: a request holds its slots at the
+   * server until it expires, and the busy sources need them meanwhile.
    */
   async #pullLoop(source: DeliverySource): Promise<void> {
-    const { ctx, js, batchSize, concurrency } = this.#parts;
-    let consumer: Consumer | undefined;
+    const { ctx, batchSize, concurrency } = this.#parts;
     let idle = source.topic === null;
-    let failure: { readonly error: unknown } | undefined;
-    const pulls = new Set<Promise<void>>();
+    let failure: Error | undefined;
     while (!this.#closing) {
       await Promise.race([ctx.session.whenConnected(), this.#closingSignal]);
       if (this.#isClosing() || ctx.connection.isClosed()) break;
       if (failure !== undefined) {
-        const { error } = failure;
+        const error = failure;
         failure = undefined;
-        consumer = undefined;
         await this.#recover(source, error);
         continue;
       }
-      const want = await this.#slots.acquire(idle ? 1 : batchSize > 1 ? batchSize : concurrency);
-      if (want === 0) break;
-      let pull: ConsumerMessages;
-      try {
-        consumer ??= await js.consumers.get(source.stream, source.consumer);
-        pull = await consumer.fetch({ max_messages: want, expires: ctx.settings.pullExpiresMs });
-      } catch (error) {
-        this.#slots.release(want);
-        failure = { error };
-        continue;
-      }
-      const drained = this.#drainPull(source, pull, want).then(
-        (got) => {
-          idle = got === 0;
-        },
-        (error: unknown) => {
-          failure ??= { error };
+      const pull = new NatsPull(
+        ctx.connection,
+        source,
+        { expiresMs: ctx.settings.pullExpiresMs, idle },
+        {
+          message: (msg, holdsSlot) => this.#receive(source, msg, holdsSlot),
+          unfilled: (count) => this.#slots.release(count),
         },
       );
-      pulls.add(drained);
-      void drained.finally(() => pulls.delete(drained));
-      if (idle) await drained;
-    }
-    await Promise.all(pulls);
-  }
-
-  /** Hands over what one pull brings; gives back the slots it did not fill. Resolves to the messages it brought. */
-  async #drainPull(source: DeliverySource, pull: ConsumerMessages, want: number): Promise<number> {
-    let got = 0;
-    this.#pulls.add(pull);
-    try {
-      for await (const msg of pull) {
-        got++;
-        this.#receive(source, msg, got <= want);
+      this.#pulls.add(pull);
+      while (pull.isRunning()) {
+        while (pull.idle && pull.outstanding > 0 && pull.isRunning()) await pull.changed();
+        if (!pull.isRunning()) break;
+        const want = await this.#slots.acquire(pull.idle ? 1 : batchSize > 1 ? batchSize : concurrency);
+        if (want === 0) break;
+        if (!pull.isRunning()) {
+          this.#slots.release(want);
+          break;
+        }
+        pull.request(want);
       }
-    } finally {
+      // Closing: what the requests still bring goes back at once, until they are filled or expire.
+      while (pull.isRunning() && pull.outstanding > 0) await pull.changed();
+      pull.stop();
       this.#pulls.delete(pull);
-      this.#slots.release(Math.max(0, want - got));
+      idle = pull.idle;
+      failure = pull.failure;
     }
-    return got;
   }
 
   /** A pull failed (heartbeats missed, consumer deleted, no responders): check the consumer, then pull again. */
@@ -159,7 +143,7 @@ export class NatsSubscription implements Subscription {
     };
   }
 
-  #receive(source: DeliverySource, msg: JsMsg, holdsSlot: boolean): void {
+  #receive(source: DeliverySource, msg: PulledMessage, holdsSlot: boolean): void {
     const delivery = new NatsDelivery(this.#parts.ctx, source, msg);
     const release = holdsSlot ? this.#slotRelease() : () => undefined;
     // The next delivery may start once this one's settle went out; its confirm is awaited on the side.

@@ -38,6 +38,7 @@ import {
 import { NatsOrderedSubscription, type NatsPartition } from './nats-ordered-subscription.js';
 import { partitionCountError, recordedPartitionCount } from './nats-partition-count.js';
 import { NatsPublisher } from './nats-publisher.js';
+import { NatsConfirms } from './nats-confirms.js';
 import { NatsSession } from './nats-session.js';
 import { NatsSubscription } from './nats-subscription.js';
 import { NatsTopology } from './nats-topology.js';
@@ -52,6 +53,7 @@ interface Open {
   readonly jsm: JetStreamManager;
   readonly topology: NatsTopology;
   readonly publisher: NatsPublisher;
+  readonly confirms: NatsConfirms;
 }
 
 /** How a member of a group reads its part (see docs/transports/nats.md). */
@@ -149,6 +151,7 @@ export class NatsTransport implements Transport {
         jsm,
         topology: new NatsTopology(jsm, settings),
         publisher: new NatsPublisher(js, driver, settings, session),
+        confirms: new NatsConfirms(connection, settings.requestTimeoutMs),
       };
       this.#open = open;
       return open;
@@ -267,8 +270,14 @@ export class NatsTransport implements Transport {
     }
     await addSource(null, retryStream(settings), () => topology.retryStream(), retrySubject(settings, group));
     const subscription = new NatsSubscription(group, topics, {
-      ctx: { group, settings, connection: open.connection, session: open.session, publisher: open.publisher },
-      js: open.js,
+      ctx: {
+        group,
+        settings,
+        connection: open.connection,
+        session: open.session,
+        publisher: open.publisher,
+        confirms: open.confirms,
+      },
       sources,
       ensure: async (source) => {
         topology.forget(source.stream);
@@ -354,7 +363,14 @@ export class NatsTransport implements Transport {
       });
     }
     const subscription = new NatsOrderedSubscription(group, topics, {
-      ctx: { group, settings, connection: open.connection, session: open.session, publisher: open.publisher },
+      ctx: {
+        group,
+        settings,
+        connection: open.connection,
+        session: open.session,
+        publisher: open.publisher,
+        confirms: open.confirms,
+      },
       js: open.js,
       jsm: open.jsm,
       driver: open.driver,
@@ -377,6 +393,7 @@ export class NatsTransport implements Transport {
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
     const open = this.#open ?? (await this.#opening?.catch(() => undefined));
+    open?.confirms.close();
     if (open?.owned === true) {
       await open.connection.close().catch(() => undefined);
       await open.session.ended();
