@@ -187,7 +187,7 @@ export function summarize(
 export function formatTable(suite: string, results: readonly BenchResult[]): string {
   const rate = new Map(results.map((r) => [`${r.name}@${r.concurrency}`, r.messagesPerSecond]));
   const withPeer = results.some((r) => r.peer !== undefined);
-  const withDrain = results.some((r) => r.peakRssMb !== undefined);
+  const withDrain = results.some((r) => r.peakRssMb !== undefined || r.ratios !== undefined);
   const cpu = new Map(results.map((r) => [`${r.name}@${r.concurrency}`, r.cpuMicrosPerMessage]));
   const withCpu = !withDrain && results.some((r) => r.cpuMicrosPerMessage !== undefined);
   const ms = (value: number | undefined): string => (value === undefined ? '' : value.toFixed(3));
