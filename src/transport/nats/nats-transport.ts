@@ -21,7 +21,7 @@ import {
 import { resolveNatsSettings, type NatsSettings, type NatsTransportConfig } from './nats-config.js';
 import { wholeNumber } from '../config-checks.js';
 import { NatsDeadLetters } from './nats-dead-letters.js';
-import type { DeliverySource } from './nats-delivery.js';
+import type { DeliveryContext, DeliverySource } from './nats-delivery.js';
 import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
 import {
   brokerIdOf,
@@ -54,6 +54,12 @@ interface Open {
   readonly topology: NatsTopology;
   readonly publisher: NatsPublisher;
   readonly confirms: NatsConfirms;
+}
+
+/** What the deliveries of one group's subscription settle through. */
+function deliveryContext(group: string, settings: NatsSettings, open: Open): DeliveryContext {
+  const { connection, session, publisher, confirms } = open;
+  return { group, settings, connection, session, publisher, confirms };
 }
 
 /** How a member of a group reads its part (see docs/transports/nats.md). */
@@ -270,14 +276,7 @@ export class NatsTransport implements Transport {
     }
     await addSource(null, retryStream(settings), () => topology.retryStream(), retrySubject(settings, group));
     const subscription = new NatsSubscription(group, topics, {
-      ctx: {
-        group,
-        settings,
-        connection: open.connection,
-        session: open.session,
-        publisher: open.publisher,
-        confirms: open.confirms,
-      },
+      ctx: deliveryContext(group, settings, open),
       sources,
       ensure: async (source) => {
         topology.forget(source.stream);
@@ -363,14 +362,7 @@ export class NatsTransport implements Transport {
       });
     }
     const subscription = new NatsOrderedSubscription(group, topics, {
-      ctx: {
-        group,
-        settings,
-        connection: open.connection,
-        session: open.session,
-        publisher: open.publisher,
-        confirms: open.confirms,
-      },
+      ctx: deliveryContext(group, settings, open),
       js: open.js,
       jsm: open.jsm,
       driver: open.driver,
