@@ -12,7 +12,10 @@ const service = await findRabbit();
 
 /** What `promise` came to within `ms`: its value, or 'pending'. */
 function within<T>(promise: Promise<T>, ms: number): Promise<T | 'pending'> {
-  return Promise.race([promise, new Promise<'pending'>((resolve) => setTimeout(() => resolve('pending'), ms))]);
+  return Promise.race([
+    promise,
+    new Promise<'pending'>((resolve) => setTimeout(() => resolve('pending'), ms)),
+  ]);
 }
 
 describe.skipIf(!service.available)('RabbitMQ channel close', () => {
