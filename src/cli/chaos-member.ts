@@ -77,7 +77,7 @@ const SUBSCRIBE_ATTEMPTS = 10;
  * would otherwise cost a whole new process (seconds of start-up on a loaded machine, during which
  * the next cut comes).
  */
-async function subscribeThroughDrops<T>(subscribe: () => Promise<T>): Promise<T> {
+export async function subscribeThroughDrops<T>(subscribe: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await subscribe();

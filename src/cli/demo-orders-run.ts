@@ -16,6 +16,7 @@ import type {
 } from '../transport/transport.js';
 import { faultyProcessor, publishWithResends } from './broker-faults.js';
 import { brokerRoute } from './broker-route.js';
+import { subscribeThroughDrops } from './chaos-member.js';
 import { UsageError } from './command.js';
 import {
   openOrdersDb,
@@ -130,11 +131,14 @@ async function realOrdersBroker(
       async subscribe(processor) {
         const transport = await entry.open({ url: route.proxied, namespace, ordered: true });
         transports.push(transport);
+        // The proxy's cuts start before the members join: one during a subscribe is tried again.
         subscriptions.push(
-          await transport.subscribe(ORDERS_GROUP, [ORDERS_TOPIC], faultyProcessor(processor, injector), {
-            ...RUN_SUBSCRIBE,
-            ordering: {},
-          }),
+          await subscribeThroughDrops(() =>
+            transport.subscribe(ORDERS_GROUP, [ORDERS_TOPIC], faultyProcessor(processor, injector), {
+              ...RUN_SUBSCRIBE,
+              ordering: {},
+            }),
+          ),
         );
       },
       lag: () => Promise.resolve(undefined),

@@ -142,12 +142,18 @@ export class RabbitChannel {
     }
   }
 
+  /**
+   * Closes the channel; resolves once it is closed, however that happens. amqplib's `close()` only
+   * settles on the broker's `channel.close-ok`: when the connection drops after the close was sent
+   * and before that reply, it never settles, though the channel is closed with the connection. The
+   * channel's `close` event ends the wait then.
+   */
   async close(): Promise<void> {
     if (!this.#open) return;
-    try {
-      await this.raw.close();
-    } catch {
+    const closed = new Promise<void>((resolve) => this.onClose(resolve));
+    const closing = this.raw.close().catch(() => {
       // already closing or closed with its connection
-    }
+    });
+    await Promise.race([closing, closed]);
   }
 }

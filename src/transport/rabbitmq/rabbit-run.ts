@@ -1,7 +1,7 @@
 import type { RunTransport } from '../../cli/run-transports.js';
 import { loadDriver } from '../../cli/stores.js';
 import type { AmqpConnectionLike } from './amqp-like.js';
-import { DEFAULT_RABBITMQ_DELAY_LEVELS } from './rabbit-config.js';
+import { DEFAULT_RABBIT_TRANSPORT_CONFIG, DEFAULT_RABBITMQ_DELAY_LEVELS } from './rabbit-config.js';
 import { RabbitNames } from './rabbit-names.js';
 import { RabbitTransport } from './rabbit-transport.js';
 import { parseDuration } from '../../core/duration.js';
@@ -38,6 +38,11 @@ export const RABBIT_RUN_TRANSPORT = Object.freeze<RunTransport>({
       names.work(group),
       names.dead(group),
       ...DEFAULT_RABBITMQ_DELAY_LEVELS.map((level) => names.retry(group, parseDuration(level, 'level'))),
+      // an ordered group's partition queues and the marker of its count (a run opens the default count)
+      ...Array.from({ length: DEFAULT_RABBIT_TRANSPORT_CONFIG.partitions }, (_, index) =>
+        names.partition(group, index),
+      ),
+      names.partitionMarker(group),
     ]);
     const connection = await connect(url);
     try {
