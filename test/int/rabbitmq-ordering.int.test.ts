@@ -1,6 +1,7 @@
 // Per-key ordered consumption over RabbitMQ: an ordered group's partition queues with a single
 // active consumer each, several members (transports of their own, as separate processes would
 // have), connections dropped and a member closed mid-run.
+import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
 import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
@@ -170,6 +171,56 @@ describe.skipIf(!rabbit.available || !postgres.available)('per-key ordered consu
       await waitFor(() => stopped.failure !== undefined, 'the old member stopped', 20_000);
       expect(stopped.failure?.message).toMatch(/ordered over 4 partitions .* configured with 2/);
       await Promise.all([old, ...members].map((member) => member.close()));
+    }, 90_000);
+
+    it('a member joining a drain while another reads its list of old queues waits for the list', async () => {
+      // Step 1 of every order waits under 2 partitions; the first drainer holds one of them in its handler.
+      const two = world.open({ partitions: 2 });
+      await (
+        await two.subscribe(group, [topic], () => Promise.reject(new Error('unused')), { ordering: {} })
+      ).close();
+      await publishStep(world.transport, 1);
+      const applied: string[] = [];
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const record = (envelope: Parameters<typeof outcomeFor>[0]) => {
+        const { orderId, step } = JSON.parse(Buffer.from(envelope.body).toString()) as {
+          orderId: string;
+          step: number;
+        };
+        applied.push(`${orderId}:${step}`);
+        return Promise.resolve(outcomeFor(envelope, 'ack', 0));
+      };
+      const drainer = world.open({ partitions: 4 });
+      const first = await drainer.subscribe(
+        group,
+        [topic],
+        async (envelope) => {
+          await held;
+          return record(envelope);
+        },
+        { ordering: { onPartitionChange: 'drain' }, concurrency: 1 },
+      );
+      // Another member reads the drain's list right now: the marker answers empty meanwhile.
+      const connection = await amqplib.connect(rabbit.url);
+      const reader = await connection.createChannel();
+      const marker = [...drainer.declared.queues].find((queue) => queue.endsWith('@draining')) ?? '';
+      expect(await reader.get(marker, { noAck: false })).not.toBe(false);
+      const joining = world.open({ partitions: 4 }).subscribe(group, [topic], record, {
+        ordering: { onPartitionChange: 'drain' },
+        concurrency: 8,
+      });
+      await publishStep(world.transport, 2);
+      await sleep(1_000);
+      // Nothing of the new partitions ran while an order's step 1 was still held in the old ones.
+      expect(applied.filter((entry) => entry.endsWith(':2'))).toEqual([]);
+      await connection.close();
+      release();
+      const second = await joining;
+      await waitFor(() => applied.length === orders * 2, `${orders * 2} deliveries`, 30_000);
+      for (let i = 0; i < orders; i++)
+        expect(applied.indexOf(`order-${i}:1`)).toBeLessThan(applied.indexOf(`order-${i}:2`));
+      await Promise.all([first.close(), second.close()]);
     }, 90_000);
 
     it('replays a dead letter of a drained partition onto its key’s new partition', async () => {

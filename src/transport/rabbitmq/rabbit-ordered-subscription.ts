@@ -11,7 +11,7 @@ import type { RabbitChannel } from './rabbit-channel.js';
 import { textHeaders, toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
-import { DRAIN_FENCE_HEADER, type OrderedPlan } from './rabbit-topology.js';
+import { DRAIN_FENCE_HEADER, replyCode, type OrderedPlan } from './rabbit-topology.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -45,6 +45,13 @@ interface Lane {
  * one of its key starts. When the channel is lost the gate is closed: what waited in it is left to
  * the broker, which delivers it again, in order, to whichever member is then active.
  */
+/** An old partition queue of a drain was deleted before this member could consume it. */
+class DrainedUnderUs extends Error {
+  constructor(queue: string) {
+    super(`the drained partition queue '${queue}' is gone`);
+  }
+}
+
 export class RabbitOrderedSubscription implements Subscription {
   readonly group: string;
   readonly topics: readonly string[];
@@ -136,6 +143,19 @@ export class RabbitOrderedSubscription implements Subscription {
   failure: ConfigError | undefined;
 
   async #consume(onPartitionChange = this.#options.ordering?.onPartitionChange ?? 'refuse'): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#consumeOnce(onPartitionChange);
+        return;
+      } catch (error) {
+        // An old queue of a drain deleted between the plan and the consume (the member active on it
+        // reached its fence): drained, so plan again.
+        if (!(error instanceof DrainedUnderUs) || attempt >= 5) throw error;
+      }
+    }
+  }
+
+  async #consumeOnce(onPartitionChange: 'refuse' | 'drain'): Promise<void> {
     const { topology, connection, settings } = this.#ctx;
     const plan = await topology.orderedGroup(this.group, this.topics, onPartitionChange);
     const channel = await connection.channel(`consume ${this.group} ordered`, settings.publishTimeoutMs);
@@ -146,7 +166,14 @@ export class RabbitOrderedSubscription implements Subscription {
       this.channels++;
       // An old generation being drained first; the partitions once it is gone.
       const first = plan.draining.length > 0 ? plan.draining : plan.queues;
-      for (const queue of first) await this.#consumeQueue(lane, queue);
+      for (const queue of first) {
+        try {
+          await this.#consumeQueue(lane, queue);
+        } catch (error) {
+          if (replyCode(error) === 404 && plan.draining.includes(queue)) throw new DrainedUnderUs(queue);
+          throw error;
+        }
+      }
     } catch (error) {
       lane.gate.close();
       await channel.close();

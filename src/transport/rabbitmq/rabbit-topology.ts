@@ -6,6 +6,9 @@ import { RABBIT_SLOTS, slotKey, type RabbitNames } from './rabbit-names.js';
 import { backfillFromLog } from './topic-backfill.js';
 import { partitionOf } from '../partitions.js';
 
+/** How long a member waits for a drain marker's list while other members read it. */
+const DRAIN_LIST_WAIT_MS = 10_000;
+
 /** AMQP reply codes the topology tells apart. */
 const NOT_FOUND = 404;
 
@@ -19,7 +22,7 @@ export interface OrderedPlan {
 }
 const PRECONDITION_FAILED = 406;
 
-function replyCode(error: unknown): number | undefined {
+export function replyCode(error: unknown): number | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'number' ? code : undefined;
 }
@@ -234,16 +237,38 @@ export class RabbitTopology {
     const marker = this.names.drainMarker(group);
     if (!(await this.exists(marker))) return [];
     this.declared.queues.add(marker);
-    const listed = await this.#ifExists(async (ch) => {
-      const message = await ch.raw.get(marker, { noAck: false });
-      // Not acked: closing the channel puts the list back.
-      return message === false ? [] : (JSON.parse(message.content.toString()) as { queues: string[] }).queues;
-    });
+    const listed = await this.#drainList(marker);
+    if (listed === undefined) return [];
     const left: string[] = [];
-    for (const queue of listed ?? []) if (await this.exists(queue)) left.push(queue);
+    for (const queue of listed) if (await this.exists(queue)) left.push(queue);
     for (const queue of left) this.declared.queues.add(queue);
     if (left.length === 0) await this.drainDone(group);
     return left;
+  }
+
+  /**
+   * The old queues a drain marker lists, or undefined once the marker is gone. The list is read with
+   * `basic.get` and not acked (closing the channel puts it back), so while another member holds it
+   * the marker answers empty: that is no answer, and the read is tried again. Taking an empty answer
+   * for an empty list let a member end a drain another was still running, and consume the new
+   * partitions before a key's old messages were settled.
+   */
+  async #drainList(marker: string): Promise<string[] | undefined> {
+    const deadline = Date.now() + DRAIN_LIST_WAIT_MS;
+    for (;;) {
+      const listed = await this.#ifExists(async (ch) => {
+        const message = await ch.raw.get(marker, { noAck: false });
+        return message === false
+          ? null
+          : (JSON.parse(message.content.toString()) as { queues: string[] }).queues;
+      });
+      if (listed !== null) return listed;
+      if (Date.now() >= deadline)
+        throw new TransportUnavailableError(
+          `the drain marker '${marker}' kept answering empty for ${DRAIN_LIST_WAIT_MS} ms: its list of old queues is held by another member`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 30));
+    }
   }
 
   /**
