@@ -2,7 +2,7 @@ import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MysqlLedger } from 'oncemq/mysql';
 import { dropLedgerTables, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
-import { payment, sleep } from '../support/points.js';
+import { payment } from '../support/points.js';
 import {
   describePaymentToPoints,
   expectBatchClaimedTogether,
@@ -96,17 +96,23 @@ describe.skipIf(!service.available)(
     it('a naive check-then-insert consumer double-applies under the same concurrent deliveries', async () => {
       const processed = `${world.table}_processed`;
       await pool().query(`CREATE TABLE \`${processed}\` (event_id VARCHAR(64) PRIMARY KEY) ENGINE = InnoDB`);
+      // Every copy checks before any inserts: the window a loaded pool may or may not open by itself.
+      const copies = 20;
+      let checked = 0;
+      let allChecked!: () => void;
+      const barrier = new Promise<void>((resolve) => (allChecked = resolve));
       const naive = async (): Promise<void> => {
         const [seen] = await pool().execute<RowDataPacket[]>(
           `SELECT 1 FROM \`${processed}\` WHERE event_id = ?`,
           [event.eventId],
         );
+        if (++checked === copies) allChecked();
+        await barrier;
         if (seen.length > 0) return;
-        await sleep(20);
         await pool().execute(`INSERT IGNORE INTO \`${processed}\` (event_id) VALUES (?)`, [event.eventId]);
         await world.write(pool(), event.userId, 100);
       };
-      await Promise.all(Array.from({ length: 20 }, naive));
+      await Promise.all(Array.from({ length: copies }, naive));
       expect(await world.balance('user-1')).toBeGreaterThan(100);
     });
   },
