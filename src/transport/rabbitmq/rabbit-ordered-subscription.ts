@@ -11,7 +11,7 @@ import type { RabbitChannel } from './rabbit-channel.js';
 import { textHeaders, toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
-import { DRAIN_FENCE_HEADER, replyCode, type OrderedPlan } from './rabbit-topology.js';
+import { DRAIN_FENCE_HEADER, NOT_FOUND, replyCode, type OrderedPlan } from './rabbit-topology.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -23,6 +23,13 @@ const MAX_ORDERED_CONCURRENCY = 4096;
 
 /** Deliveries a partition queue hands a member ahead of the running ones, per unit of `concurrency`. */
 export const ORDERED_PREFETCH_PER_SLOT = 16;
+
+/** An old partition queue of a drain was deleted before this member could consume it. */
+class DrainedUnderUs extends Error {
+  constructor(queue: string) {
+    super(`the drained partition queue '${queue}' is gone`);
+  }
+}
 
 /** The deliveries of one channel and the gate that orders them; both end with the channel. */
 interface Lane {
@@ -45,13 +52,6 @@ interface Lane {
  * one of its key starts. When the channel is lost the gate is closed: what waited in it is left to
  * the broker, which delivers it again, in order, to whichever member is then active.
  */
-/** An old partition queue of a drain was deleted before this member could consume it. */
-class DrainedUnderUs extends Error {
-  constructor(queue: string) {
-    super(`the drained partition queue '${queue}' is gone`);
-  }
-}
-
 export class RabbitOrderedSubscription implements Subscription {
   readonly group: string;
   readonly topics: readonly string[];
@@ -170,7 +170,8 @@ export class RabbitOrderedSubscription implements Subscription {
         try {
           await this.#consumeQueue(lane, queue);
         } catch (error) {
-          if (replyCode(error) === 404 && plan.draining.includes(queue)) throw new DrainedUnderUs(queue);
+          if (replyCode(error) === NOT_FOUND && plan.draining.includes(queue))
+            throw new DrainedUnderUs(queue);
           throw error;
         }
       }

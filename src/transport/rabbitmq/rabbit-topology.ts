@@ -10,7 +10,7 @@ import { partitionOf } from '../partitions.js';
 const DRAIN_LIST_WAIT_MS = 10_000;
 
 /** AMQP reply codes the topology tells apart. */
-const NOT_FOUND = 404;
+export const NOT_FOUND = 404;
 
 /** The header of the message a drain puts at the end of an old partition queue. */
 export const DRAIN_FENCE_HEADER = 'oncemq-drain-fence';
