@@ -3,7 +3,8 @@
  * the claim + points write by hand, then the ack) and `oncemq:<t>` (the transport and the pipeline on
  * the PostgreSQL ledger), one by one or in batches.
  */
-import type { Outcome } from '../src/core/outcome.js';
+import { KEY_HEADER } from '../src/core/envelope.js';
+import type { ExecutedOutcome, Outcome } from '../src/core/outcome.js';
 import type { Pipeline } from '../src/consumer/pipeline.js';
 import type { Processor, SubscribeOptions } from '../src/transport/transport.js';
 import type { DrainContender, DrainRun } from './drain.js';
@@ -56,6 +57,67 @@ export function rawRow(
             (error) => run.progress.fail(error),
           ),
         close: () => raw.close(),
+      };
+    },
+  };
+}
+
+/**
+ * `oncemq-transport:<t>`, one by one: the oncemq transport's subscription with a processor that does
+ * the raw row's transaction by hand (`rawOne`) and answers an ack. Beside `raw:<t>` and `oncemq:<t>`
+ * it splits the gap between them into the transport's share and the pipeline's.
+ */
+export function transportOnlyRow(
+  target: TransportTarget,
+  db: PointsDatabase,
+  scope: string,
+  concurrency: number,
+): DrainContender {
+  return {
+    name: `oncemq-transport:${target.name}`,
+    concurrency,
+    baseline: `raw:${target.name}`,
+    ...(target.note === undefined ? {} : { note: target.note }),
+    async open() {
+      const { transport, cleanup } = await target.open(`${scope}-tr`);
+      let run: DrainRun | undefined;
+      const processor: Processor = {
+        async process(envelope): Promise<ExecutedOutcome> {
+          const started = performance.now();
+          await db.rawOne({ body: envelope.body, brokerId: envelope.brokerId });
+          run?.progress.tick();
+          return {
+            kind: 'executed',
+            action: 'ack',
+            mode: 'transactional',
+            group: GROUP,
+            key: envelope.headers[KEY_HEADER] ?? null,
+            topic: envelope.topic,
+            brokerId: envelope.brokerId,
+            deliveryCount: envelope.deliveryCount,
+            elapsedMs: performance.now() - started,
+            attempt: 1,
+            reclaimed: false,
+            leaseLost: false,
+          };
+        },
+      };
+      await (await transport.subscribe(GROUP, [TOPIC], processor, { concurrency })).close();
+      return {
+        publish: (next) =>
+          inWindows(next.count, PUBLISH_WINDOW, (n) => {
+            const body = payment(next.tag, n);
+            return transport.publish({ topic: TOPIC, key: body.eventId, body });
+          }),
+        consume: async (next) => {
+          run = next;
+          const subscription = await transport.subscribe(GROUP, [TOPIC], processor, { concurrency });
+          return { stop: () => subscription.close() };
+        },
+        close: async () => {
+          await transport.close();
+          await cleanup();
+        },
       };
     },
   };

@@ -7,14 +7,14 @@
  *
  *   npm run bench -- transport [--json] [--flag transport=rabbitmq,nats,redis-streams,local]
  *     [--flag messages=10000] [--flag repetitions=3] [--flag concurrency=16] [--flag batch=100]
- *     [--flag shape=single,batch] [--flag warmup=2000] [--flag profile=DIR]
+ *     [--flag shape=single,batch] [--flag warmup=2000] [--flag profile=DIR] [--flag split=1]
  */
 import { randomBytes } from 'node:crypto';
 import { measureDrains } from './drain.js';
 import { listFlag, wholeFlag } from './flags.js';
 import type { BenchResult, Suite } from './harness.js';
 import { PointsDatabase } from './points-db.js';
-import { oncemqRow, rawRow, type RowShape } from './transport-rows.js';
+import { oncemqRow, rawRow, transportOnlyRow, type RowShape } from './transport-rows.js';
 import { reachableTargets, TARGETS } from './transport-list.js';
 
 export const suite: Suite = {
@@ -29,6 +29,8 @@ export const suite: Suite = {
     const concurrency = wholeFlag(flags, 'concurrency', 16);
     const batch = wholeFlag(flags, 'batch', 100, 2);
     const warmup = wholeFlag(flags, 'warmup', Math.min(messages, 2000), 0);
+    // 1: the one-by-one rows get a third, the transport without the pipeline (oncemq-transport:<t>).
+    const split = wholeFlag(flags, 'split', 0, 0) > 0;
     const single: RowShape = { concurrency, batchSize: 1 };
     // Two batches in flight, so one is read while the other commits.
     const batched: RowShape = { concurrency: 2 * batch, batchSize: batch };
@@ -45,6 +47,7 @@ export const suite: Suite = {
         const scope = `oncemq-bench-${runId}-${name}`;
         for (const shape of shapes) {
           const rows = [rawRow(target, db, scope, shape), oncemqRow(target, db, scope, shape)];
+          if (split && shape === single) rows.push(transportOnlyRow(target, db, scope, shape.concurrency));
           results.push(
             ...(await measureDrains(rows, {
               messages,

@@ -78,6 +78,24 @@ describe.skipIf(!postgres.available)('bench suites transport and ordered', () =>
     }
   }, 60_000);
 
+  it('adds the transport without the pipeline to the one-by-one rows when asked to split the gap', async () => {
+    const results = await transport.run({
+      seconds: 1,
+      flags: { transport: 'local', messages: '20', repetitions: '2', warmup: '0', batch: '5', split: '1' },
+    });
+    expect(results.map((row) => row.name)).toEqual([
+      'raw:local',
+      'oncemq:local',
+      'oncemq-transport:local',
+      'raw:local:batch',
+      'oncemq:local:batch',
+    ]);
+    const split = results[2];
+    expect(split?.baseline).toBe('raw:local');
+    expect(split?.messages).toBe(40);
+    expect(split?.ratios).toHaveLength(2);
+  }, 60_000);
+
   it('refuses a negative warm-up, naming the flag', async () => {
     await expect(transport.run({ seconds: 1, flags: { transport: 'local', warmup: '-1' } })).rejects.toThrow(
       /--flag warmup=-1: expected a whole number >= 0/,

@@ -113,6 +113,50 @@ describe.skipIf(!service.available)('PostgresLedger specifics', () => {
     }
   });
 
+  it('claims a new key with one insert that answers no row, and reads an existing key’s row with a statement of its own', async () => {
+    // Every ledger statement on the checked-out clients, with the columns and rows it answered.
+    const answers: { sql: string; columns: number; rows: number }[] = [];
+    const recorded = (client: pg.PoolClient): pg.PoolClient =>
+      new Proxy(client, {
+        get(target, property, receiver) {
+          if (property !== 'query') return Reflect.get(target, property, receiver) as unknown;
+          return async (config: string | { text: string }, values?: unknown[]) => {
+            const result: unknown = await target.query(config as string, values);
+            // A migration's several statements answer an array of results: not recorded.
+            if (!Array.isArray(result)) {
+              const { fields, rows } = result as pg.QueryResult;
+              answers.push({
+                sql: typeof config === 'string' ? config : config.text,
+                columns: fields.length,
+                rows: rows.length,
+              });
+            }
+            return result;
+          };
+        },
+      });
+    const ledger = new PostgresLedger({
+      pool: { query: pool.query.bind(pool), connect: async () => recorded(await pool.connect()) },
+      schema,
+    });
+    await ledger.init();
+    answers.length = 0;
+    const ledgerStatements = () =>
+      answers
+        .filter(({ sql }) => sql.includes('oncemq_ledger"'))
+        .map(({ sql, columns, rows }) => ({ verb: sql.split(' ')[0], columns, rows }));
+
+    expect((await ledger.transaction(request('shape-1'), () => null)).status).toBe('acquired');
+    expect(ledgerStatements()).toEqual([{ verb: 'INSERT', columns: 0, rows: 0 }]);
+
+    answers.length = 0;
+    expect((await ledger.transaction(request('shape-1'), () => null)).status).toBe('duplicate');
+    expect(ledgerStatements()).toEqual([
+      { verb: 'INSERT', columns: 0, rows: 0 },
+      { verb: 'SELECT', columns: 13, rows: 1 },
+    ]);
+  });
+
   it('refuses to report success when the handler swallowed a database error and PostgreSQL rolled back at COMMIT', async () => {
     const ledger = new PostgresLedger({ pool, schema });
     await ledger.init();

@@ -22,8 +22,9 @@ export function pgRecord(row: LedgerRow): LedgerRecord {
 
 /**
  * Claims one key on `client` (a transaction, or the pool for leased autocommit claims) with
- * `INSERT … ON CONFLICT DO NOTHING`, deciding an existing row with decideExisting() and taking it
- * over with an attempt- and owner-checked UPDATE; retries a few times when the row changes under it.
+ * `INSERT … ON CONFLICT DO NOTHING`; when the key has a row, reads it, decides it with
+ * decideExisting() and takes it over with an attempt- and owner-checked UPDATE; retries a few times
+ * when the row changes under it.
  */
 export async function pgClaimOne(
   client: PgClientLike,
@@ -43,15 +44,16 @@ export async function pgClaimOne(
     const storedLease = status === 'PROCESSING' ? leaseUntil : null;
     const claim = { group: request.group, key: request.key, owner, leaseUntil };
     const { group, key, fingerprint, brokerId, topic } = request;
-    const rows = await pgQuery<LedgerRow & { inserted: boolean }>(
+    const inserted = await pgExecute(
       client,
       sql.claim,
       [group, key, status, fingerprint, owner, storedLease, brokerId, topic, new Date(now)],
       'claiming',
     );
-    if (rows[0]?.inserted === true) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
-    // Not in the statement's snapshot: committed by a transaction the insert waited for. Re-read.
-    const row = rows[0] ?? (await pgQuery<LedgerRow>(client, sql.select, [group, key], 'reading'))[0];
+    if (inserted === 1) return { status: 'acquired', claim: { ...claim, attempt: 1 } };
+    // The key has a row: read it with a statement of its own, whose snapshot also holds a row
+    // committed by a transaction the insert waited for.
+    const row = (await pgQuery<LedgerRow>(client, sql.select, [group, key], 'reading'))[0];
     if (row === undefined) continue;
     record = pgRecord(row);
     const decision = decideExisting(record, request, now);

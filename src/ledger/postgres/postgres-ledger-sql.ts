@@ -50,24 +50,14 @@ export function pgStatements(schema: string, table: string, prepared = true, par
     table: t,
     versions: `${quoteIdentifier(schema)}.${quoteIdentifier(`${table}_schema`)}`,
     /**
-     * Inserts the claim or, when the key exists and its row was committed before this statement
-     * began, returns that row: one round trip for both the first claim and a plain duplicate.
-     * A row committed by a transaction this insert waited for is invisible to the statement's
-     * snapshot, so the caller re-reads it with a separate SELECT when neither comes back.
+     * Inserts the claim unless the key has a row (`rowCount` 1: acquired). A claim that finds a row
+     * reads it with `select`, a statement of its own: a first claim, by far the most common, gets
+     * back no row (nothing for the driver to describe and parse), and a row committed by a
+     * transaction the insert waited for, invisible to the insert's snapshot, is in the next one.
      */
-    claim: named(`WITH inserted AS (
-        INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
-        VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $9)
-        ON CONFLICT (consumer_group, msg_key) DO NOTHING
-        RETURNING 1)
-      SELECT true AS inserted, NULL AS consumer_group, NULL AS msg_key, NULL AS status, NULL AS fingerprint, NULL AS owner,
-        NULL AS attempt, NULL AS lease_until, NULL AS broker_id, NULL AS topic, NULL AS remark, NULL AS result,
-        NULL AS created_at, NULL AS updated_at
-      FROM inserted
-      UNION ALL
-      SELECT false, consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, result,
-        created_at, updated_at
-      FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND NOT EXISTS (SELECT FROM inserted)`),
+    claim: named(`INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+      VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $9)
+      ON CONFLICT (consumer_group, msg_key) DO NOTHING`),
     select: named(`SELECT * FROM ${t} WHERE consumer_group = $1 AND msg_key = $2`),
     reclaim:
       named(`UPDATE ${t} SET status = $3, owner = $4, attempt = attempt + 1, lease_until = $5, broker_id = $6, topic = $7,

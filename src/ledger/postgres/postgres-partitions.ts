@@ -35,25 +35,14 @@ export function partitionedMigration(schema: string, table: string, columns: str
 
 /** Statement texts that differ on a partitioned table (no unique index on `(group, key)` alone). */
 export function partitionedStatements(t: string) {
-  const columns =
-    'consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, remark, result, created_at, updated_at';
   return {
     lock: 'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
     /** Locks the keys of a batch in hash order, so concurrent batches cannot deadlock on the locks. */
     lockMany: `SELECT pg_advisory_xact_lock(h) FROM (
         SELECT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY 1) AS s`,
-    claim: `WITH existing AS (SELECT ${columns} FROM ${t} WHERE consumer_group = $1 AND msg_key = $2),
-      inserted AS (
-        INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
-        SELECT $1::text, $2::text, $3::text, $4::text, $5::text, 1, $6::timestamptz, $7::text, $8::text, $9::timestamptz, $9::timestamptz
-        WHERE NOT EXISTS (SELECT FROM existing)
-        RETURNING 1)
-      SELECT true AS inserted, NULL AS consumer_group, NULL AS msg_key, NULL AS status, NULL AS fingerprint, NULL AS owner,
-        NULL AS attempt, NULL AS lease_until, NULL AS broker_id, NULL AS topic, NULL AS remark, NULL AS result,
-        NULL AS created_at, NULL AS updated_at
-      FROM inserted
-      UNION ALL
-      SELECT false, ${columns} FROM existing`,
+    claim: `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+      SELECT $1::text, $2::text, $3::text, $4::text, $5::text, 1, $6::timestamptz, $7::text, $8::text, $9::timestamptz, $9::timestamptz
+      WHERE NOT EXISTS (SELECT FROM ${t} WHERE consumer_group = $1 AND msg_key = $2)`,
     recordFailure: `WITH existing AS (SELECT status FROM ${t} WHERE consumer_group = $1 AND msg_key = $2),
       failed AS (
         UPDATE ${t} SET attempt = attempt + 1, remark = $6, updated_at = $7
