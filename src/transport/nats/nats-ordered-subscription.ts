@@ -1,13 +1,14 @@
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
-import { errorText } from '../../core/errors.js';
+import { ConfigError, errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import { DeliverySlots } from './delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
 import type { NatsDriver } from './nats-driver.js';
 import { leaseSubject } from './nats-names.js';
+import type { OrderingRecord } from './nats-partition-count.js';
 import { PartitionLease, type LeasePredecessor } from './nats-partition-lease.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -42,6 +43,8 @@ export interface NatsOrderedParts {
   readonly concurrency: number;
   readonly ackWaitMs: number;
   readonly ordering: OrderingOptions;
+  /** Reads the group's count record (read every third of a lease: a drain is seen within one). */
+  readonly record: () => Promise<OrderingRecord | null>;
 }
 
 /** A partition this member owns: its gate, what the gate holds, its pull loops. */
@@ -63,6 +66,19 @@ interface Lane {
   clean: boolean;
   stopped: Promise<void> | undefined;
 }
+
+/** What the gate is told of a delivery acked unprocessed (after a drain's bound). */
+const skipped = (envelope: Envelope): Outcome => ({
+  group: '',
+  key: null,
+  topic: envelope.topic,
+  brokerId: envelope.brokerId,
+  deliveryCount: envelope.deliveryCount,
+  elapsedMs: 0,
+  kind: 'duplicate',
+  action: 'ack',
+  source: 'redelivery',
+});
 
 /** Read through a function: the loops check it again after every wait. */
 const laneRunning = (lane: Lane): boolean => lane.running;
@@ -92,6 +108,15 @@ export class NatsOrderedSubscription implements Subscription {
   #keepAlive: NodeJS.Timeout | undefined;
   #offLoss: () => void = () => undefined;
   #closed: Promise<void> | undefined;
+  /** When the last read of the group's count record that succeeded was sent; nothing is pulled on an older one. */
+  #recordReadAt: number | undefined;
+  /**
+   * While the group drains this member's count: each topic stream's last sequence at the switch. A
+   * message after it belongs to the new count's consumers, and is acked here unprocessed.
+   */
+  #bounds: Readonly<Record<string, number>> | undefined;
+  /** Why the member stopped by itself: the group moved to another partition count. */
+  failure: Error | undefined;
   /** Called once closed (the transport forgets it). */
   onClose: () => void = () => undefined;
 
@@ -131,10 +156,9 @@ export class NatsOrderedSubscription implements Subscription {
       }
     });
     this.#owner = this.#ownLoop();
-    const everyMs = Math.max(
-      1,
-      Math.min(...this.#parts.partitions.flatMap((p) => p.sources.map((s) => s.keepAliveEveryMs))),
-    );
+    // A drain's old count may have no consumer left (deleted once drained): then nothing is held.
+    const every = this.#parts.partitions.flatMap((p) => p.sources.map((s) => s.keepAliveEveryMs));
+    const everyMs = every.length === 0 ? 1000 : Math.max(1, Math.min(...every));
     // Deliveries waiting behind their key keep their ack wait from running out.
     this.#keepAlive = setInterval(() => this.#keepHeldAlive(), everyMs);
   }
@@ -144,6 +168,20 @@ export class NatsOrderedSubscription implements Subscription {
     const { settings } = this.#parts.ctx;
     const everyMs = Math.max(100, Math.floor(settings.partitionLeaseMs / 3));
     while (this.#running) {
+      // Counted from before the read: a drain recorded after it is unknown to the pulls it allows.
+      const readAt = Date.now();
+      try {
+        if (!this.#follow(await this.#parts.record())) {
+          void this.close();
+          return;
+        }
+        this.#recordReadAt = readAt;
+      } catch (error) {
+        settings.logger.warn('oncemq: the partition count of a NATS ordered group could not be read', {
+          group: this.group,
+          error: errorText(error),
+        });
+      }
       await Promise.all(
         this.#leases.map(async (lease, index) => {
           try {
@@ -167,9 +205,54 @@ export class NatsOrderedSubscription implements Subscription {
     }
   }
 
+  /**
+   * Follows the group's count record: while it drains this member's count, messages after the
+   * switch's bounds are not processed here; once it names another count without draining this one,
+   * the member stops (false) with the reason in `failure`.
+   */
+  #follow(record: OrderingRecord | null): boolean {
+    const { count } = this.#parts;
+    if (record === null || (record.count === count && record.drain === undefined)) {
+      this.#bounds = undefined;
+      return true;
+    }
+    if (record.drain?.from === count) {
+      if (this.#bounds === undefined) {
+        this.#parts.ctx.settings.logger.info(
+          'oncemq: the NATS ordered group is moving to another partition count; this member runs what came before the switch',
+          { group: this.group, from: count, to: record.count, bounds: record.drain.bounds },
+        );
+      }
+      this.#bounds = record.drain.bounds;
+      return true;
+    }
+    if (record.count === count) {
+      this.#bounds = undefined;
+      return true;
+    }
+    this.failure = new ConfigError(
+      'partitions',
+      `group '${this.group}' moved from ${count} to ${record.count} partitions; this member, configured ` +
+        `with ${count}, stopped. Configure ${record.count}`,
+    );
+    this.#parts.ctx.settings.logger.error('oncemq: a NATS ordered member stopped', {
+      group: this.group,
+      error: this.failure.message,
+    });
+    return false;
+  }
+
+  /** True for a message after the drain's bound of its stream: the new count's consumers run it. */
+  #beyond(delivery: NatsDelivery): boolean {
+    const bound = this.#bounds?.[delivery.msg.info.stream];
+    return bound !== undefined && delivery.msg.seq > bound;
+  }
+
   async #tend(index: number, lease: PartitionLease): Promise<void> {
-    // Counted from before the write: the server dates the entry no earlier.
-    const sentAt = Date.now();
+    // Counted from before the write (the server dates the entry no earlier) and from before the last
+    // read of the count record: a pull this allows ends two thirds of a lease after both.
+    const sentAt = Math.min(Date.now(), this.#recordReadAt ?? Number.NEGATIVE_INFINITY);
+    if (!Number.isFinite(sentAt)) return;
     if (lease.holds()) {
       if (await lease.renew()) this.#watch(index, sentAt);
       else this.#stopLane(index, 'its lease went to another member');
@@ -387,7 +470,7 @@ export class NatsOrderedSubscription implements Subscription {
   #receive(lane: Lane, source: DeliverySource, msg: JsMsg): void {
     const delivery = new NatsDelivery(this.#parts.ctx, source, msg);
     const replayGroup = delivery.replayGroup;
-    if (replayGroup !== undefined && replayGroup !== this.group) {
+    if ((replayGroup !== undefined && replayGroup !== this.group) || this.#beyond(delivery)) {
       void delivery.skip();
       return;
     }
@@ -429,6 +512,12 @@ export class NatsOrderedSubscription implements Subscription {
   async #processAndSettle(held: Map<string, NatsDelivery[]>, envelope: Envelope): Promise<Outcome> {
     await this.#slots.acquire(1);
     try {
+      const delivery = held.get(envelope.brokerId)?.[0];
+      // Taken before this member saw the drain, and after its bound: the new count's consumers run it.
+      if (delivery !== undefined && this.#beyond(delivery)) {
+        await delivery.skip();
+        return skipped(envelope);
+      }
       const outcome = await this.#parts.processor.process(envelope);
       if (outcome.action === 'retry') return outcome;
       await held.get(envelope.brokerId)?.[0]?.settle({ outcome });
