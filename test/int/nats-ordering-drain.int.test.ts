@@ -190,8 +190,10 @@ describe.skipIf(!nats.available)("changing a NATS ordered group's partition coun
     // The member that recorded the switch leaves before the drain is done: the one that joined finishes it.
     await first.subscription.close();
     await publish(all, [4]);
-    await sleep(4_000);
+    // Two leases after the join: every old step is done but the held one, so the change waits for it.
+    await sleep(6_000);
     expect(draining(joining.subscription)).toBe(true);
+    expect(runs.get('held')).toBeUndefined();
     release();
     await waitFor(() => ran(all, 4), 'every step run', 30_000);
     await waitFor(() => !draining(joining.subscription), 'the drain finished', 10_000);
