@@ -129,7 +129,11 @@ async function draining(
   const next: Generation = { count: record.count, startSeqs, create: true };
   // The new count's consumers exist (starting after the bounds) before anyone may finish the drain.
   await partitions(parts, next);
-  const old = start(parts, await partitions(parts, { count: record.drain.from, create: false }));
+  const old = start(
+    parts,
+    await partitions(parts, { count: record.drain.from, create: false }),
+    record.count,
+  );
   const subscription = new NatsDrainingSubscription(parts.group, parts.topics, {
     js: parts.js,
     jsm: parts.jsm,
@@ -143,7 +147,7 @@ async function draining(
   return subscription;
 }
 
-function start(parts: OrderedGroupParts, generation: Built): NatsOrderedSubscription {
+function start(parts: OrderedGroupParts, generation: Built, drainsTo?: number): NatsOrderedSubscription {
   const { settings, jsm, group } = parts;
   const subscription = new NatsOrderedSubscription(group, parts.topics, {
     ctx: parts.ctx,
@@ -157,6 +161,7 @@ function start(parts: OrderedGroupParts, generation: Built): NatsOrderedSubscrip
     ackWaitMs: parts.ackWaitMs,
     ordering: parts.ordering,
     record: () => readOrderingRecord({ jsm, settings }, group),
+    ...(drainsTo === undefined ? {} : { drainsTo }),
   });
   subscription.start();
   return subscription;

@@ -45,6 +45,8 @@ export interface NatsOrderedParts {
   readonly ordering: OrderingOptions;
   /** Reads the group's count record (read every third of a lease: a drain is seen within one). */
   readonly record: () => Promise<OrderingRecord | null>;
+  /** Set on a drain's old count in a member on the new one: its end is expected, not a failure. */
+  readonly drainsTo?: number;
 }
 
 /** A partition this member owns: its gate, what the gate holds, its pull loops. */
@@ -235,10 +237,18 @@ export class NatsOrderedSubscription implements Subscription {
       `group '${this.group}' moved from ${count} to ${record.count} partitions; this member, configured ` +
         `with ${count}, stopped. Configure ${record.count}`,
     );
-    this.#parts.ctx.settings.logger.error('oncemq: a NATS ordered member stopped', {
-      group: this.group,
-      error: this.failure.message,
-    });
+    const { logger } = this.#parts.ctx.settings;
+    if (this.#parts.drainsTo === record.count) {
+      logger.info('oncemq: the drain is finished; this member stops consuming the old partitions', {
+        group: this.group,
+        from: count,
+        to: record.count,
+      });
+    } else
+      logger.error('oncemq: a NATS ordered member stopped', {
+        group: this.group,
+        error: this.failure.message,
+      });
     return false;
   }
 
