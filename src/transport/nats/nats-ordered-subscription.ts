@@ -1,13 +1,14 @@
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
-import { ConfigError, errorText } from '../../core/errors.js';
+import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import { DeliverySlots } from './delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
 import type { NatsDriver } from './nats-driver.js';
 import { leaseSubject } from './nats-names.js';
+import { CountWatch, skippedOutcome } from './nats-count-watch.js';
 import type { OrderingRecord } from './nats-partition-count.js';
 import { PartitionLease, type LeasePredecessor } from './nats-partition-lease.js';
 
@@ -69,19 +70,6 @@ interface Lane {
   stopped: Promise<void> | undefined;
 }
 
-/** What the gate is told of a delivery acked unprocessed (after a drain's bound). */
-const skipped = (envelope: Envelope): Outcome => ({
-  group: '',
-  key: null,
-  topic: envelope.topic,
-  brokerId: envelope.brokerId,
-  deliveryCount: envelope.deliveryCount,
-  elapsedMs: 0,
-  kind: 'duplicate',
-  action: 'ack',
-  source: 'redelivery',
-});
-
 /** Read through a function: the loops check it again after every wait. */
 const laneRunning = (lane: Lane): boolean => lane.running;
 
@@ -112,13 +100,8 @@ export class NatsOrderedSubscription implements Subscription {
   #closed: Promise<void> | undefined;
   /** When the last read of the group's count record that succeeded was sent; nothing is pulled on an older one. */
   #recordReadAt: number | undefined;
-  /**
-   * While the group drains this member's count: each topic stream's last sequence at the switch. A
-   * message after it belongs to the new count's consumers, and is acked here unprocessed.
-   */
-  #bounds: Readonly<Record<string, number>> | undefined;
-  /** Why the member stopped by itself: the group moved to another partition count. */
-  failure: Error | undefined;
+  /** The group's count record as this member follows it: a drain's bounds, or why the member stopped. */
+  readonly #countWatch: CountWatch;
   /** Called once closed (the transport forgets it). */
   onClose: () => void = () => undefined;
 
@@ -127,6 +110,7 @@ export class NatsOrderedSubscription implements Subscription {
     this.topics = Object.freeze([...topics]);
     this.#parts = parts;
     this.#slots = new DeliverySlots(parts.concurrency);
+    this.#countWatch = new CountWatch(group, parts.count, parts.drainsTo, parts.ctx.settings.logger);
     const { settings } = parts.ctx;
     this.#leases = parts.partitions.map(
       (partition) =>
@@ -135,6 +119,11 @@ export class NatsOrderedSubscription implements Subscription {
           leaseSubject(settings, group, partition.index, parts.count),
         ),
     );
+  }
+
+  /** Why the member stopped by itself: the group moved to another partition count. */
+  get failure(): Error | undefined {
+    return this.#countWatch.failure;
   }
 
   /** Partitions this member owns now. */
@@ -173,7 +162,7 @@ export class NatsOrderedSubscription implements Subscription {
       // Counted from before the read: a drain recorded after it is unknown to the pulls it allows.
       const readAt = Date.now();
       try {
-        if (!this.#follow(await this.#parts.record())) {
+        if (!this.#countWatch.follow(await this.#parts.record())) {
           void this.close();
           return;
         }
@@ -205,57 +194,6 @@ export class NatsOrderedSubscription implements Subscription {
         };
       });
     }
-  }
-
-  /**
-   * Follows the group's count record: while it drains this member's count, messages after the
-   * switch's bounds are not processed here; once it names another count without draining this one,
-   * the member stops (false) with the reason in `failure`.
-   */
-  #follow(record: OrderingRecord | null): boolean {
-    const { count } = this.#parts;
-    if (record === null || (record.count === count && record.drain === undefined)) {
-      this.#bounds = undefined;
-      return true;
-    }
-    if (record.drain?.from === count) {
-      if (this.#bounds === undefined) {
-        this.#parts.ctx.settings.logger.info(
-          'oncemq: the NATS ordered group is moving to another partition count; this member runs what came before the switch',
-          { group: this.group, from: count, to: record.count, bounds: record.drain.bounds },
-        );
-      }
-      this.#bounds = record.drain.bounds;
-      return true;
-    }
-    if (record.count === count) {
-      this.#bounds = undefined;
-      return true;
-    }
-    this.failure = new ConfigError(
-      'partitions',
-      `group '${this.group}' moved from ${count} to ${record.count} partitions; this member, configured ` +
-        `with ${count}, stopped. Configure ${record.count}`,
-    );
-    const { logger } = this.#parts.ctx.settings;
-    if (this.#parts.drainsTo === record.count) {
-      logger.info('oncemq: the drain is finished; this member stops consuming the old partitions', {
-        group: this.group,
-        from: count,
-        to: record.count,
-      });
-    } else
-      logger.error('oncemq: a NATS ordered member stopped', {
-        group: this.group,
-        error: this.failure.message,
-      });
-    return false;
-  }
-
-  /** True for a message after the drain's bound of its stream: the new count's consumers run it. */
-  #beyond(delivery: NatsDelivery): boolean {
-    const bound = this.#bounds?.[delivery.msg.info.stream];
-    return bound !== undefined && delivery.msg.seq > bound;
   }
 
   async #tend(index: number, lease: PartitionLease): Promise<void> {
@@ -480,7 +418,7 @@ export class NatsOrderedSubscription implements Subscription {
   #receive(lane: Lane, source: DeliverySource, msg: JsMsg): void {
     const delivery = new NatsDelivery(this.#parts.ctx, source, msg);
     const replayGroup = delivery.replayGroup;
-    if ((replayGroup !== undefined && replayGroup !== this.group) || this.#beyond(delivery)) {
+    if ((replayGroup !== undefined && replayGroup !== this.group) || this.#countWatch.beyond(delivery.msg)) {
       void delivery.skip();
       return;
     }
@@ -524,9 +462,9 @@ export class NatsOrderedSubscription implements Subscription {
     try {
       const delivery = held.get(envelope.brokerId)?.[0];
       // Taken before this member saw the drain, and after its bound: the new count's consumers run it.
-      if (delivery !== undefined && this.#beyond(delivery)) {
+      if (delivery !== undefined && this.#countWatch.beyond(delivery.msg)) {
         await delivery.skip();
-        return skipped(envelope);
+        return skippedOutcome(envelope);
       }
       const outcome = await this.#parts.processor.process(envelope);
       if (outcome.action === 'retry') return outcome;
