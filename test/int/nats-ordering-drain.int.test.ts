@@ -153,8 +153,9 @@ describe.skipIf(!nats.available)("changing a NATS ordered group's partition coun
     const next = await member(4, true);
     expect(draining(next.subscription)).toBe(true);
     expect((await record())?.drain?.from).toBe(2);
-    // The old member reads the switch within a third of a lease; then messages flow during the drain.
-    await sleep(1_500);
+    // The old member reads the switch within a third of a lease (1 s; more under load); then messages
+    // flow during the drain.
+    await sleep(2_500);
     await publish(all, [3, 4]);
     // Well past a lease: every old step is done but the held one, so the change waits for it.
     await sleep(4_000);
@@ -183,7 +184,7 @@ describe.skipIf(!nats.available)("changing a NATS ordered group's partition coun
     await publish(all, [1, 2]);
     await waitFor(() => holding && ran(orders, 2), 'the old steps run, one held', 20_000);
     const first = await member(2, true);
-    await sleep(1_500);
+    await sleep(2_500);
     await publish(all, [3]);
     const joining = await member(2, true);
     expect(draining(joining.subscription)).toBe(true);
