@@ -6,6 +6,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Envelope, Subscription } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
+import { TcpProxy } from 'oncemq/testing';
 import { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
 import { partitionConsumer } from '../../src/transport/nats/nats-names.js';
 import { readOrderingRecord } from '../../src/transport/nats/nats-partition-count.js';
@@ -74,8 +75,11 @@ describe.skipIf(!nats.available)("changing a NATS ordered group's partition coun
     return outcomeFor(envelope, 'ack', 0);
   };
 
-  const member = async (partitions: number, drain: boolean): Promise<Member> => {
-    const transport = open({ partitions });
+  const member = async (partitions: number, drain: boolean, port?: number): Promise<Member> => {
+    const transport = open({
+      partitions,
+      ...(port === undefined ? {} : { servers: `nats://127.0.0.1:${port}` }),
+    });
     const subscription = await transport.subscribe(group, [topic], handler, {
       ordering: drain ? { onPartitionChange: 'drain' } : {},
       concurrency: 8,
@@ -204,6 +208,42 @@ describe.skipIf(!nats.available)("changing a NATS ordered group's partition coun
     expectInOrder(all, 5);
     expect(owned(joining.subscription)).toEqual([0, 1]);
     expect(await consumers()).toEqual([0, 1].map((i) => partitionConsumer(group, i, 2)).sort());
+  }, 90_000);
+
+  it('finishes a drain whose switching member was cut off right after the switch, through a member that joins later', async () => {
+    const target = new URL(nats.url);
+    const cut = await TcpProxy.start({
+      targetHost: target.hostname,
+      targetPort: Number(target.port || 4222),
+    });
+    try {
+      await member(2, false);
+      await publish(all, [1, 2]);
+      await waitFor(() => holding && ran(orders, 2), 'the old steps run, one held', 20_000);
+      const switching = await member(4, true, cut.port);
+      expect(draining(switching.subscription)).toBe(true);
+      // The member that recorded the switch vanishes: no close, no release, nothing settled.
+      cut.refuse(true);
+      cut.dropConnections();
+      await sleep(2_500);
+      await publish(all, [3]);
+      const joining = await member(4, true);
+      await sleep(4_000);
+      expect(draining(joining.subscription)).toBe(true);
+      expect(runs.get('held')).toBeUndefined();
+      release();
+      await waitFor(() => ran(all, 3), 'every step run', 30_000);
+      await waitFor(() => !draining(joining.subscription), 'the drain finished', 10_000);
+      await sleep(500);
+      expectInOrder(all, 3);
+      expect(await consumers()).toEqual([0, 1, 2, 3].map((i) => partitionConsumer(group, i, 4)).sort());
+    } finally {
+      // The vanished member may close (and reads that the drain is finished) before the namespace goes.
+      cut.refuse(false);
+    }
+    await sleep(1_000);
+    for (const transport of others.splice(0)) await transport.close();
+    await cut.close();
   }, 90_000);
 
   it('refuses a member on the old count (or a third one) during a drain, and on the old count after it', async () => {
