@@ -59,15 +59,19 @@ export interface NatsTransportConfig {
   /**
    * Partitions of an ordered group (`subscribe(…, { ordering })`): a power of two from 1 to 64. Each
    * is a durable consumer owned by one member at a time; the first member records the count and a
-   * member with another count is refused (or drains, with `ordering.onPartitionChange: 'drain'`).
-   * @default 4
+   * member with another count is refused, or, with `ordering.onPartitionChange: 'drain'`, moves the
+   * group to its count: the old count's consumers run what was published before the switch, the new
+   * count's start after it and run once the old ones are drained, then the old ones are deleted
+   * (docs/transports/nats.md, "Changing the partition count"). @default 4
    */
   readonly partitions?: number;
   /**
    * How long a member's ownership of a partition of an ordered group lasts without renewal (renewed
    * every third of it): a member that vanishes gives its partitions up this long after its last
    * renewal. The first member fixes it for everyone (the lease stream's `max_age`). At least 2s: a
-   * member's pulls end two thirds of a lease after its last renewal. @default '10s'
+   * member's pulls end two thirds of a lease after its last renewal (and after its last read of the
+   * group's count record, read as often: a drain of the partition count lasts at least one lease).
+   * @default '10s'
    */
   readonly partitionLease?: Duration;
   /** How long one pull request waits for messages; `close()` waits for the pulls in progress. @default '5s' */

@@ -8,6 +8,8 @@ import { DeliverySlots } from './delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
 import type { NatsDriver } from './nats-driver.js';
 import { leaseSubject } from './nats-names.js';
+import { CountWatch, skippedOutcome } from './nats-count-watch.js';
+import type { OrderingRecord } from './nats-partition-count.js';
 import { PartitionLease, type LeasePredecessor } from './nats-partition-lease.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -42,6 +44,10 @@ export interface NatsOrderedParts {
   readonly concurrency: number;
   readonly ackWaitMs: number;
   readonly ordering: OrderingOptions;
+  /** Reads the group's count record (read every third of a lease: a drain is seen within one). */
+  readonly record: () => Promise<OrderingRecord | null>;
+  /** Set on a drain's old count in a member on the new one: its end is expected, not a failure. */
+  readonly drainsTo?: number;
 }
 
 /** A partition this member owns: its gate, what the gate holds, its pull loops. */
@@ -92,6 +98,10 @@ export class NatsOrderedSubscription implements Subscription {
   #keepAlive: NodeJS.Timeout | undefined;
   #offLoss: () => void = () => undefined;
   #closed: Promise<void> | undefined;
+  /** When the last read of the group's count record that succeeded was sent; nothing is pulled on an older one. */
+  #recordReadAt: number | undefined;
+  /** The group's count record as this member follows it: a drain's bounds, or why the member stopped. */
+  readonly #countWatch: CountWatch;
   /** Called once closed (the transport forgets it). */
   onClose: () => void = () => undefined;
 
@@ -100,6 +110,7 @@ export class NatsOrderedSubscription implements Subscription {
     this.topics = Object.freeze([...topics]);
     this.#parts = parts;
     this.#slots = new DeliverySlots(parts.concurrency);
+    this.#countWatch = new CountWatch(group, parts.count, parts.drainsTo, parts.ctx.settings.logger);
     const { settings } = parts.ctx;
     this.#leases = parts.partitions.map(
       (partition) =>
@@ -108,6 +119,11 @@ export class NatsOrderedSubscription implements Subscription {
           leaseSubject(settings, group, partition.index, parts.count),
         ),
     );
+  }
+
+  /** Why the member stopped by itself: the group moved to another partition count. */
+  get failure(): Error | undefined {
+    return this.#countWatch.failure;
   }
 
   /** Partitions this member owns now. */
@@ -131,10 +147,9 @@ export class NatsOrderedSubscription implements Subscription {
       }
     });
     this.#owner = this.#ownLoop();
-    const everyMs = Math.max(
-      1,
-      Math.min(...this.#parts.partitions.flatMap((p) => p.sources.map((s) => s.keepAliveEveryMs))),
-    );
+    // A drain's old count may have no consumer left (deleted once drained): then nothing is held.
+    const every = this.#parts.partitions.flatMap((p) => p.sources.map((s) => s.keepAliveEveryMs));
+    const everyMs = every.length === 0 ? 1000 : Math.max(1, Math.min(...every));
     // Deliveries waiting behind their key keep their ack wait from running out.
     this.#keepAlive = setInterval(() => this.#keepHeldAlive(), everyMs);
   }
@@ -144,6 +159,20 @@ export class NatsOrderedSubscription implements Subscription {
     const { settings } = this.#parts.ctx;
     const everyMs = Math.max(100, Math.floor(settings.partitionLeaseMs / 3));
     while (this.#running) {
+      // Counted from before the read: a drain recorded after it is unknown to the pulls it allows.
+      const readAt = Date.now();
+      try {
+        if (!this.#countWatch.follow(await this.#parts.record())) {
+          void this.close();
+          return;
+        }
+        this.#recordReadAt = readAt;
+      } catch (error) {
+        settings.logger.warn('oncemq: the partition count of a NATS ordered group could not be read', {
+          group: this.group,
+          error: errorText(error),
+        });
+      }
       await Promise.all(
         this.#leases.map(async (lease, index) => {
           try {
@@ -168,8 +197,10 @@ export class NatsOrderedSubscription implements Subscription {
   }
 
   async #tend(index: number, lease: PartitionLease): Promise<void> {
-    // Counted from before the write: the server dates the entry no earlier.
-    const sentAt = Date.now();
+    // Counted from before the write (the server dates the entry no earlier) and from before the last
+    // read of the count record: a pull this allows ends two thirds of a lease after both.
+    const sentAt = Math.min(Date.now(), this.#recordReadAt ?? Number.NEGATIVE_INFINITY);
+    if (!Number.isFinite(sentAt)) return;
     if (lease.holds()) {
       if (await lease.renew()) this.#watch(index, sentAt);
       else this.#stopLane(index, 'its lease went to another member');
@@ -387,7 +418,7 @@ export class NatsOrderedSubscription implements Subscription {
   #receive(lane: Lane, source: DeliverySource, msg: JsMsg): void {
     const delivery = new NatsDelivery(this.#parts.ctx, source, msg);
     const replayGroup = delivery.replayGroup;
-    if (replayGroup !== undefined && replayGroup !== this.group) {
+    if ((replayGroup !== undefined && replayGroup !== this.group) || this.#countWatch.beyond(delivery.msg)) {
       void delivery.skip();
       return;
     }
@@ -429,6 +460,12 @@ export class NatsOrderedSubscription implements Subscription {
   async #processAndSettle(held: Map<string, NatsDelivery[]>, envelope: Envelope): Promise<Outcome> {
     await this.#slots.acquire(1);
     try {
+      const delivery = held.get(envelope.brokerId)?.[0];
+      // Taken before this member saw the drain, and after its bound: the new count's consumers run it.
+      if (delivery !== undefined && this.#countWatch.beyond(delivery.msg)) {
+        await delivery.skip();
+        return skippedOutcome(envelope);
+      }
       const outcome = await this.#parts.processor.process(envelope);
       if (outcome.action === 'retry') return outcome;
       await held.get(envelope.brokerId)?.[0]?.settle({ outcome });

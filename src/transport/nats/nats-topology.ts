@@ -30,6 +30,16 @@ export interface ConsumerSpec {
   /** Only on the shared retry stream: the group's retry subject. */
   readonly filterSubject?: string;
   readonly ackWaitMs: number;
+  /**
+   * A consumer made now starts at this stream sequence (`deliver_policy: by_start_sequence`) instead
+   * of the first message still in the stream: the new count's consumers of a drain.
+   */
+  readonly startSeq?: number;
+  /**
+   * False: the consumer is only read, never made or changed, whatever the topology says (an old
+   * count's consumer of a drain, which the drain deletes once it is empty). @default true
+   */
+  readonly create?: boolean;
 }
 
 /** True for the JetStream API's "stream not found" and "consumer not found" answers. */
@@ -218,18 +228,23 @@ export class NatsTopology {
       max_deliver: settings.maxDeliver + MAX_DELIVER_GRACE,
       max_ack_pending: settings.maxAckPending,
     };
+    const create = settings.topology === 'create' && spec.create !== false;
     let info = await this.#consumerInfo(spec);
     if (info === null) {
-      if (settings.topology === 'check') {
+      if (!create) {
         throw new ConfigError(
           'topology',
-          `${where} does not exist (topology 'check' creates nothing); create it, or use topology 'create'`,
+          spec.create === false
+            ? `${where} does not exist`
+            : `${where} does not exist (topology 'check' creates nothing); create it, or use topology 'create'`,
         );
       }
       const config: Partial<ConsumerConfig> = {
         durable_name: spec.name,
         ack_policy: 'explicit',
-        deliver_policy: 'all',
+        ...(spec.startSeq === undefined
+          ? { deliver_policy: 'all' as const }
+          : { deliver_policy: 'by_start_sequence' as const, opt_start_seq: spec.startSeq }),
         ...wanted,
         ...(spec.filterSubject === undefined ? {} : { filter_subject: spec.filterSubject }),
       };
@@ -257,7 +272,7 @@ export class NatsTopology {
       info.config.ack_wait !== wanted.ack_wait ||
       info.config.max_deliver !== wanted.max_deliver ||
       (info.config.max_ack_pending ?? -1) !== wanted.max_ack_pending;
-    if (differs && settings.topology === 'create') {
+    if (differs && create) {
       try {
         info = await this.#jsm.consumers.update(spec.stream, spec.name, wanted);
       } catch (error) {

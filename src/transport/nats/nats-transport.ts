@@ -26,17 +26,15 @@ import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
 import {
   brokerIdOf,
   consumerName,
-  orderingStream,
-  partitionConsumer,
-  partitionFilter,
   retryStream,
   retrySubject,
   slotSubject,
   topicStream,
   validNatsTopic,
 } from './nats-names.js';
-import { NatsOrderedSubscription, type NatsPartition } from './nats-ordered-subscription.js';
-import { partitionCountError, recordedPartitionCount } from './nats-partition-count.js';
+import { subscribeOrderedGroup } from './nats-ordered-group.js';
+import type { NatsOrderedSubscription } from './nats-ordered-subscription.js';
+import type { NatsDrainingSubscription } from './nats-partition-drain.js';
 import { NatsPublisher } from './nats-publisher.js';
 import { NatsConfirms } from './nats-confirms.js';
 import { NatsSession } from './nats-session.js';
@@ -74,7 +72,7 @@ export class NatsTransport implements Transport {
   readonly name = 'nats';
   readonly deadLetters: NatsDeadLetters;
   readonly #settings: NatsSettings;
-  readonly #subscriptions = new Set<NatsSubscription | NatsOrderedSubscription>();
+  readonly #subscriptions = new Set<NatsSubscription | NatsOrderedSubscription | NatsDrainingSubscription>();
   #opening: Promise<Open> | undefined;
   #open: Open | undefined;
   #closed = false;
@@ -213,7 +211,7 @@ export class NatsTransport implements Transport {
     topics: readonly string[],
     processor: ProcessorLike,
     options: NatsSubscribeOptions = {},
-  ): Promise<NatsSubscription | NatsOrderedSubscription> {
+  ): Promise<NatsSubscription | NatsOrderedSubscription | NatsDrainingSubscription> {
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validNatsTopic(topic);
@@ -302,9 +300,10 @@ export class NatsTransport implements Transport {
   }
 
   /**
-   * An ordered member: the group's recorded partition count is checked, each partition's consumers
-   * are created (or checked) on every topic's stream, then the member takes the partitions it can
-   * lease (see docs/transports/nats.md#per-key-ordering).
+   * An ordered member: the group's recorded partition count is checked (and, with
+   * `ordering.onPartitionChange: 'drain'`, a new one drained to), each partition's consumers are
+   * created (or checked) on every topic's stream, then the member takes the partitions it can lease
+   * (see docs/transports/nats.md#per-key-ordering).
    */
   async #subscribeOrdered(
     group: string,
@@ -312,7 +311,7 @@ export class NatsTransport implements Transport {
     processor: Processor,
     concurrency: number,
     options: NatsSubscribeOptions,
-  ): Promise<NatsOrderedSubscription> {
+  ): Promise<NatsOrderedSubscription | NatsDrainingSubscription> {
     const ordering = options.ordering ?? {};
     checkOrderingOptions(ordering);
     const ackWaitMs = ackWaitOf(options);
@@ -323,51 +322,12 @@ export class NatsTransport implements Transport {
     await topology.deadLetterStream();
     await topology.leaseStream();
     await topology.orderingStream();
-    const count = settings.partitions;
-    const recorded = await recordedPartitionCount({ ...open, settings }, group, count);
-    if (recorded !== count) {
-      throw partitionCountError(group, recorded, count, orderingStream(settings));
-    }
-    const partitions: NatsPartition[] = [];
-    for (let index = 0; index < count; index++) {
-      const specs = topics.map((topic) => ({
-        topic,
-        stream: topicStream(settings, topic),
-        name: partitionConsumer(group, index, count),
-        ackWaitMs,
-        filterSubject: partitionFilter(settings, topic, index, count),
-      }));
-      const ensure = async (): Promise<number[]> => {
-        const waits: number[] = [];
-        for (const spec of specs) {
-          await topology.topicStream(spec.topic);
-          const info = await topology.consumer(spec);
-          waits.push((info.config.ack_wait ?? ackWaitMs * 1_000_000) / 1_000_000);
-        }
-        return waits;
-      };
-      const waits = await ensure();
-      partitions.push({
-        index,
-        sources: specs.map((spec, i) => ({
-          stream: spec.stream,
-          consumer: spec.name,
-          topic: spec.topic,
-          keepAliveEveryMs: Math.max(1, Math.floor((waits[i] ?? ackWaitMs) / 3)),
-        })),
-        ensure: async () => {
-          for (const spec of specs) topology.forget(spec.stream);
-          await ensure();
-        },
-      });
-    }
-    const subscription = new NatsOrderedSubscription(group, topics, {
+    const subscription = await subscribeOrderedGroup({
+      ...open,
+      settings,
       ctx: deliveryContext(group, settings, open),
-      js: open.js,
-      jsm: open.jsm,
-      driver: open.driver,
-      partitions,
-      count,
+      group,
+      topics,
       processor,
       concurrency,
       ackWaitMs,
@@ -375,7 +335,6 @@ export class NatsTransport implements Transport {
     });
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);
-    subscription.start();
     return subscription;
   }
 
