@@ -1,8 +1,9 @@
 /**
  * Kafka: the oncemq transport beside `@platformatic/kafka` by hand: a topic of 4 partitions, acks from
- * every in-sync replica, a consumer group without autocommit whose stream is paused while `concurrency`
- * records are in hand, and per partition a commit of the contiguous prefix of records whose
- * transaction committed (one commit in flight at a time, the next one covering what finished meanwhile).
+ * every in-sync replica, a consumer group without autocommit (a new consumer for each drain) whose
+ * stream is paused while `concurrency` records are in hand, and per partition a commit of the
+ * contiguous prefix of records whose transaction committed (one commit in flight at a time, the next
+ * one covering what finished meanwhile). Both rows' records are stored 500 per request.
  */
 import { randomUUID } from 'node:crypto';
 import { Admin, Consumer, Producer, type Message } from '@platformatic/kafka';
