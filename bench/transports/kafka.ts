@@ -1,11 +1,15 @@
 /**
  * Kafka: the oncemq transport beside `@platformatic/kafka` by hand: a topic of 4 partitions, acks from
- * every in-sync replica, a consumer group without autocommit whose stream is paused while `concurrency`
- * records are in hand, and per partition a commit of the contiguous prefix of records whose
- * transaction committed (one commit in flight at a time, the next one covering what finished meanwhile).
+ * every in-sync replica, a consumer group without autocommit (a new consumer for each drain) whose
+ * stream is paused while `concurrency` records are in hand, and per partition a commit of the
+ * contiguous prefix of records whose transaction committed (one commit in flight at a time, the next
+ * one covering what finished meanwhile). Both rows' records are stored 500 per request.
  */
+import { randomUUID } from 'node:crypto';
 import { Admin, Consumer, Producer, type Message } from '@platformatic/kafka';
-import { namespacedTransport } from '../../src/cli/namespaced-transport.js';
+import { KEY_HEADER } from '../../src/core/envelope.js';
+import { UNIQUE_ID_HEADER } from '../../src/transport/transport.js';
+import { namespacedName, namespacedTransport } from '../../src/cli/namespaced-transport.js';
 import { resolveServiceUrl } from '../../src/cli/connection.js';
 import { brokersOfUrl } from '../../src/transport/kafka/kafka-config.js';
 import { KAFKA_RUN_TRANSPORT } from '../../src/transport/kafka/kafka-run.js';
@@ -28,9 +32,30 @@ export const target: TransportTarget = {
   async open(scope) {
     const transport = new KafkaTransport({ url: url(), prefix: scope });
     await transport.init();
+    const producer = new Producer({ clientId: 'oncemq-bench', bootstrapBrokers: bootstrapBrokers() });
     return {
       transport: namespacedTransport(transport, scope),
-      cleanup: () => KAFKA_RUN_TRANSPORT.cleanup({ url: url(), namespace: scope }, [GROUP]),
+      // The transport's publish sends one record per request (one record batch each in the log, which
+      // the consuming side then reads one by one); the raw row sends 500 per request. The same records
+      // as the transport writes them (record key, unique id and key headers), in requests of 500.
+      store: async (messages) => {
+        for (let from = 0; from < messages.length; from += SEND_BATCH) {
+          const records = messages.slice(from, from + SEND_BATCH).map((message) => {
+            const key = message.key ?? '';
+            const headers = new Map([
+              [Buffer.from(UNIQUE_ID_HEADER), Buffer.from(randomUUID())],
+              [Buffer.from(KEY_HEADER), Buffer.from(key)],
+            ]);
+            const value = Buffer.from(JSON.stringify(message.body));
+            return { topic: namespacedName(scope, message.topic), key: Buffer.from(key), value, headers };
+          });
+          await producer.send({ messages: records, acks: -1 });
+        }
+      },
+      cleanup: async () => {
+        await producer.close().catch(() => undefined);
+        await KAFKA_RUN_TRANSPORT.cleanup({ url: url(), namespace: scope }, [GROUP]);
+      },
     };
   },
   async raw(scope, options) {
@@ -39,13 +64,9 @@ export const target: TransportTarget = {
     await admin.createTopics({ topics: [topic], partitions: 4, replicas: -1 });
     await admin.close();
     const producer = new Producer({ clientId: 'oncemq-bench', bootstrapBrokers: bootstrapBrokers() });
-    const consumer = new Consumer({
-      clientId: 'oncemq-bench',
-      bootstrapBrokers: bootstrapBrokers(),
-      groupId: `${scope}-${GROUP}`,
-      autocommit: false,
-      maxWaitTime: 200,
-    });
+    // A new consumer for each drain, as the oncemq row subscribes anew for each: both join the group
+    // from scratch (connections, coordinator, member id) inside the timed window.
+    let consumer: Consumer | undefined;
     return {
       async publish(bodies) {
         for (let from = 0; from < bodies.length; from += SEND_BATCH) {
@@ -56,7 +77,15 @@ export const target: TransportTarget = {
         }
       },
       async consume(work, acked, failed) {
-        const stream = await consumer.consume({
+        const member = new Consumer({
+          clientId: 'oncemq-bench',
+          bootstrapBrokers: bootstrapBrokers(),
+          groupId: `${scope}-${GROUP}`,
+          autocommit: false,
+          maxWaitTime: 200,
+        });
+        consumer = member;
+        const stream = await member.consume({
           topics: [topic],
           mode: 'committed',
           fallbackMode: 'earliest',
@@ -73,7 +102,7 @@ export const target: TransportTarget = {
             return offset === null ? [] : [{ topic, partition, offset, leaderEpoch: -1 }];
           });
           if (offsets.length === 0) return;
-          await consumer.commit({ offsets });
+          await member.commit({ offsets });
           for (const { partition, offset } of offsets) partitions.get(partition)?.committed(offset);
         };
         const scheduleCommit = (): void => {
@@ -121,11 +150,13 @@ export const target: TransportTarget = {
             await committing;
             await commit();
             await stream.close();
+            await member.close();
+            consumer = undefined;
           },
         };
       },
       async close() {
-        await consumer.close().catch(() => undefined);
+        await consumer?.close().catch(() => undefined);
         await producer.close().catch(() => undefined);
         await KAFKA_RUN_TRANSPORT.cleanup({ url: url(), namespace: scope }, [GROUP]);
       },

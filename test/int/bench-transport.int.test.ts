@@ -19,6 +19,7 @@ const brokers = {
   nats: await findService(NATS_SERVICE),
   'redis-streams': await findService({ variable: 'ONCEMQ_REDIS_URL', defaultUrl: 'redis://127.0.0.1:6379' }),
 };
+const kafka = await findService({ variable: 'ONCEMQ_KAFKA_URL', defaultUrl: 'kafka://127.0.0.1:9092' });
 const transports = [
   'local',
   ...Object.entries(brokers)
@@ -56,6 +57,26 @@ describe.skipIf(!postgres.available)('bench suites transport and ordered', () =>
       }
     }
   }, 180_000);
+
+  it.skipIf(!kafka.available)(
+    'Kafka rows: every drain of both shapes has its effects, the oncemq rows reading records stored with the keys the transport writes',
+    async () => {
+      // The suite throws when an oncemq outcome is not `executed` (a record without its key header is
+      // not) or when the points credited differ from the messages drained.
+      const results = await transport.run({
+        seconds: 1,
+        flags: { transport: 'kafka', messages: '30', repetitions: '2', batch: '5', warmup: '10' },
+      });
+      expect(results.map((row) => row.name)).toEqual([
+        'raw:kafka',
+        'oncemq:kafka',
+        'raw:kafka:batch',
+        'oncemq:kafka:batch',
+      ]);
+      for (const row of results) expect(row.messages, row.name).toBe(60);
+    },
+    180_000,
+  );
 
   it('writes a CPU profile of the consuming side of each timed drain when asked, none of the warm-up', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'oncemq-bench-profile-'));

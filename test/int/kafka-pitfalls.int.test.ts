@@ -119,6 +119,45 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     expect(await committed(partition)).toBe(first + 40n);
   });
 
+  it('starts a full batch while the client is still reading the rest of the fetch', async () => {
+    const { transport } = proxied;
+    // 300 records in one partition, all stored before the member joins: its first fetch brings them together.
+    await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        transport.publish({ topic, key: `b-${i}`, orderingKey: 'one', body: {} }),
+      ),
+    );
+    // The client's own trace of each record it reads, this group's only.
+    let received = 0;
+    const onReceive = (context: unknown): void => {
+      if ((context as { client?: { groupId?: string } }).client?.groupId === group) received++;
+    };
+    const receivedAtBatch: number[] = [];
+    let done = 0;
+    listen('tracing:plt:kafka:consumer:receives:start', onReceive);
+    try {
+      const subscription = await transport.subscribe(
+        group,
+        [topic],
+        {
+          process: (envelope) => Promise.resolve(ackOutcome(envelope)),
+          processBatch: (envelopes) => {
+            receivedAtBatch.push(received);
+            done += envelopes.length;
+            return Promise.resolve(envelopes.map((envelope) => ackOutcome(envelope)));
+          },
+        },
+        { concurrency: 200, batchSize: 100 },
+      );
+      await waitUntil(() => done === 300, 'every record');
+      await subscription.close();
+    } finally {
+      stopListening('tracing:plt:kafka:consumer:receives:start', onReceive);
+    }
+    // The first batch was handed over as its hundredth record was read, not after the last of the fetch.
+    expect(receivedAtBatch[0]).toBe(100);
+  });
+
   it('never commits an offset past a record still in flight, whatever finishes after it', async () => {
     const { transport } = proxied;
     // One partition; the first record is slow, the five after it finish at once.

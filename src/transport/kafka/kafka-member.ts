@@ -239,10 +239,25 @@ export class KafkaMember {
     offsets.receive(message.offset);
     this.#queue.push(message);
     if (this.#queue.length >= this.#init.concurrency * 2) this.#stream?.pause();
-    this.#schedulePump();
+    if (this.#fullBatchFits()) this.#pump();
+    else this.#schedulePump();
   }
 
-  /** Pumps once the records of one fetch are all queued, so that a batch can take several. */
+  /**
+   * Whether a full batch is queued and has room to start now. It starts at once, while the client is
+   * still reading the rest of the fetch (a fetch can bring thousands of records, read in one go).
+   */
+  #fullBatchFits(): boolean {
+    const { batchSize, concurrency, delayed } = this.#init;
+    return (
+      !delayed &&
+      this.#lane === undefined &&
+      this.#queue.length >= batchSize &&
+      this.#inFlight + batchSize <= concurrency
+    );
+  }
+
+  /** Pumps once the records of one fetch are all queued, so that a partial batch can take several. */
   #schedulePump(): void {
     if (this.#pumpScheduled) return;
     this.#pumpScheduled = true;
