@@ -8,7 +8,7 @@
  * `COMMIT`). The relays read, lease and mark every row in PostgreSQL. The contenders take turns,
  * `repetitions` times, so a noisy neighbour slows them alike.
  *
- *   npm run bench -- outbox [--json] [--flag rows=4000] [--flag repetitions=3]
+ *   npm run bench -- outbox [--json] [--flag rows=4000] [--flag repetitions=3] [--flag transports=rabbitmq,nats]
  *   (ONCEMQ_POSTGRES_URL, ONCEMQ_RABBITMQ_URL, ONCEMQ_NATS_URL)
  */
 import { randomBytes } from 'node:crypto';
@@ -211,6 +211,11 @@ export const suite: Suite = {
   async run({ flags }) {
     const count = Number(flags.rows ?? 4000);
     const repetitions = Number(flags.repetitions ?? 3);
+    const targets = { rabbitmq: rabbitTarget, nats: natsTarget };
+    const chosen = (flags.transports ?? 'rabbitmq,nats').split(',');
+    for (const name of chosen) {
+      if (!(name in targets)) throw new Error(`--flag transports: ${name} is not one of rabbitmq, nats`);
+    }
     const pool = new pg.Pool({ connectionString: resolveServiceUrl('postgres').url, max: 8 });
     const schema = `oncemq_bench_${randomBytes(4).toString('hex')}`;
     const results: BenchResult[] = [];
@@ -218,7 +223,7 @@ export const suite: Suite = {
       await pool.query(`CREATE SCHEMA "${schema}"`);
       const outbox = createOutbox({ dialect: postgresDialect, schema });
       await outbox.migrate(pool);
-      for (const open of [rabbitTarget, natsTarget]) {
+      for (const open of chosen.map((name) => targets[name as keyof typeof targets])) {
         const target = await open(`obb-${randomBytes(3).toString('hex')}`);
         try {
           const raw = `raw:outbox:${target.name}`;
