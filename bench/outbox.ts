@@ -6,7 +6,9 @@
  * a relay written by hand with the raw client over the same outbox table (`raw:relay:<transport>`: per
  * batch of 100, `BEGIN`, `SELECT … FOR UPDATE SKIP LOCKED`, publish with confirms, `UPDATE … SET sent_at`,
  * `COMMIT`). The relays read, lease and mark every row in PostgreSQL. The contenders take turns,
- * `repetitions` times, so a noisy neighbour slows them alike.
+ * `repetitions` times, so a noisy neighbour slows them alike; each row also reports the CPU this process
+ * used per message while it drained (`cpuMicrosPerMessage`, in `--json`), which the neighbours do not
+ * stretch.
  *
  *   npm run bench -- outbox [--json] [--flag rows=4000] [--flag repetitions=3] [--flag transports=rabbitmq,nats]
  *   (ONCEMQ_POSTGRES_URL, ONCEMQ_RABBITMQ_URL, ONCEMQ_NATS_URL)
@@ -27,6 +29,23 @@ import type { Transport } from '../src/transport/transport.js';
 import { summarize, type BenchResult, type Suite } from './harness.js';
 
 const IN_FLIGHT = 100;
+
+/** CPU time (user + system) this process used while a contender drained, summed over its drains. */
+const cpuMicros = new Map<string, number>();
+let draining: string | undefined;
+
+/** Starts the clock of a drain: answers how to read the elapsed ms, adding its CPU to the contender's. */
+function startClock(): () => number {
+  const started = performance.now();
+  const cpu = process.cpuUsage();
+  return () => {
+    const used = process.cpuUsage(cpu);
+    if (draining !== undefined) {
+      cpuMicros.set(draining, (cpuMicros.get(draining) ?? 0) + used.user + used.system);
+    }
+    return performance.now() - started;
+  };
+}
 
 interface Message {
   readonly key: string;
@@ -65,7 +84,7 @@ async function relayAll(
   relays: number,
 ): Promise<number> {
   await fill(pool, outbox, rows);
-  const started = performance.now();
+  const stop = startClock();
   const running = Array.from({ length: relays }, () =>
     createRelay({
       outbox,
@@ -80,7 +99,7 @@ async function relayAll(
   while (running.reduce((sum, relay) => sum + relay.metrics().published, 0) < rows.length) {
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
-  const elapsed = performance.now() - started;
+  const elapsed = stop();
   await Promise.all(running.map((relay) => relay.stop()));
   return elapsed;
 }
@@ -100,7 +119,7 @@ async function rawRelayAll(
   await fill(pool, outbox, rows);
   const table = `"${outbox.schema ?? 'public'}".oncemq_outbox`;
   const client = await pool.connect();
-  const started = performance.now();
+  const stop = startClock();
   try {
     for (let sent = 0; sent < rows.length;) {
       await client.query('BEGIN');
@@ -118,7 +137,7 @@ async function rawRelayAll(
   } finally {
     client.release();
   }
-  return performance.now() - started;
+  return stop();
 }
 
 /** Publishes `rows` with confirms, IN_FLIGHT at a time; answers the elapsed time. */
@@ -126,11 +145,11 @@ async function rawAll(
   rows: readonly Message[],
   publish: (row: Message) => Promise<unknown>,
 ): Promise<number> {
-  const started = performance.now();
+  const stop = startClock();
   for (let i = 0; i < rows.length; i += IN_FLIGHT) {
     await Promise.all(rows.slice(i, i + IN_FLIGHT).map(publish));
   }
-  return performance.now() - started;
+  return stop();
 }
 
 interface Target {
@@ -271,8 +290,12 @@ export const suite: Suite = {
           for (let repetition = 0; repetition < repetitions; repetition++) {
             const order = [...contenders.keys()];
             if (repetition % 2 === 1) order.reverse();
-            for (const i of order)
-              elapsed[i]?.push(await (contenders[i] as (typeof contenders)[number]).drain());
+            for (const i of order) {
+              const contender = contenders[i] as (typeof contenders)[number];
+              draining = contender.name;
+              elapsed[i]?.push(await contender.drain());
+              draining = undefined;
+            }
           }
           const rate = (ms: number): number => count / ms;
           contenders.forEach(({ name, note, baseline }, i) => {
@@ -293,6 +316,9 @@ export const suite: Suite = {
               ...(baseline === undefined ? {} : { baseline }),
               ...(ratios === undefined ? {} : { ratios: ratios.map((x) => Number(x.toFixed(2))) }),
               repetitions: times.length,
+              // This process's CPU per row while it drained (the relay's or the raw code's, its drivers'):
+              // unlike the rate, a busy neighbour on a shared machine does not stretch it.
+              cpuMicrosPerMessage: Number(((cpuMicros.get(name) ?? 0) / (count * times.length)).toFixed(1)),
             });
           });
         } finally {
