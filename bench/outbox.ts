@@ -6,9 +6,11 @@
  * a relay written by hand with the raw client over the same outbox table (`raw:relay:<transport>`: per
  * batch of 100, `BEGIN`, `SELECT … FOR UPDATE SKIP LOCKED`, publish with confirms, `UPDATE … SET sent_at`,
  * `COMMIT`). The relays read, lease and mark every row in PostgreSQL. The contenders take turns,
- * `repetitions` times, so a noisy neighbour slows them alike.
+ * `repetitions` times, so a noisy neighbour slows them alike; each row also reports the CPU this process
+ * used per message while it drained (`cpuMicrosPerMessage`, in `--json`), which the neighbours do not
+ * stretch.
  *
- *   npm run bench -- outbox [--json] [--flag rows=4000] [--flag repetitions=3]
+ *   npm run bench -- outbox [--json] [--flag rows=4000] [--flag repetitions=3] [--flag transports=rabbitmq,nats]
  *   (ONCEMQ_POSTGRES_URL, ONCEMQ_RABBITMQ_URL, ONCEMQ_NATS_URL)
  */
 import { randomBytes } from 'node:crypto';
@@ -27,6 +29,23 @@ import type { Transport } from '../src/transport/transport.js';
 import { summarize, type BenchResult, type Suite } from './harness.js';
 
 const IN_FLIGHT = 100;
+
+/** CPU time (user + system) this process used while a contender drained, summed over its drains. */
+const cpuMicros = new Map<string, number>();
+let draining: string | undefined;
+
+/** Starts the clock of a drain: answers how to read the elapsed ms, adding its CPU to the contender's. */
+function startClock(): () => number {
+  const started = performance.now();
+  const cpu = process.cpuUsage();
+  return () => {
+    const used = process.cpuUsage(cpu);
+    if (draining !== undefined) {
+      cpuMicros.set(draining, (cpuMicros.get(draining) ?? 0) + used.user + used.system);
+    }
+    return performance.now() - started;
+  };
+}
 
 interface Message {
   readonly key: string;
@@ -65,7 +84,7 @@ async function relayAll(
   relays: number,
 ): Promise<number> {
   await fill(pool, outbox, rows);
-  const started = performance.now();
+  const stop = startClock();
   const running = Array.from({ length: relays }, () =>
     createRelay({
       outbox,
@@ -80,7 +99,7 @@ async function relayAll(
   while (running.reduce((sum, relay) => sum + relay.metrics().published, 0) < rows.length) {
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
-  const elapsed = performance.now() - started;
+  const elapsed = stop();
   await Promise.all(running.map((relay) => relay.stop()));
   return elapsed;
 }
@@ -100,7 +119,7 @@ async function rawRelayAll(
   await fill(pool, outbox, rows);
   const table = `"${outbox.schema ?? 'public'}".oncemq_outbox`;
   const client = await pool.connect();
-  const started = performance.now();
+  const stop = startClock();
   try {
     for (let sent = 0; sent < rows.length;) {
       await client.query('BEGIN');
@@ -118,7 +137,7 @@ async function rawRelayAll(
   } finally {
     client.release();
   }
-  return performance.now() - started;
+  return stop();
 }
 
 /** Publishes `rows` with confirms, IN_FLIGHT at a time; answers the elapsed time. */
@@ -126,11 +145,11 @@ async function rawAll(
   rows: readonly Message[],
   publish: (row: Message) => Promise<unknown>,
 ): Promise<number> {
-  const started = performance.now();
+  const stop = startClock();
   for (let i = 0; i < rows.length; i += IN_FLIGHT) {
     await Promise.all(rows.slice(i, i + IN_FLIGHT).map(publish));
   }
-  return performance.now() - started;
+  return stop();
 }
 
 interface Target {
@@ -211,6 +230,11 @@ export const suite: Suite = {
   async run({ flags }) {
     const count = Number(flags.rows ?? 4000);
     const repetitions = Number(flags.repetitions ?? 3);
+    const targets = { rabbitmq: rabbitTarget, nats: natsTarget };
+    const chosen = (flags.transports ?? 'rabbitmq,nats').split(',');
+    for (const name of chosen) {
+      if (!(name in targets)) throw new Error(`--flag transports: ${name} is not one of rabbitmq, nats`);
+    }
     const pool = new pg.Pool({ connectionString: resolveServiceUrl('postgres').url, max: 8 });
     const schema = `oncemq_bench_${randomBytes(4).toString('hex')}`;
     const results: BenchResult[] = [];
@@ -218,7 +242,7 @@ export const suite: Suite = {
       await pool.query(`CREATE SCHEMA "${schema}"`);
       const outbox = createOutbox({ dialect: postgresDialect, schema });
       await outbox.migrate(pool);
-      for (const open of [rabbitTarget, natsTarget]) {
+      for (const open of chosen.map((name) => targets[name as keyof typeof targets])) {
         const target = await open(`obb-${randomBytes(3).toString('hex')}`);
         try {
           const raw = `raw:outbox:${target.name}`;
@@ -266,8 +290,12 @@ export const suite: Suite = {
           for (let repetition = 0; repetition < repetitions; repetition++) {
             const order = [...contenders.keys()];
             if (repetition % 2 === 1) order.reverse();
-            for (const i of order)
-              elapsed[i]?.push(await (contenders[i] as (typeof contenders)[number]).drain());
+            for (const i of order) {
+              const contender = contenders[i] as (typeof contenders)[number];
+              draining = contender.name;
+              elapsed[i]?.push(await contender.drain());
+              draining = undefined;
+            }
           }
           const rate = (ms: number): number => count / ms;
           contenders.forEach(({ name, note, baseline }, i) => {
@@ -288,6 +316,9 @@ export const suite: Suite = {
               ...(baseline === undefined ? {} : { baseline }),
               ...(ratios === undefined ? {} : { ratios: ratios.map((x) => Number(x.toFixed(2))) }),
               repetitions: times.length,
+              // This process's CPU per row while it drained (the relay's or the raw code's, its drivers'):
+              // unlike the rate, a busy neighbour on a shared machine does not stretch it.
+              cpuMicrosPerMessage: Number(((cpuMicros.get(name) ?? 0) / (count * times.length)).toFixed(1)),
             });
           });
         } finally {

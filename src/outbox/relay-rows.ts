@@ -35,13 +35,19 @@ function relayed(row: Record<string, unknown>, counted: boolean): RelayedMessage
   const id = text(row.message_id);
   const key = text(row.business_key);
   const orderingKey = row.ordering_key === null ? undefined : text(row.ordering_key);
-  const headers: Record<string, string> = {
-    ...(JSON.parse(text(row.headers)) as Record<string, string>),
-    [OUTBOX_ID_HEADER]: id,
-    [KEY_HEADER]: key,
-  };
+  // Built by assignment, not by spreads among other properties: V8's slow path, taken once per row.
+  const headers = JSON.parse(text(row.headers)) as Record<string, string>;
+  headers[OUTBOX_ID_HEADER] = id;
+  headers[KEY_HEADER] = key;
   if (orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = orderingKey;
   const topic = text(row.topic);
+  const message: { -readonly [K in keyof OutgoingMessage]: OutgoingMessage[K] } = {
+    topic,
+    key,
+    headers,
+    body: bytes(row.body),
+  };
+  if (orderingKey !== undefined) message.orderingKey = orderingKey;
   return {
     rowId: Number(row.id),
     id,
@@ -50,13 +56,7 @@ function relayed(row: Record<string, unknown>, counted: boolean): RelayedMessage
     orderingKey,
     seq: row.seq === null ? undefined : Number(row.seq),
     attempts: Number(row.attempts) + (counted ? 0 : 1),
-    message: {
-      topic,
-      key,
-      ...(orderingKey === undefined ? {} : { orderingKey }),
-      headers,
-      body: bytes(row.body),
-    },
+    message,
   };
 }
 

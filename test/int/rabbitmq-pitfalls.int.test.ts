@@ -2,9 +2,9 @@
 // real broker (reached through a TCP proxy of the test's own for connection faults).
 import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { KEY_HEADER, TransportUnavailableError, type Envelope } from 'oncemq';
+import { KEY_HEADER, TransportUnavailableError, UNIQUE_ID_HEADER, type Envelope } from 'oncemq';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
-import { UnconfirmedPublishError, type RabbitSubscription } from 'oncemq/rabbitmq';
+import { TOPIC_HEADER, UnconfirmedPublishError, type RabbitSubscription } from 'oncemq/rabbitmq';
 import { outcomeFor, sleep, waitFor, type Answer } from '../../src/testing/transport-conformance-fixture.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 
@@ -181,6 +181,35 @@ describe.skipIf(!service.available)('RabbitMQ pitfalls', () => {
     const publish = bare.publish({ topic: 'nobody-listens', key: 'k', body: {} });
     await expect(publish).rejects.toBeInstanceOf(UnconfirmedPublishError);
     await expect(publish).rejects.toMatchObject({ reason: 'unroutable' });
+  });
+
+  it('stores every publish persistent, with the key, the caller’s headers, a unique id, the topic and its exact bytes', async () => {
+    await transport.publish({ topic, key: 'warm', body: {} });
+    const admin = await operator();
+    try {
+      const { queue } = await admin.channel.assertQueue('', { exclusive: true });
+      await admin.channel.bindQueue(queue, transport.settings.exchange, topic);
+      const receipt = await transport.publish({
+        topic,
+        key: 'order-1',
+        headers: { 'x-trace': 'abc' },
+        // A view into a larger buffer: only its own bytes are sent.
+        body: new TextEncoder().encode('xx{"n":1}yy').subarray(2, 9),
+      });
+      const got = await admin.channel.get(queue, { noAck: true });
+      if (got === false) throw new Error('the publish is not in the queue');
+      expect(got.properties.deliveryMode).toBe(2);
+      expect(got.properties.messageId).toBe(receipt.brokerId);
+      expect(got.properties.headers).toMatchObject({
+        [KEY_HEADER]: 'order-1',
+        'x-trace': 'abc',
+        [UNIQUE_ID_HEADER]: receipt.messageId,
+        [TOPIC_HEADER]: topic,
+      });
+      expect(got.content.toString()).toBe('{"n":1}');
+    } finally {
+      await admin.close();
+    }
   });
 
   it('acks a retried delivery only once its copy is stored: a returned copy leaves the original to come back (#7)', async () => {

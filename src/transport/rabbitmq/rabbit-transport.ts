@@ -48,6 +48,10 @@ export class RabbitTransport implements Transport {
   readonly #topology: RabbitTopology;
   readonly #subscriptions = new Set<RabbitSubscription | RabbitOrderedSubscription>();
   #publisher: Promise<RabbitChannel> | undefined;
+  /** The publishing channel while it is open (what {@link #publisher} resolved to). */
+  #publisherOpen: RabbitChannel | undefined;
+  /** Topics whose topology is in place: their publishes go straight to the channel. */
+  readonly #readyTopics = new Set<string>();
   #closed = false;
 
   constructor(config: RabbitTransportConfig = {}) {
@@ -101,32 +105,41 @@ export class RabbitTransport implements Transport {
   async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
     this.#refuseClosed();
     const topic = validTopic(message.topic);
-    await this.init();
-    await this.#topology.topic(topic);
+    // The connection and the topic's topology are settled once; later publishes skip the awaits.
+    if (!this.#readyTopics.has(topic)) {
+      await this.init();
+      await this.#topology.topic(topic);
+      this.#readyTopics.add(topic);
+    }
     const uniqueId = randomUUID();
-    const headers: Record<string, string> = {
-      ...message.headers,
-      [UNIQUE_ID_HEADER]: uniqueId,
-      [TOPIC_HEADER]: topic,
-    };
+    // Object.assign, not a spread: V8 copies an object of hyphenated keys by spread some 30 times slower.
+    const headers: Record<string, string> = Object.assign({}, message.headers);
+    headers[UNIQUE_ID_HEADER] = uniqueId;
+    headers[TOPIC_HEADER] = topic;
     if (message.key !== undefined) headers[KEY_HEADER] = message.key;
     const orderingKey = message.orderingKey ?? message.headers?.[ORDERING_KEY_HEADER];
     if (orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = orderingKey;
     // The slot an ordered group's partition takes it from: one ordering key, one slot.
     const slot = slotKey(topic, partitionOf(orderingKey ?? uniqueId, RABBIT_SLOTS));
-    const body = Buffer.from(encodeBody(message.body));
+    const bytes = encodeBody(message.body);
+    // A view of the caller's bytes, not a copy: amqplib copies a small body into its frame and has a
+    // large one written before the confirm, so the bytes are read before the publish settles.
+    const body = Buffer.isBuffer(bytes)
+      ? bytes
+      : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     const timestamp = Math.floor(Date.now() / 1000);
+    const { exchange } = this.settings;
     for (let attempt = 1; ; attempt++) {
       const brokerId = newBrokerId();
       try {
-        const channel = await this.#publisherChannel();
-        await channel.publish(this.settings.exchange, topic, body, {
+        const channel = this.#publisherOpen ?? (await this.#publisherChannel());
+        await channel.publish(exchange, topic, body, {
           messageId: brokerId,
           headers,
           timestamp,
           BCC: slot,
         });
-        return { brokerId, topic, messageId: uniqueId, position: { exchange: this.settings.exchange } };
+        return { brokerId, topic, messageId: uniqueId, position: { exchange } };
       } catch (error) {
         const retriable = !(error instanceof UnconfirmedPublishError) || error.reason !== 'unroutable';
         if (!retriable || attempt >= this.settings.publishAttempts || this.#closed) throw error;
@@ -143,7 +156,11 @@ export class RabbitTransport implements Transport {
   #publisherChannel(): Promise<RabbitChannel> {
     this.#publisher ??= this.#connection.channel('publish', this.settings.publishTimeoutMs).then(
       (channel) => {
-        channel.onClose(() => (this.#publisher = undefined));
+        channel.onClose(() => {
+          this.#publisher = undefined;
+          if (this.#publisherOpen === channel) this.#publisherOpen = undefined;
+        });
+        if (channel.open) this.#publisherOpen = channel;
         return channel;
       },
       (error: unknown) => {
