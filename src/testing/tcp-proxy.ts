@@ -10,14 +10,16 @@ export interface TcpProxyConfig {
 
 /**
  * A TCP proxy between a client and a broker or database, for fault tests: it drops every open
- * connection on demand, or refuses new ones for a while — the network failing, without stopping a
- * service other tests share. Point the client at `127.0.0.1:${proxy.port}`.
+ * connection on demand, refuses new ones for a while, or stalls them (bytes held, connections kept
+ * open) — the network failing or hanging, without stopping a service other tests share. Point the
+ * client at `127.0.0.1:${proxy.port}`.
  */
 export class TcpProxy {
   readonly #server: Server;
   readonly #config: TcpProxyConfig;
   readonly #pairs = new Set<readonly [Socket, Socket]>();
   #refusing = false;
+  #stalled = false;
   /** Connections dropped on purpose so far. */
   dropped = 0;
 
@@ -69,8 +71,20 @@ export class TcpProxy {
     };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
+    if (this.#stalled) this.#hold(pair);
+    else this.#flow(pair);
+  }
+
+  #flow([client, upstream]: readonly [Socket, Socket]): void {
     client.pipe(upstream);
     upstream.pipe(client);
+  }
+
+  #hold([client, upstream]: readonly [Socket, Socket]): void {
+    client.unpipe(upstream);
+    upstream.unpipe(client);
+    client.pause();
+    upstream.pause();
   }
 
   /** Cuts every open connection at once (both sides see a reset); new connections are accepted. */
@@ -88,6 +102,19 @@ export class TcpProxy {
   /** While on, new connections are closed at once, as if the service were down. */
   refuse(on: boolean): void {
     this.#refusing = on;
+  }
+
+  /**
+   * While on, nothing is forwarded either way and the connections stay open (new ones too): a peer
+   * that stopped answering, a network that hangs. What was held flows on once it is off.
+   */
+  stall(on: boolean): void {
+    if (this.#stalled === on) return;
+    this.#stalled = on;
+    for (const pair of this.#pairs) {
+      if (on) this.#hold(pair);
+      else this.#flow(pair);
+    }
   }
 
   /** Drops every connection, then refuses new ones for `ms` milliseconds: an outage. */
