@@ -1,4 +1,4 @@
-import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import { errorText, OncemqError, TransportUnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { AmqpChannelLike, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 
@@ -19,6 +19,17 @@ export class UnconfirmedPublishError extends TransportUnavailableError {
     super(message, options);
     this.reason = reason;
   }
+}
+
+/**
+ * A channel RPC's failure as the transport's error. amqplib rejects an RPC still waiting for its
+ * reply with a plain `Error` ("Channel ended, no reply will be forthcoming") when the connection
+ * drops, and with the broker's channel close (its reply `code`: 404, 406…) when the broker refuses
+ * it; both become a {@link TransportUnavailableError} whose `cause` is the driver's error.
+ */
+export function channelFailure(what: string, error: unknown): OncemqError {
+  if (error instanceof OncemqError) return error;
+  return new TransportUnavailableError(`RabbitMQ ${what} failed: ${errorText(error)}`, { cause: error });
 }
 
 /**
@@ -118,6 +129,18 @@ export class RabbitChannel {
       this.raw.once('drain', done);
       this.onClose(done);
     });
+  }
+
+  /**
+   * Runs one RPC of the channel (`prefetch`, `consume`, `get`, `checkQueue`…) and answers its
+   * reply; a failure is {@link channelFailure}'s, never the driver's raw error.
+   */
+  async call<T>(what: string, rpc: (raw: AmqpChannelLike) => Promise<T>): Promise<T> {
+    try {
+      return await rpc(this.raw);
+    } catch (error) {
+      throw channelFailure(what, error);
+    }
   }
 
   /** Acks a delivery of this channel; false (and nothing sent) when the channel is gone. */

@@ -11,7 +11,7 @@ import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
 import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import type { RabbitTopology } from './rabbit-topology.js';
+import { NOT_FOUND, replyCode, type RabbitTopology } from './rabbit-topology.js';
 
 /** AMQP's prefetch count is an unsigned 16-bit number: concurrency and batch size stay within it. */
 const MAX_PREFETCH = 65535;
@@ -158,15 +158,19 @@ export class RabbitSubscription implements Subscription {
     const { topology, connection, settings } = this.#ctx;
     await topology.group(this.group, this.topics);
     const channel = await connection.channel(`consume ${this.group}`, settings.publishTimeoutMs);
+    const work = topology.names.work(this.group);
     try {
-      await channel.raw.prefetch(this.#concurrency);
+      // A connection cut while these wait for their reply fails them with the transport's error.
+      await channel.call('prefetch', (raw) => raw.prefetch(this.#concurrency));
       this.channels++;
-      const { consumerTag } = await channel.raw.consume(
-        topology.names.work(this.group),
-        (message) => {
-          this.#receive(channel, message);
-        },
-        { noAck: false, consumerTag: `${this.#consumerName}#${this.channels}` },
+      const { consumerTag } = await channel.call('consume', (raw) =>
+        raw.consume(
+          work,
+          (message) => {
+            this.#receive(channel, message);
+          },
+          { noAck: false, consumerTag: `${this.#consumerName}#${this.channels}` },
+        ),
       );
       if (!this.#running) {
         await channel.close();
@@ -178,6 +182,8 @@ export class RabbitSubscription implements Subscription {
         this.#lost(channel, 'the channel closed');
       });
     } catch (error) {
+      // The queue deleted between its declare and the consume: declared again next time.
+      if (replyCode(error) === NOT_FOUND) topology.forget(work);
       await channel.close();
       throw error;
     }
