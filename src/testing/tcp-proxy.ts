@@ -20,6 +20,7 @@ export class TcpProxy {
   readonly #pairs = new Set<readonly [Socket, Socket]>();
   #refusing = false;
   #stalled = false;
+  readonly #held = new Map<Socket, { chunks: Buffer[]; keep: (chunk: Buffer) => void }>();
   /** Connections dropped on purpose so far. */
   dropped = 0;
 
@@ -66,6 +67,8 @@ export class TcpProxy {
     this.#pairs.add(pair);
     const close = (): void => {
       this.#pairs.delete(pair);
+      this.#held.delete(client);
+      this.#held.delete(upstream);
       client.destroy();
       upstream.destroy();
     };
@@ -76,15 +79,35 @@ export class TcpProxy {
   }
 
   #flow([client, upstream]: readonly [Socket, Socket]): void {
-    client.pipe(upstream);
-    upstream.pipe(client);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      const held = this.#held.get(from);
+      if (held !== undefined) {
+        from.removeListener('data', held.keep);
+        for (const chunk of held.chunks) to.write(chunk);
+        this.#held.delete(from);
+      }
+      from.pipe(to);
+    }
   }
 
+  /** Reads on (so that a side closing is seen) but keeps what it reads instead of forwarding it. */
   #hold([client, upstream]: readonly [Socket, Socket]): void {
-    client.unpipe(upstream);
-    upstream.unpipe(client);
-    client.pause();
-    upstream.pause();
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      from.unpipe(to);
+      const chunks: Buffer[] = [];
+      const keep = (chunk: Buffer): void => {
+        chunks.push(chunk);
+      };
+      this.#held.set(from, { chunks, keep });
+      // unpipe() paused it, and a 'data' listener does not resume a paused stream
+      from.on('data', keep).resume();
+    }
   }
 
   /** Cuts every open connection at once (both sides see a reset); new connections are accepted. */
@@ -106,7 +129,8 @@ export class TcpProxy {
 
   /**
    * While on, nothing is forwarded either way and the connections stay open (new ones too): a peer
-   * that stopped answering, a network that hangs. What was held flows on once it is off.
+   * that stopped answering, a network that hangs. What was held flows on once it is off; a side
+   * that closes meanwhile is seen, and its connection ends.
    */
   stall(on: boolean): void {
     if (this.#stalled === on) return;

@@ -76,4 +76,16 @@ describe('TcpProxy', () => {
     expect(answers.join('')).toBe('held');
     socket.destroy();
   });
+
+  it('sees a side close while stalled, and ends its connection', async () => {
+    const socket = connect({ host: '127.0.0.1', port: proxy.port });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    proxy.stall(true);
+    socket.write('held');
+    socket.destroy();
+    for (let i = 0; i < 50 && proxy.connections > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(proxy.connections).toBe(0);
+  });
 });

@@ -6,7 +6,7 @@ import type { Processor, SubscribeOptions, Subscription } from '../transport.js'
 import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
 import { wholeNumber } from '../config-checks.js';
 import type { AmqpMessageLike } from './amqp-like.js';
-import type { RabbitChannel } from './rabbit-channel.js';
+import { settlesWithin, type RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
 import { toEnvelope } from './rabbit-message.js';
@@ -332,7 +332,8 @@ export class RabbitSubscription implements Subscription {
     this.#running = false;
     const channel = this.#channel;
     if (channel !== undefined && this.#consumerTag !== undefined) {
-      await channel.raw.cancel(this.#consumerTag).catch(() => undefined);
+      // Bounded like a close: a broker that stopped answering never holds the close here.
+      await settlesWithin(channel.raw.cancel(this.#consumerTag), this.#ctx.settings.closeTimeoutMs);
     }
     this.#handBack(this.#waiting.splice(0), false);
     await this.#recovery.running;
