@@ -173,12 +173,8 @@ export class RabbitOrderedSubscription implements Subscription {
         try {
           await this.#consumeQueue(lane, queue);
         } catch (error) {
-          if (replyCode(error) === NOT_FOUND) {
-            if (plan.draining.includes(queue)) throw new DrainedUnderUs(queue);
-            // Deleted between its declare and the consume: declared again next time.
-            topology.forget(queue);
-            topology.forgetOrdered(this.group);
-          }
+          if (replyCode(error) === NOT_FOUND && plan.draining.includes(queue))
+            throw new DrainedUnderUs(queue);
           throw error;
         }
       }

@@ -11,7 +11,7 @@ import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
 import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import { NOT_FOUND, replyCode, type RabbitTopology } from './rabbit-topology.js';
+import type { RabbitTopology } from './rabbit-topology.js';
 
 /** AMQP's prefetch count is an unsigned 16-bit number: concurrency and batch size stay within it. */
 const MAX_PREFETCH = 65535;
@@ -182,8 +182,6 @@ export class RabbitSubscription implements Subscription {
         this.#lost(channel, 'the channel closed');
       });
     } catch (error) {
-      // The queue deleted between its declare and the consume: declared again next time.
-      if (replyCode(error) === NOT_FOUND) topology.forget(work);
       await channel.close();
       throw error;
     }
