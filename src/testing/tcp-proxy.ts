@@ -10,14 +10,17 @@ export interface TcpProxyConfig {
 
 /**
  * A TCP proxy between a client and a broker or database, for fault tests: it drops every open
- * connection on demand, or refuses new ones for a while — the network failing, without stopping a
- * service other tests share. Point the client at `127.0.0.1:${proxy.port}`.
+ * connection on demand, refuses new ones for a while, or stalls them (bytes held, connections kept
+ * open) — the network failing or hanging, without stopping a service other tests share. Point the
+ * client at `127.0.0.1:${proxy.port}`.
  */
 export class TcpProxy {
   readonly #server: Server;
   readonly #config: TcpProxyConfig;
   readonly #pairs = new Set<readonly [Socket, Socket]>();
   #refusing = false;
+  #stalled = false;
+  readonly #held = new Map<Socket, { chunks: Buffer[]; keep: (chunk: Buffer) => void }>();
   /** Connections dropped on purpose so far. */
   dropped = 0;
 
@@ -64,13 +67,47 @@ export class TcpProxy {
     this.#pairs.add(pair);
     const close = (): void => {
       this.#pairs.delete(pair);
+      this.#held.delete(client);
+      this.#held.delete(upstream);
       client.destroy();
       upstream.destroy();
     };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    if (this.#stalled) this.#hold(pair);
+    else this.#flow(pair);
+  }
+
+  #flow([client, upstream]: readonly [Socket, Socket]): void {
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      const held = this.#held.get(from);
+      if (held !== undefined) {
+        from.removeListener('data', held.keep);
+        for (const chunk of held.chunks) to.write(chunk);
+        this.#held.delete(from);
+      }
+      from.pipe(to);
+    }
+  }
+
+  /** Reads on (so that a side closing is seen) but keeps what it reads instead of forwarding it. */
+  #hold([client, upstream]: readonly [Socket, Socket]): void {
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      from.unpipe(to);
+      const chunks: Buffer[] = [];
+      const keep = (chunk: Buffer): void => {
+        chunks.push(chunk);
+      };
+      this.#held.set(from, { chunks, keep });
+      // unpipe() paused it, and a 'data' listener does not resume a paused stream
+      from.on('data', keep).resume();
+    }
   }
 
   /** Cuts every open connection at once (both sides see a reset); new connections are accepted. */
@@ -88,6 +125,20 @@ export class TcpProxy {
   /** While on, new connections are closed at once, as if the service were down. */
   refuse(on: boolean): void {
     this.#refusing = on;
+  }
+
+  /**
+   * While on, nothing is forwarded either way and the connections stay open (new ones too): a peer
+   * that stopped answering, a network that hangs. What was held flows on once it is off; a side
+   * that closes meanwhile is seen, and its connection ends.
+   */
+  stall(on: boolean): void {
+    if (this.#stalled === on) return;
+    this.#stalled = on;
+    for (const pair of this.#pairs) {
+      if (on) this.#hold(pair);
+      else this.#flow(pair);
+    }
   }
 
   /** Drops every connection, then refuses new ones for `ms` milliseconds: an outage. */

@@ -58,4 +58,34 @@ describe('TcpProxy', () => {
     proxy.refuse(false);
     expect(await roundTrip(proxy.port, 'y')).toBe('y');
   });
+
+  it('holds bytes while stalled, keeping the connection open, and lets them through after', async () => {
+    const socket = connect({ host: '127.0.0.1', port: proxy.port });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.on('error', () => undefined);
+    const answers: string[] = [];
+    socket.on('data', (data) => answers.push(data.toString()));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    proxy.stall(true);
+    socket.write('held');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(answers).toEqual([]);
+    expect(proxy.connections).toBe(1);
+    proxy.stall(false);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(answers.join('')).toBe('held');
+    socket.destroy();
+  });
+
+  it('sees a side close while stalled, and ends its connection', async () => {
+    const socket = connect({ host: '127.0.0.1', port: proxy.port });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    proxy.stall(true);
+    socket.write('held');
+    socket.destroy();
+    for (let i = 0; i < 50 && proxy.connections > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(proxy.connections).toBe(0);
+  });
 });

@@ -95,9 +95,21 @@ export interface AmqpConnectionLike {
   readonly connection?: { readonly serverProperties?: { readonly version?: unknown } } | undefined;
 }
 
-/** What a recovering connection hands its `setup` hook and `connect` listeners. */
+/**
+ * What a recovering connection hands its `setup` hook and `connect` listeners: amqplib's
+ * `ChannelModel` of the connection just opened.
+ */
 export interface AmqpModelLike {
-  readonly connection?: { readonly serverProperties?: { readonly version?: unknown } } | undefined;
+  readonly connection?:
+    | {
+        readonly serverProperties?: { readonly version?: unknown };
+        /** The socket: destroyed when the broker does not answer a close. */
+        readonly stream?: { destroy(error?: Error): void } | undefined;
+      }
+    | undefined;
+  /** Emitted once the connection is closed, however it closed (a socket error, a close-ok). */
+  once?(event: 'close', listener: () => void): unknown;
+  on?(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 /** The amqplib module's `connect`, as oncemq calls it. */

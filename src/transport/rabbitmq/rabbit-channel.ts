@@ -1,4 +1,4 @@
-import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import { errorText, OncemqError, TransportUnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { AmqpChannelLike, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 
@@ -24,6 +24,36 @@ export class UnconfirmedPublishError extends TransportUnavailableError {
   }
 }
 
+/** How long a channel's close waits for the broker by default (the transport passes its `closeTimeout`). */
+export const DEFAULT_CHANNEL_CLOSE_TIMEOUT_MS = 5_000;
+
+/**
+ * Waits for `promise` to settle, at most `ms`: true when it did (resolved or rejected), false when
+ * the time ran out first. The promise's rejection is observed either way.
+ */
+export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true, () => true), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * A channel RPC's failure as the transport's error. amqplib rejects an RPC still waiting for its
+ * reply with a plain `Error` ("Channel ended, no reply will be forthcoming") when the connection
+ * drops, and with the broker's channel close (its reply `code`: 404, 406…) when the broker refuses
+ * it; both become a {@link TransportUnavailableError} whose `cause` is the driver's error.
+ */
+export function channelFailure(what: string, error: unknown): OncemqError {
+  if (error instanceof OncemqError) return error;
+  return new TransportUnavailableError(`RabbitMQ ${what} failed: ${errorText(error)}`, { cause: error });
+}
+
 /**
  * One confirm channel and what is known of it: whether it is still open (its delivery tags are
  * only good while it is), which publishes came back unroutable, and when to wait for its buffer.
@@ -34,12 +64,23 @@ export class RabbitChannel {
   readonly raw: AmqpChannelLike;
   readonly #returned = new Set<string>();
   readonly #closeListeners = new Set<() => void>();
+  readonly #closeTimeoutMs: number;
   #open = true;
   #drained: Promise<void> | undefined;
 
-  /** `probing`: the channel's errors are expected answers (a passive declare's 404), logged at debug. */
-  constructor(raw: AmqpChannelLike, logger: Logger, label: string, probing = false) {
+  /**
+   * `probing`: the channel's errors are expected answers (a passive declare's 404), logged at debug.
+   * `closeTimeoutMs`: the longest wait of {@link close} for the broker's close-ok.
+   */
+  constructor(
+    raw: AmqpChannelLike,
+    logger: Logger,
+    label: string,
+    probing = false,
+    closeTimeoutMs = DEFAULT_CHANNEL_CLOSE_TIMEOUT_MS,
+  ) {
     this.raw = raw;
+    this.#closeTimeoutMs = closeTimeoutMs;
     raw.on('error', (error) => {
       const fields = { channel: label, error: errorText(error) };
       if (probing) logger.debug('oncemq: RabbitMQ channel closed by a check', fields);
@@ -50,9 +91,7 @@ export class RabbitChannel {
       if (id !== undefined) this.#returned.add(id);
     });
     raw.on('close', () => {
-      this.#open = false;
-      for (const listener of [...this.#closeListeners]) listener();
-      this.#closeListeners.clear();
+      this.#markClosed();
     });
   }
 
@@ -135,6 +174,18 @@ export class RabbitChannel {
     });
   }
 
+  /**
+   * Runs one RPC of the channel (`prefetch`, `consume`, `get`, `checkQueue`…) and answers its
+   * reply; a failure is {@link channelFailure}'s, never the driver's raw error.
+   */
+  async call<T>(what: string, rpc: (raw: AmqpChannelLike) => Promise<T>): Promise<T> {
+    try {
+      return await rpc(this.raw);
+    } catch (error) {
+      throw channelFailure(what, error);
+    }
+  }
+
   /** Acks a delivery of this channel; false (and nothing sent) when the channel is gone. */
   ack(message: AmqpMessageLike): boolean {
     if (!this.#open) return false;
@@ -158,10 +209,13 @@ export class RabbitChannel {
   }
 
   /**
-   * Closes the channel; resolves once it is closed, however that happens. amqplib's `close()` only
-   * settles on the broker's `channel.close-ok`: when the connection drops after the close was sent
-   * and before that reply, it never settles, though the channel is closed with the connection. The
-   * channel's `close` event ends the wait then.
+   * Closes the channel; resolves once it is closed, however that happens, or after the close
+   * timeout. amqplib's `close()` only settles on the broker's `channel.close-ok`: when the
+   * connection drops after the close was sent and before that reply, it never settles, though the
+   * channel is closed with the connection (the channel's `close` event ends the wait then); when the
+   * broker or the network stops answering, nothing comes at all. Past the timeout the channel sends
+   * nothing more (amqplib refuses every send once the close is sent) and counts as closed here; its
+   * connection's close, bounded the same way, ends it for good.
    */
   async close(): Promise<void> {
     if (!this.#open) return;
@@ -169,6 +223,16 @@ export class RabbitChannel {
     const closing = this.raw.close().catch(() => {
       // already closing or closed with its connection
     });
-    await Promise.race([closing, closed]);
+    if (!(await settlesWithin(Promise.race([closing, closed]), this.#closeTimeoutMs))) {
+      this.#markClosed();
+    }
+  }
+
+  /** The channel is gone for this side: its tags are dead, its waiters released. */
+  #markClosed(): void {
+    if (!this.#open) return;
+    this.#open = false;
+    for (const listener of [...this.#closeListeners]) listener();
+    this.#closeListeners.clear();
   }
 }

@@ -54,6 +54,12 @@ export interface RabbitTransportConfig {
   /** @default '5s' */
   readonly maxReconnectDelay?: Duration;
   /**
+   * Longest wait of a close for the broker's answer: a consumer's cancel, a channel's close-ok, the
+   * connection's close-ok. Past it a channel counts as closed, and the connection's socket is
+   * destroyed (a broker or network that stopped answering never makes `close()` hang). @default '5s'
+   */
+  readonly closeTimeout?: Duration;
+  /**
    * Wait before a delivery whose processor threw (not a message's fault) is handed back to the
    * queue, doubled for each failure in a row up to 16×; never an immediate requeue loop. @default '500ms'
    */
@@ -80,6 +86,7 @@ export const DEFAULT_RABBIT_TRANSPORT_CONFIG = Object.freeze({
   publishTimeout: '30s',
   reconnectDelay: '100ms',
   maxReconnectDelay: '5s',
+  closeTimeout: '5s',
   failureBackoff: '500ms',
   partitions: 4,
 } as const);
@@ -98,6 +105,7 @@ export interface RabbitSettings {
   readonly publishTimeoutMs: number;
   readonly reconnectDelayMs: number;
   readonly maxReconnectDelayMs: number;
+  readonly closeTimeoutMs: number;
   readonly failureBackoffMs: number;
   readonly partitions: number;
   readonly logger: Logger;
@@ -158,6 +166,8 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
   if (maxReconnectDelayMs < reconnectDelayMs) {
     throw new ConfigError('maxReconnectDelay', 'must not be shorter than reconnectDelay');
   }
+  const closeTimeoutMs = parseDuration(config.closeTimeout ?? d.closeTimeout, 'closeTimeout');
+  if (closeTimeoutMs < 1) throw new ConfigError('closeTimeout', 'must be at least 1ms');
   const publishTimeoutMs = parseDuration(config.publishTimeout ?? d.publishTimeout, 'publishTimeout');
   if (publishTimeoutMs < 1) throw new ConfigError('publishTimeout', 'must be at least 1ms');
   const partitions = config.partitions ?? d.partitions;
@@ -185,6 +195,7 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
     publishTimeoutMs,
     reconnectDelayMs: Math.max(1, reconnectDelayMs),
     maxReconnectDelayMs: Math.max(1, maxReconnectDelayMs),
+    closeTimeoutMs,
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
     partitions,
     logger: config.logger ?? SILENT_LOGGER,

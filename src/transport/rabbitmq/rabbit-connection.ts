@@ -1,6 +1,6 @@
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import type { AmqpConnect, AmqpConnectionLike, AmqpModelLike } from './amqp-like.js';
-import { RabbitChannel } from './rabbit-channel.js';
+import { RabbitChannel, settlesWithin } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
 
 /** Tries at opening the transport's own connection before start-up fails. */
@@ -24,6 +24,8 @@ export class RabbitConnection {
   #model: AmqpConnectionLike | undefined;
   #opening: Promise<AmqpConnectionLike> | undefined;
   #closed = false;
+  /** The amqplib connection under the recovering one: the last one opened (its socket). */
+  #current: AmqpModelLike | undefined;
   /** The server's version (`3.10.8`), once known. */
   serverVersion: string | undefined;
 
@@ -82,6 +84,7 @@ export class RabbitConnection {
           initialMaxRetries: INITIAL_CONNECT_RETRIES,
           setup: (opened) => {
             this.serverVersion = versionOf(opened) ?? this.serverVersion;
+            this.#current = opened;
             return Promise.resolve();
           },
         },
@@ -134,7 +137,7 @@ export class RabbitConnection {
         await raw.close().catch(() => undefined);
         throw new ClosedError('RabbitMQ transport');
       }
-      return new RabbitChannel(raw, this.#settings.logger, label, probing);
+      return new RabbitChannel(raw, this.#settings.logger, label, probing, this.#settings.closeTimeoutMs);
     } catch (error) {
       if (error instanceof TransportUnavailableError || error instanceof ClosedError) throw error;
       throw new TransportUnavailableError(`cannot open a RabbitMQ channel: ${errorText(error)}`, {
@@ -145,14 +148,31 @@ export class RabbitConnection {
     }
   }
 
-  /** Closes the connection when the transport opened it; a user's own connection is left open. */
+  /**
+   * Closes the connection when the transport opened it; a user's own connection is left open.
+   * Ends in bounded time: amqplib's `close()` settles only on the broker's `connection.close-ok`,
+   * which never comes when the socket died after the close was sent (the connection's `close`
+   * event ends the wait then) or when the broker or the network stalls. After `closeTimeout` the
+   * socket is destroyed, which closes the connection and its channels on this side. Frames sent
+   * before the close (acks, nacks) went out on the socket ahead of it: whatever the broker got of
+   * them it applies; a stalled network may hold some back, and those deliveries come again.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     const model = this.#model ?? (await this.#opening?.catch(() => undefined));
-    if (model !== undefined && this.#settings.connection === undefined) {
-      await model.close().catch(() => undefined);
-    }
+    if (model === undefined || this.#settings.connection !== undefined) return;
+    const current = this.#current;
+    // An amqplib connection with no 'error' listener throws its socket's error (a cut during the close).
+    current?.on?.('error', () => undefined);
+    const closed = new Promise<void>((resolve) => current?.once?.('close', () => resolve()));
+    const closing = model.close();
+    if (await settlesWithin(Promise.race([closing, closed]), this.#settings.closeTimeoutMs)) return;
+    this.#settings.logger.warn('oncemq: RabbitMQ did not answer the connection close; dropping the socket', {
+      closeTimeoutMs: this.#settings.closeTimeoutMs,
+    });
+    // With an error, so that amqplib ends the connection on its side too (and stops its heartbeat).
+    current?.connection?.stream?.destroy(new Error(`no close-ok within ${this.#settings.closeTimeoutMs}ms`));
   }
 }
 

@@ -80,7 +80,7 @@ export class RabbitDeadLetters implements DeadLetters {
     const queue = await this.#topology.deadQueue(group, false);
     const channel = await this.#connection.channel('dead letters', this.#settings.publishTimeoutMs);
     try {
-      return (await channel.raw.checkQueue(queue)).messageCount;
+      return (await channel.call('checkQueue', (raw) => raw.checkQueue(queue))).messageCount;
     } finally {
       await channel.close();
     }
@@ -138,7 +138,7 @@ export class RabbitDeadLetters implements DeadLetters {
     const found = [] as unknown[] as T;
     try {
       for (;;) {
-        const message = await channel.raw.get(queue, { noAck: false });
+        const message = await channel.call('get', (raw) => raw.get(queue, { noAck: false }));
         if (message === false) break;
         if (!(await visit({ message, letter: toDeadLetter(message, queue) }, found, channel))) break;
       }

@@ -162,7 +162,10 @@ export class RabbitOrderedSubscription implements Subscription {
     const deliveries = new Map<string, Delivery[]>();
     const lane: Lane = { channel, gate: this.#newGate(deliveries), deliveries, plan, drained: new Set() };
     try {
-      await channel.raw.prefetch(Math.min(65535, this.#concurrency * ORDERED_PREFETCH_PER_SLOT));
+      // A connection cut while these wait for their reply fails them with the transport's error.
+      await channel.call('prefetch', (raw) =>
+        raw.prefetch(Math.min(65535, this.#concurrency * ORDERED_PREFETCH_PER_SLOT)),
+      );
       this.channels++;
       // An old generation being drained first; the partitions once it is gone.
       const first = plan.draining.length > 0 ? plan.draining : plan.queues;
@@ -192,10 +195,12 @@ export class RabbitOrderedSubscription implements Subscription {
   }
 
   async #consumeQueue(lane: Lane, queue: string): Promise<void> {
-    await lane.channel.raw.consume(queue, (message) => this.#receive(lane, queue, message), {
-      noAck: false,
-      consumerTag: `${this.#consumerName}#${this.channels}@${queue}`,
-    });
+    await lane.channel.call('consume', (raw) =>
+      raw.consume(queue, (message) => this.#receive(lane, queue, message), {
+        noAck: false,
+        consumerTag: `${this.#consumerName}#${this.channels}@${queue}`,
+      }),
+    );
   }
 
   /**

@@ -6,7 +6,7 @@ import type { Processor, SubscribeOptions, Subscription } from '../transport.js'
 import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
 import { wholeNumber } from '../config-checks.js';
 import type { AmqpMessageLike } from './amqp-like.js';
-import type { RabbitChannel } from './rabbit-channel.js';
+import { settlesWithin, type RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
 import { toEnvelope } from './rabbit-message.js';
@@ -158,15 +158,19 @@ export class RabbitSubscription implements Subscription {
     const { topology, connection, settings } = this.#ctx;
     await topology.group(this.group, this.topics);
     const channel = await connection.channel(`consume ${this.group}`, settings.publishTimeoutMs);
+    const work = topology.names.work(this.group);
     try {
-      await channel.raw.prefetch(this.#concurrency);
+      // A connection cut while these wait for their reply fails them with the transport's error.
+      await channel.call('prefetch', (raw) => raw.prefetch(this.#concurrency));
       this.channels++;
-      const { consumerTag } = await channel.raw.consume(
-        topology.names.work(this.group),
-        (message) => {
-          this.#receive(channel, message);
-        },
-        { noAck: false, consumerTag: `${this.#consumerName}#${this.channels}` },
+      const { consumerTag } = await channel.call('consume', (raw) =>
+        raw.consume(
+          work,
+          (message) => {
+            this.#receive(channel, message);
+          },
+          { noAck: false, consumerTag: `${this.#consumerName}#${this.channels}` },
+        ),
       );
       if (!this.#running) {
         await channel.close();
@@ -326,7 +330,8 @@ export class RabbitSubscription implements Subscription {
     this.#running = false;
     const channel = this.#channel;
     if (channel !== undefined && this.#consumerTag !== undefined) {
-      await channel.raw.cancel(this.#consumerTag).catch(() => undefined);
+      // Bounded like a close: a broker that stopped answering never holds the close here.
+      await settlesWithin(channel.raw.cancel(this.#consumerTag), this.#ctx.settings.closeTimeoutMs);
     }
     this.#handBack(this.#waiting.splice(0), false);
     await this.#recovery.running;

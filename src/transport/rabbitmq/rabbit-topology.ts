@@ -22,9 +22,13 @@ export interface OrderedPlan {
 }
 const PRECONDITION_FAILED = 406;
 
+/** The AMQP reply code of a broker's refusal: on the driver's error, or on the cause of oncemq's. */
 export function replyCode(error: unknown): number | undefined {
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'number' ? code : undefined;
+  if (typeof code === 'number') return code;
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  const causeCode = (cause as { code?: unknown } | null)?.code;
+  return typeof causeCode === 'number' ? causeCode : undefined;
 }
 
 /** `3.10.8` → [3, 10]; unknown versions count as new. */
@@ -330,7 +334,7 @@ export class RabbitTopology {
     try {
       return await this.#probe(step);
     } catch (error) {
-      if (replyCode((error as { cause?: unknown }).cause) === NOT_FOUND) return undefined;
+      if (replyCode(error) === NOT_FOUND) return undefined;
       if (error instanceof UnconfirmedPublishError && error.reason === 'unroutable') return undefined;
       throw error;
     }

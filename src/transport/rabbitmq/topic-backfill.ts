@@ -35,7 +35,7 @@ export async function backfillFromLog(
       messageId: fence,
       headers: { [LOG_FENCE_HEADER]: fence },
     });
-    await reader.raw.prefetch(BACKFILL_PREFETCH);
+    await reader.call('prefetch', (raw) => raw.prefetch(BACKFILL_PREFETCH));
     let copied = 0;
     await new Promise<void>((resolve, reject) => {
       let chain = Promise.resolve();
