@@ -2,7 +2,7 @@ import { parseDuration } from '../core/duration.js';
 import { createEnvelope, ORDERING_KEY_HEADER, type Envelope } from '../core/envelope.js';
 import { ConfigError, errorText } from '../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../core/logger.js';
-import type { Outcome } from '../core/outcome.js';
+import { unprocessedBase, type Outcome } from '../core/outcome.js';
 import type { OrderingKeySource, OrderingOptions, Processor } from '../transport/transport.js';
 
 export const DEFAULT_ORDERING_OPTIONS = Object.freeze({
@@ -212,12 +212,7 @@ export class OrderingGate {
         error: errorText(error),
       });
       return {
-        group: '',
-        key: null,
-        topic: envelope.topic,
-        brokerId: envelope.brokerId,
-        deliveryCount: envelope.deliveryCount,
-        elapsedMs: 0,
+        ...unprocessedBase(envelope),
         kind: 'retry',
         action: 'retry',
         delayMs: 100,

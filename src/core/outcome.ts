@@ -31,6 +31,16 @@ export interface OutcomeBase {
   readonly elapsedMs: number;
 }
 
+/** The base of an outcome decided without running the pipeline: no group, no key read, no time spent. */
+export function unprocessedBase(delivery: {
+  readonly topic: string;
+  readonly brokerId: string;
+  readonly deliveryCount: number;
+}): OutcomeBase {
+  const { topic, brokerId, deliveryCount } = delivery;
+  return { group: '', key: null, topic, brokerId, deliveryCount, elapsedMs: 0 };
+}
+
 export interface ExecutedOutcome extends OutcomeBase {
   readonly kind: 'executed';
   readonly action: 'ack';

@@ -1,7 +1,7 @@
 import type { Envelope } from '../../core/envelope.js';
 import { ConfigError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import type { Outcome } from '../../core/outcome.js';
+import { unprocessedBase, type Outcome } from '../../core/outcome.js';
 import type { OrderingRecord } from './nats-partition-count.js';
 
 /**
@@ -78,12 +78,7 @@ export class CountWatch {
 
 /** What the ordering gate is told of a delivery acked unprocessed (after a drain's bound). */
 export const skippedOutcome = (envelope: Envelope): Outcome => ({
-  group: '',
-  key: null,
-  topic: envelope.topic,
-  brokerId: envelope.brokerId,
-  deliveryCount: envelope.deliveryCount,
-  elapsedMs: 0,
+  ...unprocessedBase(envelope),
   kind: 'duplicate',
   action: 'ack',
   source: 'redelivery',

@@ -11,6 +11,7 @@ import { leaseSubject } from './nats-names.js';
 import { CountWatch, skippedOutcome } from './nats-count-watch.js';
 import type { OrderingRecord } from './nats-partition-count.js';
 import { PartitionLease, type LeasePredecessor } from './nats-partition-lease.js';
+import { Pause } from '../../core/pause.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -94,7 +95,7 @@ export class NatsOrderedSubscription implements Subscription {
   readonly #renewedAt = new Map<number, number>();
   #running = true;
   #owner: Promise<void> | undefined;
-  #wake: () => void = () => undefined;
+  readonly #pause = new Pause();
   #keepAlive: NodeJS.Timeout | undefined;
   #offLoss: () => void = () => undefined;
   #closed: Promise<void> | undefined;
@@ -186,13 +187,7 @@ export class NatsOrderedSubscription implements Subscription {
           }
         }),
       );
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, everyMs);
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await this.#pause.for(everyMs);
     }
   }
 
@@ -528,7 +523,7 @@ export class NatsOrderedSubscription implements Subscription {
 
   async #close(): Promise<void> {
     this.#running = false;
-    this.#wake();
+    this.#pause.wake();
     clearInterval(this.#keepAlive);
     this.#offLoss();
     await this.#owner;

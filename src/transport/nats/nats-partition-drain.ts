@@ -11,6 +11,7 @@ import {
   type PartitionDrain,
 } from './nats-partition-count.js';
 import { isNotFound } from './nats-topology.js';
+import { Pause } from '../../core/pause.js';
 
 /** A count record that says a drain runs. */
 export type DrainRecord = OrderingRecord & { readonly drain: PartitionDrain };
@@ -48,7 +49,7 @@ export class NatsDrainingSubscription implements Subscription {
   #drained = false;
   #running = true;
   #loop: Promise<void> | undefined;
-  #wake: () => void = () => undefined;
+  readonly #pause = new Pause();
   #closed: Promise<void> | undefined;
   /** Why the member stopped by itself: the count record changed under the drain. */
   failure: Error | undefined;
@@ -92,13 +93,7 @@ export class NatsDrainingSubscription implements Subscription {
           error: errorText(error),
         });
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, everyMs);
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await this.#pause.for(everyMs);
     }
   }
 
@@ -196,7 +191,7 @@ export class NatsDrainingSubscription implements Subscription {
 
   async #close(): Promise<void> {
     this.#running = false;
-    this.#wake();
+    this.#pause.wake();
     await this.#loop;
     await this.#parts.old.close();
     await this.#current.close();

@@ -23,7 +23,7 @@ import { StreamSettler } from './stream-settler.js';
 import type { StreamMember } from './stream-subscription.js';
 import { ensureGroup } from './stream-topology.js';
 import { deliveryCounts } from './stream-upkeep.js';
-import { Pause } from './pause.js';
+import { Pause } from '../../core/pause.js';
 
 /** Deliveries waiting in a member's gate, per unit of `concurrency`, before it stops reading. */
 export const ORDERED_PENDING_PER_SLOT = 16;

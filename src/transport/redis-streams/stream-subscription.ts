@@ -11,7 +11,7 @@ import { LEAVE } from './stream-scripts.js';
 import { StreamSettler } from './stream-settler.js';
 import { ensureGroup } from './stream-topology.js';
 import { StreamUpkeep } from './stream-upkeep.js';
-import { Pause } from './pause.js';
+import { Pause } from '../../core/pause.js';
 
 /** What a subscription is opened with. */
 export interface StreamMember {
