@@ -98,6 +98,8 @@ export interface OtelApiLike {
     extract(context: ContextLike, carrier: Readonly<Record<string, string>>): ContextLike;
   };
   readonly ROOT_CONTEXT: ContextLike;
+  /** The meter of the global meter provider when no SDK registered one. */
+  readonly createNoopMeter?: () => MeterLike;
   readonly SpanKind: { readonly PRODUCER: number; readonly CONSUMER: number };
   readonly SpanStatusCode: { readonly ERROR: number };
 }

@@ -110,15 +110,21 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
   readonly #counting: DeliveryTrace;
   readonly #spanAttributes: AttributesLike;
   readonly #close: () => void;
+  /** The tracer spans start on, once there is one. */
+  #tracer: TracerLike | undefined;
+  /** The proxy provider whose SDK has not registered yet: asked per delivery until it has. */
+  #awaiting: DelegatingTracerProviderLike | undefined;
 
   constructor(
     private readonly api: OtelApiLike,
     meter: MeterLike | undefined,
-    private readonly tracer: TracerLike | undefined,
+    tracer: TracerLike | DelegatingTracerProviderLike | undefined,
     target: TelemetryTarget,
     system: string | undefined,
     sampleRate: number,
   ) {
+    if (tracer !== undefined && isDelegating(tracer)) this.#awaiting = tracer;
+    else this.#tracer = tracer;
     this.#sampleRate = sampleRate;
     this.#instruments =
       meter === undefined ? undefined : new PipelineInstruments(meter, target.group, system);
@@ -136,7 +142,7 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
     const rate = this.#sampleRate;
     const taken = rate === 1 || Math.random() < rate;
     const delivery = this.#span(envelope, taken);
-    if (!taken && delivery === undefined) return this.#counting;
+    if (delivery === undefined && (!taken || this.#instruments === undefined)) return this.#counting;
     return new RecordingTrace(this.#instruments, delivery, started, taken);
   }
 
@@ -147,7 +153,8 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
    * its handler still runs in the producer's context, so its own spans follow that trace's decision.
    */
   #span(envelope: Envelope, taken: boolean): DeliverySpan | undefined {
-    const { api, tracer } = this;
+    const { api } = this;
+    const tracer = this.#tracer ?? this.#registered();
     if (tracer === undefined) return undefined;
     const carried = envelope.headers[TRACE_HEADERS.parent] !== undefined;
     if (!taken && !carried) return undefined;
@@ -179,9 +186,51 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
     return { api, span, context: api.trace.setSpan(parent, span) };
   }
 
+  /**
+   * The SDK's tracer once one is registered behind the global proxy, from then on; until then
+   * `undefined`, and the delivery gets no span (a proxy without an SDK answers a no-op span, which
+   * costs its attributes, a context and the handler's run inside it, and records nothing). Asking
+   * costs a property read and allocates nothing.
+   */
+  #registered(): TracerLike | undefined {
+    const awaiting = this.#awaiting;
+    if (awaiting === undefined) return undefined;
+    const tracer = awaiting.getDelegateTracer(INSTRUMENTATION_SCOPE);
+    if (tracer !== undefined) {
+      this.#tracer = tracer;
+      this.#awaiting = undefined;
+    }
+    return tracer;
+  }
+
   close(): void {
     this.#close();
   }
+}
+
+/**
+ * A tracer provider that hands its calls to an SDK registered later, or to none: the global
+ * `ProxyTracerProvider` of `@opentelemetry/api`, whose `getDelegateTracer` answers `undefined`
+ * until an SDK registers.
+ */
+interface DelegatingTracerProviderLike extends TracerProviderLike {
+  getDelegateTracer(name: string, version?: string): TracerLike | undefined;
+}
+
+function isDelegating(provider: TracerProviderLike | TracerLike): provider is DelegatingTracerProviderLike {
+  return typeof (provider as Partial<DelegatingTracerProviderLike>).getDelegateTracer === 'function';
+}
+
+/**
+ * Whether `meter` is the API's no-op meter: the meter of the global provider when no SDK had
+ * registered one. `@opentelemetry/api` 1.x has no proxy for meters, so such a meter stays a no-op
+ * and the pipeline keeps no instruments for it.
+ */
+function isNoopMeter(api: OtelApiLike, meter: MeterLike): boolean {
+  return (
+    api.createNoopMeter !== undefined &&
+    Object.getPrototypeOf(meter) === Object.getPrototypeOf(api.createNoopMeter())
+  );
 }
 
 /** The age of the group's stalest PROCESSING claim, where the ledger can list its rows. */
@@ -214,8 +263,14 @@ export async function openPipelineTelemetry(
   if (api === undefined) return NO_TELEMETRY;
   const meterProvider = config.meterProvider ?? api.metrics.getMeterProvider();
   const tracerProvider = config.tracerProvider ?? api.trace.getTracerProvider();
-  const meter = meterProvider === false ? undefined : meterProvider.getMeter(INSTRUMENTATION_SCOPE);
-  const tracer = tracerProvider === false ? undefined : tracerProvider.getTracer(INSTRUMENTATION_SCOPE);
+  const opened = meterProvider === false ? undefined : meterProvider.getMeter(INSTRUMENTATION_SCOPE);
+  const meter = opened === undefined || isNoopMeter(api, opened) ? undefined : opened;
+  const tracer =
+    tracerProvider === false
+      ? undefined
+      : isDelegating(tracerProvider)
+        ? (tracerProvider.getDelegateTracer(INSTRUMENTATION_SCOPE) ?? tracerProvider)
+        : tracerProvider.getTracer(INSTRUMENTATION_SCOPE);
   if (meter === undefined && tracer === undefined) return NO_TELEMETRY;
   return new OpenTelemetryPipeline(api, meter, tracer, target, config.system, config.sampleRate ?? 1);
 }
