@@ -96,6 +96,8 @@ export interface OtelApiLike {
   readonly propagation: {
     inject(context: ContextLike, carrier: Record<string, string>): void;
     extract(context: ContextLike, carrier: Readonly<Record<string, string>>): ContextLike;
+    /** The headers the registered propagator reads: none when no propagator is registered. */
+    fields(): string[];
   };
   readonly ROOT_CONTEXT: ContextLike;
   /** The meter of the global meter provider when no SDK registered one. */

@@ -155,8 +155,16 @@ class OpenTelemetryPipeline implements PipelineTelemetry {
   #span(envelope: Envelope, taken: boolean): DeliverySpan | undefined {
     const { api } = this;
     const tracer = this.#tracer ?? this.#registered();
-    if (tracer === undefined) return undefined;
     const carried = envelope.headers[TRACE_HEADERS.parent] !== undefined;
+    if (tracer === undefined) {
+      // No SDK, no span; a propagator registered without one still hands the handler the producer's context.
+      if (!carried || api.propagation.fields().length === 0) return undefined;
+      return {
+        api,
+        span: undefined,
+        context: api.propagation.extract(api.context.active(), envelope.headers),
+      };
+    }
     if (!taken && !carried) return undefined;
     const active = api.context.active();
     let parent = active;

@@ -2,7 +2,18 @@
 // no producer context read from the headers, no instruments on the API's no-op meter. A tracing SDK
 // registered after the pipeline started still gets its spans from the next delivery on.
 import type Database from 'better-sqlite3';
-import { createNoopMeter, propagation, ProxyTracer } from '@opentelemetry/api';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import {
+  context,
+  createNoopMeter,
+  propagation,
+  ProxyTracer,
+  ROOT_CONTEXT,
+  trace,
+  type Context,
+  type ContextManager,
+} from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createEnvelope, createPipeline, KEY_HEADER, type Pipeline } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
@@ -38,11 +49,16 @@ describe('telemetry with no SDK registered', () => {
     db.close();
   });
 
+  /** The trace id of the context each handler ran in. */
+  const seen: (string | undefined)[] = [];
   const pipeline = (group: string): Pipeline =>
     createPipeline<Database.Database, PaymentSucceeded>({
       ledger,
       group,
-      handler: (event, ctx) => addPoints(ctx.tx, event.userId, event.amount),
+      handler: (event, ctx) => {
+        seen.push(trace.getSpanContext(context.active())?.traceId);
+        addPoints(ctx.tx, event.userId, event.amount);
+      },
     });
 
   it('starts no span, reads no producer context and makes no instrument', async () => {
@@ -72,6 +88,35 @@ describe('telemetry with no SDK registered', () => {
       for (const span of spans) expect(span.spanContext().traceId).toBe(PRODUCER.split('-')[1]);
     } finally {
       await probe.shutdown();
+    }
+  });
+
+  it('with a propagator and a context manager but no tracer, runs the handler in the producer’s context, spanless', async () => {
+    const storage = new AsyncLocalStorage<Context>();
+    const manager: ContextManager = {
+      active: () => storage.getStore() ?? ROOT_CONTEXT,
+      with: (ctx, fn, thisArg, ...args) => storage.run(ctx, () => fn.call(thisArg, ...args)),
+      bind: (_ctx, target) => target,
+      enable() {
+        return this;
+      },
+      disable() {
+        storage.disable();
+        return this;
+      },
+    };
+    context.setGlobalContextManager(manager);
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    const started = vi.spyOn(ProxyTracer.prototype, 'startSpan');
+    try {
+      seen.length = 0;
+      const passing = pipeline('passing');
+      expect((await passing.process(delivery('p1'))).kind).toBe('executed');
+      expect(seen).toEqual([PRODUCER.split('-')[1]]);
+      expect(started).not.toHaveBeenCalled();
+    } finally {
+      propagation.disable();
+      context.disable();
     }
   });
 });
