@@ -8,6 +8,7 @@ import {
   PermanentError,
   RetryPolicy,
   type Relay,
+  type Transport,
 } from 'oncemq';
 import type { LocalBroker, LocalSubscription } from 'oncemq/local';
 import { testBroker, waitUntil } from '../support/local-points.js';
@@ -37,7 +38,7 @@ describe.each(OUTBOX_DATABASES)('the outbox on $name', (factory) => {
     scratch.remove();
   });
 
-  const relay = (transport: CountingTransport | LocalBroker, extra: Record<string, unknown> = {}) => {
+  const relay = (transport: Pick<Transport, 'name' | 'publish'>, extra: Record<string, unknown> = {}) => {
     const created = createRelay({
       outbox: (db as OutboxDb<unknown>).outbox,
       transport,
@@ -133,8 +134,31 @@ describe.each(OUTBOX_DATABASES)('the outbox on $name', (factory) => {
     if (db === undefined) return ctx.skip();
     const keys = await addMessages(240);
     const counting = new CountingTransport(broker);
-    const a = relay(counting, { batchSize: 10 });
-    const b = relay(counting, { batchSize: 10 });
+    // Relay a's publishes wait until b has published one: both take part on a machine of any speed,
+    // each holding rows the other must skip.
+    let bPublished: () => void = () => undefined;
+    const bHasPublished = new Promise<void>((resolve) => (bPublished = resolve));
+    const a = relay(
+      {
+        name: counting.name,
+        publish: async (message) => {
+          await bHasPublished;
+          return counting.publish(message);
+        },
+      },
+      { batchSize: 10 },
+    );
+    const b = relay(
+      {
+        name: counting.name,
+        publish: async (message) => {
+          const receipt = await counting.publish(message);
+          bPublished();
+          return receipt;
+        },
+      },
+      { batchSize: 10 },
+    );
     await Promise.all([a.start(), b.start()]);
     await waitUntil(async () => (await (db as OutboxDb<unknown>).pending()) === 0, 'every row sent');
     // A relay counts a batch once its mark-sent commit has answered, which another connection can see first.
