@@ -172,6 +172,8 @@ export class CallDeadlines {
   #newest: PendingCall | undefined;
   readonly #tickMs: number;
   #timer: NodeJS.Timeout | undefined;
+  /** A failure of calls past their deadline is queued for after this turn's I/O. */
+  #expiring = false;
 
   constructor(readonly timeoutMs: number) {
     this.#tickMs = Math.max(1, Math.ceil(timeoutMs / 4));
@@ -221,17 +223,34 @@ export class CallDeadlines {
     call.older = call.newer = undefined;
   }
 
+  /**
+   * Runs on the interval, in the event loop's timers phase: when a call is past its deadline, its
+   * failure waits for this turn's I/O (`setImmediate` runs after it), so an answer that arrived while
+   * the loop was busy (a long GC, a CPU-bound handler) is read before its call is failed for lateness.
+   */
   readonly #sweep = (): void => {
+    const oldest = this.#oldest;
+    if (oldest === undefined) this.#stop();
+    else if (oldest.deadline <= performance.now() && !this.#expiring) {
+      this.#expiring = true;
+      setImmediate(this.#expire);
+    }
+  };
+
+  readonly #expire = (): void => {
+    this.#expiring = false;
     const now = performance.now();
     for (let call = this.#oldest; call !== undefined && call.deadline <= now; call = this.#oldest) {
       this.#unlink(call);
       call.reject(new LedgerUnavailableError(`Redis did not answer ${call.what} within ${this.timeoutMs}ms`));
     }
-    if (this.#oldest === undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
+    if (this.#oldest === undefined) this.#stop();
   };
+
+  #stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
 }
 
 interface PendingCall {
