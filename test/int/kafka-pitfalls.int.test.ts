@@ -11,6 +11,7 @@ import {
   type Subscription,
 } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
+import { openRecordStream } from '../../src/transport/kafka/kafka-client.js';
 import { findKafka } from '../support/brokers.js';
 import { deleteTopics, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
 import { ackOutcome, outcomeBase, waitUntil } from '../support/local-points.js';
@@ -293,4 +294,21 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       }
     },
   );
+
+  it('a message stream whose consumer closes as the stream is made fails to its listener, not to the process', async () => {
+    await proxied.transport.publish({ topic, key: 'k', body: {} });
+    const consumer = new Consumer({ clientId: 'oncemq-test', bootstrapBrokers: [kafka.bootstrap], groupId: group });
+    // Closed in the turn the group is joined, before the client makes the stream and starts it.
+    consumer.once('consumer:group:join', () => void consumer.close());
+    const failures: Error[] = [];
+    const stream = await openRecordStream(
+      consumer,
+      { topics: [topic], mode: 'earliest', autocommit: false, maxWaitTime: 100 },
+      (_stream, error) => failures.push(error),
+    );
+    await waitUntil(() => failures.length > 0, 'the stream to report its failure');
+    expect(failures[0]?.message).toContain('closed');
+    await stream.close().catch(() => undefined);
+    await consumer.close().catch(() => undefined);
+  });
 });

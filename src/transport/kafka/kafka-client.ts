@@ -1,4 +1,12 @@
-import type { Admin, Consumer, ConsumerOptions, Producer, ProducerOptions } from '@platformatic/kafka';
+import type {
+  Admin,
+  ConsumeOptions,
+  Consumer,
+  ConsumerOptions,
+  MessagesStream,
+  Producer,
+  ProducerOptions,
+} from '@platformatic/kafka';
 import { ConfigError } from '../../core/errors.js';
 import type { KafkaBrokerAddress, KafkaSettings } from './kafka-config.js';
 
@@ -125,6 +133,32 @@ export function createConsumer(
     ...(instanceId === undefined ? {} : { groupInstanceId: instanceId }),
   };
   return dialMapped(new driver.Consumer(options), settings.brokerAddresses);
+}
+
+/** A consumer's stream of records, keys, values and headers as bytes. */
+export type RecordStream = MessagesStream<Buffer, Buffer, Buffer, Buffer>;
+
+/**
+ * Opens a message stream with `onError` listening from the turn the client hands the stream over.
+ * The client starts a stream on the next tick, before an awaited promise resumes its caller: a
+ * stream that fails at once (its consumer closed meanwhile) would emit 'error' to no listener and
+ * end the process. The callback form hands the stream over in the same turn it is made.
+ */
+export function openRecordStream(
+  consumer: Consumer,
+  options: ConsumeOptions<Buffer, Buffer, Buffer, Buffer>,
+  onError: (stream: RecordStream, error: Error) => void,
+): Promise<RecordStream> {
+  return new Promise((resolve, reject) => {
+    consumer.consume(options, (error, stream) => {
+      if (error !== null || stream === undefined) {
+        reject(error ?? new Error('kafka: the client opened no message stream'));
+        return;
+      }
+      stream.on('error', (streamError: Error) => onError(stream, streamError));
+      resolve(stream);
+    });
+  });
 }
 
 /** The admin client: topics are listed and created through it. */

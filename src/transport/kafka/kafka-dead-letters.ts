@@ -10,7 +10,7 @@ import {
   type DeadLetterQuery,
   type DeadLetters,
 } from '../dead-letters.js';
-import { createConsumer, type KafkaDriver } from './kafka-client.js';
+import { createConsumer, openRecordStream, type KafkaDriver } from './kafka-client.js';
 import type { KafkaSettings } from './kafka-config.js';
 import {
   kafkaBrokerId,
@@ -70,22 +70,30 @@ export class KafkaDeadLetters implements DeadLetters {
       const letters: DeadLetter[] = [];
       const settled = new Set<string>();
       if (remaining.size === 0) return { letters, settled };
-      const stream = await consumer.consume({
-        topics: [topic],
-        mode: 'earliest',
-        autocommit: false,
-        maxWaitTime: 100,
-      });
+      let failed: ((error: Error) => void) | undefined;
+      let failure: Error | undefined;
+      const stream = await openRecordStream(
+        consumer,
+        { topics: [topic], mode: 'earliest', autocommit: false, maxWaitTime: 100 },
+        (_stream, error) => {
+          failure ??= error;
+          failed?.(error);
+        },
+      );
       try {
         const deadline = Date.now() + this.settings.timeoutMs;
         await new Promise<void>((resolve, reject) => {
+          if (failure !== undefined) {
+            reject(failure);
+            return;
+          }
+          failed = reject;
           stream.on('data', (message: KafkaMessage) => {
             this.#collect(message, letters, settled);
             const end = remaining.get(message.partition);
             if (end !== undefined && message.offset + 1n >= end) remaining.delete(message.partition);
             if (remaining.size === 0) resolve();
           });
-          stream.on('error', reject);
           const check = setInterval(() => {
             if (Date.now() > deadline) {
               clearInterval(check);

@@ -1,8 +1,9 @@
-import type { Consumer, MessagesStream } from '@platformatic/kafka';
+import type { Consumer } from '@platformatic/kafka';
 import { GateClosedError } from '../../consumer/ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { PartitionOffsets } from './partition-offsets.js';
+import { openRecordStream, type RecordStream } from './kafka-client.js';
 import { dueAt, readHeaders, type KafkaMessage } from './kafka-record.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -72,7 +73,7 @@ const partitionKey = (topic: string, partition: number): string => `${topic}\u00
  */
 export class KafkaMember {
   readonly #init: KafkaMemberInit;
-  #stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | undefined;
+  #stream: RecordStream | undefined;
   readonly #queue: KafkaMessage[] = [];
   /** Offsets per partition; replaced when the connection is lost (records in flight then count for nothing). */
   #partitions = new Map<string, PartitionOffsets>();
@@ -159,24 +160,35 @@ export class KafkaMember {
   }
 
   async #openStream(): Promise<void> {
-    const stream = await this.#init.consumer.consume({
+    const options = {
       topics: [...this.#init.topics],
-      mode: 'committed',
-      fallbackMode: 'earliest',
+      mode: 'committed' as const,
+      fallbackMode: 'earliest' as const,
       autocommit: false,
       maxWaitTime: 200,
-    });
-    this.#stream = stream;
-    stream.on('data', (message: KafkaMessage) => this.#receive(message));
-    stream.on('error', (error: Error) => {
+    };
+    let failedAtOnce: Error | undefined;
+    const stream = await openRecordStream(this.#init.consumer, options, (failed, error) => {
+      if (this.#closing) return;
+      if (this.#stream !== failed) {
+        failedAtOnce = error;
+        return;
+      }
       this.#init.logger.warn('oncemq: a Kafka message stream failed; opening it again', {
         error: errorText(error),
       });
-      void this.#reopen(stream);
+      void this.#reopen(failed);
     });
+    if (this.#closing || failedAtOnce !== undefined) {
+      await stream.close().catch(() => undefined);
+      if (failedAtOnce !== undefined) throw failedAtOnce;
+      return;
+    }
+    this.#stream = stream;
+    stream.on('data', (message: KafkaMessage) => this.#receive(message));
   }
 
-  async #reopen(failed: MessagesStream<Buffer, Buffer, Buffer, Buffer>): Promise<void> {
+  async #reopen(failed: RecordStream): Promise<void> {
     if (this.#stream !== failed || this.#closing) return;
     this.#stream = undefined;
     this.#quietUntil = Number.POSITIVE_INFINITY;
