@@ -297,7 +297,11 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
 
   it('a message stream whose consumer closes as the stream is made fails to its listener, not to the process', async () => {
     await proxied.transport.publish({ topic, key: 'k', body: {} });
-    const consumer = new Consumer({ clientId: 'oncemq-test', bootstrapBrokers: [kafka.bootstrap], groupId: group });
+    const consumer = new Consumer({
+      clientId: 'oncemq-test',
+      bootstrapBrokers: [kafka.bootstrap],
+      groupId: group,
+    });
     // Closed in the turn the group is joined, before the client makes the stream and starts it.
     consumer.once('consumer:group:join', () => void consumer.close());
     const failures: Error[] = [];
