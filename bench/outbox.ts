@@ -11,6 +11,7 @@
  * stretch.
  *
  *   npm run bench -- outbox [--json] [--flag rows=4000] [--flag repetitions=3] [--flag transports=rabbitmq,nats]
+ *     [--flag only=<row>,<row>]
  *   (ONCEMQ_POSTGRES_URL, ONCEMQ_RABBITMQ_URL, ONCEMQ_NATS_URL)
  */
 import { randomBytes } from 'node:crypto';
@@ -286,6 +287,14 @@ export const suite: Suite = {
               drain: () => relayAll(pool, outbox, target.transport, next(), relays),
             })),
           ];
+          // `--flag only=<row>,<row>` keeps those rows (a profile of one contender); ratios need their baseline.
+          const only = flags.only?.split(',');
+          if (only !== undefined) {
+            for (let i = contenders.length - 1; i >= 0; i--) {
+              if (!only.includes((contenders[i] as (typeof contenders)[number]).name))
+                contenders.splice(i, 1);
+            }
+          }
           const elapsed = contenders.map((): number[] => []);
           for (let repetition = 0; repetition < repetitions; repetition++) {
             const order = [...contenders.keys()];

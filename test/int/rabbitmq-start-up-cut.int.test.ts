@@ -15,20 +15,26 @@ import { deleteTopology, findRabbit, scratchPrefix, throughProxy } from '../supp
 const service = await findRabbit();
 
 /** Channel RPCs the connection below can cut the network under. */
-type Cuttable = 'prefetch' | 'consume' | 'get' | 'checkQueue';
-const CUTTABLE: readonly Cuttable[] = ['prefetch', 'consume', 'get', 'checkQueue'];
+type Cuttable = 'prefetch' | 'consume' | 'get' | 'checkQueue' | 'bindQueue';
+const CUTTABLE: readonly Cuttable[] = ['prefetch', 'consume', 'get', 'checkQueue', 'bindQueue'];
 
 /**
  * A recovering amqplib connection through `proxy` whose channels drop every proxied connection
- * right after sending the RPC named by `cutAt` (once).
+ * right after sending the RPC named by `cutAt` (once), or every `n`th RPC named by `cutEvery`.
  */
 async function cuttingConnection(
   url: string,
   proxy: TcpProxy,
-): Promise<{ connection: AmqpConnectionLike; cutAt(rpc: Cuttable): void; close(): Promise<void> }> {
+): Promise<{
+  connection: AmqpConnectionLike;
+  cutAt(rpc: Cuttable): void;
+  cutEvery(rpc: Cuttable | undefined, n?: number): void;
+  close(): Promise<void>;
+}> {
   const model = await amqplib.connect(url, { recovery: { initialDelay: 50, maxDelay: 200 } });
   model.on('error', () => undefined);
   let armed: Cuttable | undefined;
+  let every: { rpc: Cuttable; n: number; calls: number } | undefined;
   const connection: AmqpConnectionLike = {
     createConfirmChannel: async () => {
       const channel = await model.createConfirmChannel();
@@ -41,6 +47,7 @@ async function cuttingConnection(
             armed = undefined;
             proxy.dropConnections();
           }
+          if (every?.rpc === rpc && ++every.calls % every.n === 0) proxy.dropConnections();
           return reply;
         };
       }
@@ -56,6 +63,9 @@ async function cuttingConnection(
     connection,
     cutAt: (rpc) => {
       armed = rpc;
+    },
+    cutEvery: (rpc, n = 1) => {
+      every = rpc === undefined ? undefined : { rpc, n, calls: 0 };
     },
     close: () => model.close(),
   };
@@ -118,6 +128,30 @@ describe.skipIf(!service.available)('RabbitMQ: a connection cut while a channel 
       });
     }
   }
+
+  it('an ordered subscribe cut every 25 bindings gets through in a few tries: no binding made before a cut is made again', async () => {
+    received.length = 0;
+    cutting.cutEvery('bindQueue', 25);
+    let subscription: Awaited<ReturnType<typeof transport.subscribe>> | undefined;
+    let failures = 0;
+    // Each partition queue is bound to 16 of the 64 slots: the first tries are cut before all are bound.
+    while (subscription === undefined && failures < 10) {
+      try {
+        subscription = await transport.subscribe(group, [topic], processor, { ordering: {} });
+      } catch (error) {
+        expect(error).toBeInstanceOf(TransportUnavailableError);
+        failures++;
+      }
+    }
+    cutting.cutEvery(undefined);
+    expect(subscription).toBeDefined();
+    expect(failures).toBeGreaterThan(0);
+    // Publishes are mandatory: an unbound slot would refuse the messages of its keys.
+    const keys = Array.from({ length: 1000 }, (_, i) => `order-${i}`);
+    await Promise.all(keys.map((key) => transport.publish({ topic, key, body: {}, orderingKey: key })));
+    await waitFor(() => received.length === keys.length, 'a message of every key', 20_000);
+    await subscription?.close();
+  });
 
   it("fails a dead-letter listing and depth cut during their get and checkQueue with the transport's error", async () => {
     const subscription = await transport.subscribe(group, [topic], processor);

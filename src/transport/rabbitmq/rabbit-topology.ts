@@ -49,6 +49,8 @@ export class RabbitTopology {
   readonly #connection: RabbitConnection;
   readonly names: RabbitNames;
   readonly #done = new Map<string, Promise<void>>();
+  /** Slot bindings made (`queue\nrouting key`): a step cut halfway does not make them again. */
+  readonly #bound = new Set<string>();
   /** Every queue and exchange this transport declared or checked (what a test removes after itself). */
   readonly declared = { queues: new Set<string>(), exchanges: new Set<string>() };
 
@@ -70,6 +72,12 @@ export class RabbitTopology {
    */
   forget(name: string): void {
     for (const step of [...this.#done.keys()]) if (step.split('\n')[1] === name) this.#done.delete(step);
+    this.#forgetBindings((queue) => queue === name);
+  }
+
+  #forgetBindings(of: (queue: string) => boolean): void {
+    for (const binding of [...this.#bound])
+      if (of(binding.split('\n')[0] as string)) this.#bound.delete(binding);
   }
 
   /** The exchange, and for a topic its log and the log's binding (publish and subscribe call it). */
@@ -150,9 +158,13 @@ export class RabbitTopology {
       for (const queue of queues) await this.#queue(ch, queue, this.#partitionArguments());
       await this.#queue(ch, this.names.dead(group), this.#durableArguments());
     });
+    // Each partition queue's slots on a channel of its own, at once: 64 bindings one after another can
+    // outlast a flaky connection's life, and bindings made before a cut are not made again.
     for (const topic of topics) {
-      await this.#once(`slots\n${queues.join('\n')}\n${topic}`, (ch) =>
-        this.#bindSlots(ch, queues, topic, 'bind'),
+      await Promise.all(
+        queues.map((queue) =>
+          this.#once(`slots\n${queue}\n${topic}`, (ch) => this.#bindSlots(ch, queues, topic, 'bind', queue)),
+        ),
       );
     }
     return { queues, draining: await this.#draining(group) };
@@ -310,6 +322,7 @@ export class RabbitTopology {
       if ((kind === 'ordered' || kind === 'slots') && first?.startsWith(prefix) === true)
         this.#done.delete(step);
     }
+    this.#forgetBindings((queue) => queue.startsWith(prefix));
   }
 
   /** Binds (or unbinds) slot `s` of `topic` to `queues[s mod length]`, or only those of queue `only`. */
@@ -324,8 +337,15 @@ export class RabbitTopology {
     for (let slot = 0; slot < RABBIT_SLOTS; slot++) {
       const queue = queues[slot % queues.length] as string;
       if (only !== undefined && queue !== only) continue;
-      if (how === 'bind') await ch.raw.bindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
-      else await ch.raw.unbindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
+      const binding = `${queue}\n${slotKey(topic, slot)}`;
+      if (how === 'bind') {
+        if (this.#bound.has(binding)) continue;
+        await ch.raw.bindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
+        this.#bound.add(binding);
+      } else {
+        await ch.raw.unbindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
+        this.#bound.delete(binding);
+      }
     }
   }
 
