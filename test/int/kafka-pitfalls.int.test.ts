@@ -120,6 +120,49 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     expect(await committed(partition)).toBe(first + 40n);
   });
 
+  it('commits once when closing, after the records in flight finished, not once per record finishing meanwhile', async () => {
+    const { transport } = proxied;
+    const { partition, first } = await publishToOnePartition(10);
+    const starts: number[] = [];
+    const onCommit = (context: unknown): void => {
+      if ((context as { client?: { groupId?: string } }).client?.groupId === group) starts.push(Date.now());
+    };
+    listen('tracing:plt:kafka:consumer:commits:start', onCommit);
+    let closing = Number.POSITIVE_INFINITY;
+    try {
+      let done = 0;
+      let held = 0;
+      let arrived = 0;
+      const last = gate();
+      // The last two records are still running when the subscription closes.
+      const subscription = await transport.subscribe(
+        group,
+        [topic],
+        async (envelope) => {
+          // Records of one partition arrive in order: the ninth and tenth are held.
+          if (arrived++ >= 8) {
+            held++;
+            await last.opened;
+          }
+          done++;
+          return ackOutcome(envelope);
+        },
+        { concurrency: 2 },
+      );
+      await waitUntil(() => done === 8 && held === 2, 'every record but the last two');
+      await sleep(200);
+      closing = Date.now();
+      const closed = subscription.close();
+      last.open();
+      await closed;
+      expect(done).toBe(10);
+    } finally {
+      stopListening('tracing:plt:kafka:consumer:commits:start', onCommit);
+    }
+    expect(starts.filter((start) => start >= closing)).toHaveLength(1);
+    expect(await committed(partition)).toBe(first + 10n);
+  });
+
   it('starts a full batch while the client is still reading the rest of the fetch', async () => {
     const { transport } = proxied;
     // 300 records in one partition, all stored before the member joins: its first fetch brings them together.

@@ -371,13 +371,15 @@ export class KafkaMember {
   }
 
   #scheduleCommit(): void {
+    // Closing commits once, after every record in flight finished: a commit per finish would be a burst.
+    if (this.#closing) return;
     if (this.#committing !== undefined) {
       this.#commitAgain = true;
       return;
     }
     if (this.#commitTimer !== undefined) return;
     const wait = this.#lastCommitAt + COMMIT_INTERVAL_MS - Date.now();
-    if (wait > 0 && !this.#closing) {
+    if (wait > 0) {
       this.#commitTimer = setTimeout(() => {
         this.#commitTimer = undefined;
         this.#scheduleCommit();
