@@ -229,11 +229,11 @@ describe.skipIf(!service.available).each(REDIS_CLIENT_KINDS)(
       const next = await open({ partitions: 4 });
       const topic = unique('orders');
       const group = unique('fulfilment');
-      let failing = true;
       const oldSeen: string[] = [];
+      // The old member never gets m1 through: it closes with m1 waiting for its retry, m2 and m3 behind it.
       const a = await member(old, group, topic, (envelope) => {
         oldSeen.push(keyOf(envelope) ?? '');
-        return outcomeFor(envelope, failing ? 'retry' : 'ack', 50);
+        return outcomeFor(envelope, 'retry', 50);
       });
       for (const step of ['m1', 'm2', 'm3']) {
         await old.transport.publish({ topic, key: step, orderingKey: 'order-1', body: {} });
@@ -246,8 +246,8 @@ describe.skipIf(!service.available).each(REDIS_CLIENT_KINDS)(
       expect(b.partitions).toEqual([]);
       expect(seen).toEqual([]);
       expect(oldSeen.every((key) => key === 'm1')).toBe(true);
-      failing = false;
       await a.close();
+      expect(oldSeen.every((key) => key === 'm1')).toBe(true);
       await waitFor(() => seen.length === 4, 'the four on the new count', 10_000);
       expect(seen).toEqual(['m1', 'm2', 'm3', 'm4']);
       expect(b.partitions).toEqual([0, 1, 2, 3]);
