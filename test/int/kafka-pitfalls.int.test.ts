@@ -85,15 +85,20 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     };
   };
 
-  it('starts a commit at most every 50 ms while records finish one by one, and commits the rest when closing', async () => {
-    const { transport } = proxied;
-    const { partition, first } = await publishToOnePartition(40);
-    // The client's own trace of each commit request, this group's only.
+  /** When each commit request of this group started, from the client's own trace, until `stop()`. */
+  const commitStarts = (): { starts: number[]; stop: () => void } => {
     const starts: number[] = [];
     const onCommit = (context: unknown): void => {
       if ((context as { client?: { groupId?: string } }).client?.groupId === group) starts.push(Date.now());
     };
     listen('tracing:plt:kafka:consumer:commits:start', onCommit);
+    return { starts, stop: () => stopListening('tracing:plt:kafka:consumer:commits:start', onCommit) };
+  };
+
+  it('starts a commit at most every 50 ms while records finish one by one, and commits the rest when closing', async () => {
+    const { transport } = proxied;
+    const { partition, first } = await publishToOnePartition(40);
+    const { starts, stop } = commitStarts();
     try {
       let done = 0;
       const subscription = await transport.subscribe(
@@ -109,7 +114,7 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       await waitUntil(() => done === 40, 'every record');
       await subscription.close();
     } finally {
-      stopListening('tracing:plt:kafka:consumer:commits:start', onCommit);
+      stop();
     }
     // Forty records finishing one after another: a handful of commits, not one per record.
     expect(starts.length).toBeGreaterThan(0);
@@ -123,11 +128,7 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
   it('commits once when closing, after the records in flight finished, not once per record finishing meanwhile', async () => {
     const { transport } = proxied;
     const { partition, first } = await publishToOnePartition(10);
-    const starts: number[] = [];
-    const onCommit = (context: unknown): void => {
-      if ((context as { client?: { groupId?: string } }).client?.groupId === group) starts.push(Date.now());
-    };
-    listen('tracing:plt:kafka:consumer:commits:start', onCommit);
+    const { starts, stop } = commitStarts();
     let closing = Number.POSITIVE_INFINITY;
     try {
       let done = 0;
@@ -157,7 +158,7 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       await closed;
       expect(done).toBe(10);
     } finally {
-      stopListening('tracing:plt:kafka:consumer:commits:start', onCommit);
+      stop();
     }
     expect(starts.filter((start) => start >= closing)).toHaveLength(1);
     expect(await committed(partition)).toBe(first + 10n);
