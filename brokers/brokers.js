@@ -7,11 +7,11 @@
 // cache outside the repository (fetch), the brokers run with small heaps on scratch data until stopped.
 // See docs/brokers.md.
 import console from 'node:console';
-import { mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import process from 'node:process';
 import { kafka } from './lib/kafka.js';
-import { brokerLayout } from './lib/layout.js';
+import { brokerLayout, configurationDigest } from './lib/layout.js';
 import {
   BrokersError,
   portOpen,
@@ -66,6 +66,7 @@ async function stopBroker(broker, layout) {
     rmSync(layout.pidFile(jvm.id), { force: true });
   }
   rmSync(layout.data, { recursive: true, force: true });
+  rmSync(layout.stamp, { force: true });
   return running.some((jvm) => jvm.pid !== undefined);
 }
 
@@ -79,12 +80,19 @@ async function start(broker, layout) {
   mkdirSync(layout.run, { recursive: true });
   await withLock(join(layout.run, 'lock'), async () => {
     const state = processes(broker, layout);
-    if (state.complete && (await isReady(broker))) {
+    const digest = configurationDigest(broker.name);
+    const started = existsSync(layout.stamp) ? readFileSync(layout.stamp, 'utf8') : undefined;
+    if (state.complete && started === digest && (await isReady(broker))) {
       say(`${broker.name} ${layout.version} already runs on ${broker.where}`);
       return;
     }
-    // A broker half up (a process died, or never became ready) starts again from nothing.
-    if (await stopBroker(broker, layout)) say(`${broker.name}: stopped what was left of an earlier start`);
+    // A broker half up (a process died, or never became ready), or one started with another
+    // configuration than this checkout's, starts again from nothing.
+    const reason =
+      state.complete && started !== digest
+        ? 'its configuration changed since it started'
+        : 'what was left of an earlier start';
+    if (await stopBroker(broker, layout)) say(`${broker.name}: stopped ${reason}`);
     for (const port of broker.ports) {
       if (await portOpen(port)) {
         throw new BrokersError(
@@ -96,6 +104,7 @@ async function start(broker, layout) {
     const began = Date.now();
     try {
       await broker.start(layout);
+      writeFileSync(layout.stamp, digest);
     } catch (error) {
       await stopBroker(broker, layout);
       throw error;

@@ -1,5 +1,6 @@
 // Where the brokers' jars, configuration, logs and scratch data live.
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
@@ -43,7 +44,25 @@ export function brokerLayout(name) {
     run,
     data: join(run, 'data'),
     source: (file) => join(BROKERS_SOURCE, name, file),
+    /** Where `start` records the digest of the configuration it started the broker with. */
+    stamp: join(run, 'configuration.sha256'),
     pidFile: (id) => join(run, `${id}.pid`),
     logFile: (id) => join(run, `${id}.log`),
   };
+}
+
+/**
+ * A digest of the broker's configuration in this checkout (every file of `brokers/<name>/`: properties,
+ * pom with its version): a broker that runs with another is started again by `start`.
+ */
+export function configurationDigest(name) {
+  const folder = join(BROKERS_SOURCE, name);
+  const hash = createHash('sha256');
+  for (const file of readdirSync(folder).sort()) {
+    if (!statSync(join(folder, file)).isFile()) continue;
+    hash.update(`${file}\0`);
+    hash.update(readFileSync(join(folder, file)));
+    hash.update('\0');
+  }
+  return hash.digest('hex');
 }
