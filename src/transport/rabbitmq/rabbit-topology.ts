@@ -337,13 +337,14 @@ export class RabbitTopology {
     for (let slot = 0; slot < RABBIT_SLOTS; slot++) {
       const queue = queues[slot % queues.length] as string;
       if (only !== undefined && queue !== only) continue;
-      const binding = `${queue}\n${slotKey(topic, slot)}`;
+      const key = slotKey(topic, slot);
+      const binding = `${queue}\n${key}`;
       if (how === 'bind') {
         if (this.#bound.has(binding)) continue;
-        await ch.raw.bindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
+        await ch.raw.bindQueue(queue, this.#settings.exchange, key);
         this.#bound.add(binding);
       } else {
-        await ch.raw.unbindQueue(queue, this.#settings.exchange, slotKey(topic, slot));
+        await ch.raw.unbindQueue(queue, this.#settings.exchange, key);
         this.#bound.delete(binding);
       }
     }
