@@ -27,6 +27,15 @@ export function positiveOption(value: string | undefined, name: string, fallback
   return n;
 }
 
+/** The whole number ≥ 0 given for `--name`, or `fallback` when the option is absent. */
+export function nonNegativeOption(value: string | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0)
+    throw new UsageError(`--${name} must be a whole number ≥ 0, got '${value}'`);
+  return n;
+}
+
 /**
  * One line for an error of `util.parseArgs` (`ERR_PARSE_ARGS_*`), whose own messages run over
  * several lines; `undefined` for any other error.

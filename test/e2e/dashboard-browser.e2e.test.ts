@@ -97,17 +97,23 @@ describe.skipIf(!available)('the dashboard in Chromium', () => {
     const demo = start(cli(), [
       'demo',
       '--events',
-      '3000',
+      '10000',
       '--json',
       '--dashboard',
+      '--dashboard-wait',
+      '120',
       '--dashboard-hold',
       '120',
     ]);
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     try {
       const url = await printedUrl(demo);
+      expect(demo.stderr).toContain('the run starts when the page is open');
       await page.goto(url);
       expect(new URL(page.url()).search).toBe(''); // the token left the address bar
+      let first = Number.NaN;
+      await waitForNumber(page, '#total-deliveries', (n) => !Number.isNaN((first = n)), 'the first counters');
+      expect(first).toBe(0); // the run waited for the page: its first state came before any delivery
       await waitForNumber(page, '#total-deliveries', (n) => n > 0, 'the first deliveries on the page');
       expect(demo.stdout).toBe(''); // the run was still going when the page first showed counters
 

@@ -1,4 +1,4 @@
-import { parseOptions, positiveOption, UsageError, type Command } from '../command.js';
+import { nonNegativeOption, parseOptions, positiveOption, UsageError, type Command } from '../command.js';
 import { CHAOS_STORES, runChaos, type ChaosResult } from '../chaos-run.js';
 import { progressReporter } from '../progress.js';
 import { RUN_TRANSPORT_NAMES } from '../run-transports.js';
@@ -36,14 +36,6 @@ the right balance per user, one ledger row per event. Exits 0 only when nothing 
                    doubleEffects, lostEffects, deadLettered, durationMs, ok, …)
 
 Queues, streams or keys on the broker live under a name made for the run and are deleted after it.`;
-
-const nonNegative = (value: string | undefined, name: string, fallback: number): number => {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0)
-    throw new UsageError(`--${name} must be a whole number ≥ 0, got '${value}'`);
-  return n;
-};
 
 function summary(result: ChaosResult): string {
   const line = (label: string, value: string | number): string => `  ${label.padEnd(22)}${value}`;
@@ -111,10 +103,10 @@ export const chaosCommand: Command = {
       events: positiveOption(values.events, 'events', 1000),
       consumers: positiveOption(values.consumers, 'consumers', 3),
       seed: values.seed,
-      killEveryMs: nonNegative(values['kill-every'], 'kill-every', 4000),
-      dropEveryMs: nonNegative(values['drop-every'], 'drop-every', 2000),
-      poolEveryMs: nonNegative(values['pool-every'], 'pool-every', 3000),
-      rounds: nonNegative(values.rounds, 'rounds', 2),
+      killEveryMs: nonNegativeOption(values['kill-every'], 'kill-every', 4000),
+      dropEveryMs: nonNegativeOption(values['drop-every'], 'drop-every', 2000),
+      poolEveryMs: nonNegativeOption(values['pool-every'], 'pool-every', 3000),
+      rounds: nonNegativeOption(values.rounds, 'rounds', 2),
       ...(values.url === undefined ? {} : { storeUrl: values.url }),
       ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
       ...(timeout === undefined ? {} : { timeoutMs: timeout }),

@@ -1,5 +1,5 @@
 import { FAULT_NAMES, parseFaults } from '../../testing/fault-injector.js';
-import { parseOptions, positiveOption, UsageError, type Command } from '../command.js';
+import { nonNegativeOption, parseOptions, positiveOption, UsageError, type Command } from '../command.js';
 import { demoDashboard } from '../dashboard/demo-dashboard.js';
 import { DEMO_RETRY, runDemo, type DemoResult } from '../demo-run.js';
 import { portOption, untilSignal } from './dashboard.js';
@@ -54,6 +54,8 @@ redis-streams, kafka or rocketmq (FIFO topics made for the run).
                    access token goes to stderr; after the run it stays open, one consumer still
                    subscribed, for --dashboard-hold seconds or until Ctrl-C
   --dashboard-port N      its port on 127.0.0.1 (default 0: a free one)
+  --dashboard-wait S      seconds the run waits for the page to be open before it publishes
+                          (default 60; 0 starts at once)
   --dashboard-hold S      seconds it stays open after the run (default 300)
 
 Same seed, same faults: each fault is decided from the seed and the event it hits (its key, the
@@ -90,6 +92,7 @@ export const demoCommand: Command = {
       json: { type: 'boolean', default: false },
       dashboard: { type: 'boolean', default: false },
       'dashboard-port': { type: 'string' },
+      'dashboard-wait': { type: 'string' },
       'dashboard-hold': { type: 'string' },
     });
     const events = positiveOption(values.events, 'events', 10_000);
@@ -117,10 +120,14 @@ export const demoCommand: Command = {
     } catch (error) {
       throw new UsageError(`--${(error as Error).message}`); // 'faults: unknown fault …'
     }
-    if (!values.dashboard && (values['dashboard-port'] ?? values['dashboard-hold']) !== undefined) {
-      throw new UsageError('--dashboard-port and --dashboard-hold go with --dashboard');
+    if (
+      !values.dashboard &&
+      (values['dashboard-port'] ?? values['dashboard-wait'] ?? values['dashboard-hold']) !== undefined
+    ) {
+      throw new UsageError('--dashboard-port, --dashboard-wait and --dashboard-hold go with --dashboard');
     }
     const dashboardPort = portOption(values['dashboard-port'], 'dashboard-port');
+    const waitSeconds = nonNegativeOption(values['dashboard-wait'], 'dashboard-wait', 60);
     const holdSeconds = positiveOption(values['dashboard-hold'], 'dashboard-hold', 300);
     const print = (result: DemoResult): void => {
       if (values.json) {
@@ -163,6 +170,7 @@ export const demoCommand: Command = {
     const live = values.dashboard
       ? demoDashboard({
           port: dashboardPort,
+          waitMs: waitSeconds * 1000,
           holdMs: holdSeconds * 1000,
           untilStop: untilSignal,
           say: (line) => {

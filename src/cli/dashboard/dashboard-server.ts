@@ -22,6 +22,11 @@ export interface Dashboard {
   readonly openUrl: string;
   readonly token: string;
   readonly port: number;
+  /**
+   * Resolves when a page holding the token first asks for the state (`GET /api/state`): a browser
+   * shows the dashboard. Never rejects.
+   */
+  readonly opened: Promise<void>;
   /** Stops the server and closes the sources the dashboard opened. */
   close(): Promise<void>;
 }
@@ -126,6 +131,10 @@ export async function startDashboard(
   const token = config.token ?? randomBytes(32).toString('hex');
   const api = new DashboardApi(sources);
   let port = 0;
+  let pageOpened: () => void = () => undefined;
+  const opened = new Promise<void>((resolve) => {
+    pageOpened = resolve;
+  });
   const actions: Readonly<Record<string, (body: unknown) => Promise<unknown>>> = {
     '/api/claims/reset': (body) => api.resetClaim(body),
     '/api/dead-letters/replay': (body) => api.replay(body),
@@ -162,6 +171,7 @@ export async function startDashboard(
         return;
       case 'GET /api/state':
         sendJson(res, 200, await api.state());
+        pageOpened();
         return;
     }
     const action = req.method === 'POST' ? actions[url.pathname] : undefined;
@@ -189,6 +199,7 @@ export async function startDashboard(
     openUrl: `${base}?token=${token}`,
     token,
     port,
+    opened,
     async close() {
       await new Promise<void>((resolve) => {
         server.close(() => {

@@ -5,6 +5,11 @@ import { startDashboard, type Dashboard } from './dashboard-server.js';
 export interface DemoDashboardOptions {
   /** Port on 127.0.0.1 (0: a free one). */
   readonly port: number;
+  /**
+   * How long the run waits, once the URL is printed, for a page to open the dashboard before it
+   * publishes its first event (0: it does not wait).
+   */
+  readonly waitMs: number;
   /** How long the dashboard stays open after the run, unless `stop` resolves first. */
   readonly holdMs: number;
   /** Resolves when the user asks to stop (Ctrl-C), or when `cancel` aborts (the hold ended). */
@@ -17,7 +22,8 @@ export interface DemoDashboardOptions {
 
 /**
  * `oncemq demo --dashboard`: the dashboard over the running demo's own ledger, dead-letter queue and
- * pipeline counters, opened before the first event is published and kept open after the run (one
+ * pipeline counters, opened before the first event is published (the run waits up to `waitMs` for a
+ * page to show it, so the whole run can be watched) and kept open after the run (one
  * consumer still subscribed, so a replay from the page is delivered again) for `holdMs` or until
  * Ctrl-C. It closes nothing of the demo's: the run closes its broker and store after the hold.
  */
@@ -48,7 +54,22 @@ export function demoDashboard(options: DemoDashboardOptions): DemoLive & { close
         },
         { port: options.port },
       );
-      options.say(`oncemq dashboard: ${dashboard.openUrl}`);
+      if (options.waitMs <= 0) {
+        options.say(`oncemq dashboard: ${dashboard.openUrl}`);
+        return;
+      }
+      const seconds = Math.round(options.waitMs / 1000);
+      options.say(
+        `oncemq dashboard: ${dashboard.openUrl} (the run starts when the page is open, or in ${seconds} s)`,
+      );
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        dashboard.opened,
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, options.waitMs);
+        }),
+      ]);
+      clearTimeout(timer);
     },
     async finished(result) {
       options.summary(result);
