@@ -39,6 +39,8 @@ export interface DrainContender {
 /** Counts messages done until `count`; a failure ends the drain with its error. */
 export class Countdown {
   readonly finished: Promise<void>;
+  /** `performance.now()` of the first effect, `undefined` before it. */
+  firstAt: number | undefined;
   #left: number;
   #resolve: () => void = () => undefined;
   #reject: (error: unknown) => void = () => undefined;
@@ -54,6 +56,7 @@ export class Countdown {
 
   /** `n` more messages had their effect (and their ack went out). */
   tick(n = 1): void {
+    this.firstAt ??= performance.now();
     this.#left -= n;
     if (this.#left <= 0) this.#resolve();
   }
@@ -129,6 +132,9 @@ class ConsumeProfiler {
 
 interface Tally {
   consumeMs: number;
+  /** Summed over the drains: from subscribing to the first effect (joining, first fetch). */
+  firstEffectMs: number;
+  drains: number;
   cpuMicros: number;
   publishMs: number;
   messages: number;
@@ -167,6 +173,8 @@ async function drainOnce(
     tally.cpuMicros += used.user + used.system;
     rss.stop();
     tally.consumeMs += elapsed;
+    tally.firstEffectMs += (run.progress.firstAt ?? t0 + elapsed) - t0;
+    tally.drains++;
     tally.rates.push((count * 1000) / elapsed);
     tally.peak = Math.max(tally.peak, rss.peak);
     tally.growth = Math.max(tally.growth, rss.peak - rss.start);
@@ -189,6 +197,8 @@ export async function measureDrains(
 ): Promise<BenchResult[]> {
   const newTally = (): Tally => ({
     consumeMs: 0,
+    firstEffectMs: 0,
+    drains: 0,
     cpuMicros: 0,
     publishMs: 0,
     messages: 0,
@@ -243,6 +253,7 @@ export async function measureDrains(
       repetitions: plan.repetitions,
       publishPerSecond: Math.round((t.messages * 1000) / t.publishMs),
       cpuMicrosPerMessage: Math.round(t.cpuMicros / t.messages),
+      firstEffectMs: Math.round(t.firstEffectMs / Math.max(1, t.drains)),
       peakRssMb: Math.round(t.peak / MIB),
       rssGrowthMb: Math.round(t.growth / MIB),
       ...(contender.baseline === undefined ? {} : { baseline: contender.baseline }),

@@ -32,6 +32,11 @@ export interface BenchResult {
    * second on a shared machine stretches a slice's wall time, not the CPU it used.
    */
   readonly cpuMicrosPerMessage?: number;
+  /**
+   * Drains: from subscribing to the first effect, averaged over the drains, in milliseconds (joining
+   * the group, the first fetch): part of the consuming time `messagesPerSecond` counts.
+   */
+  readonly firstEffectMs?: number;
   /** Drains: the process's largest resident set size while this row consumed, in MiB. */
   readonly peakRssMb?: number;
   /** Drains: the largest growth of the resident set during one of this row's drains, in MiB. */
@@ -242,6 +247,7 @@ function drainCells(r: BenchResult): string {
   if (r.ratios !== undefined && r.ratios.length > 0)
     parts.push(`each ${r.ratios.map((x) => `${(x * 100).toFixed(0)}%`).join(' ')}`);
   if (r.cpuMicrosPerMessage !== undefined) parts.push(`cpu ${r.cpuMicrosPerMessage} µs/msg`);
+  if (r.firstEffectMs !== undefined) parts.push(`first effect ${r.firstEffectMs} ms`);
   if (r.publishPerSecond !== undefined) parts.push(`publish ${r.publishPerSecond}/s`);
   if (r.peakRssMb !== undefined) parts.push(`rss ${r.peakRssMb} MiB (+${r.rssGrowthMb ?? 0})`);
   return parts.join(', ');

@@ -6,7 +6,7 @@
 import { KEY_HEADER } from '../src/core/envelope.js';
 import type { ExecutedOutcome, Outcome } from '../src/core/outcome.js';
 import type { Pipeline } from '../src/consumer/pipeline.js';
-import type { OutgoingMessage, Processor, SubscribeOptions } from '../src/transport/transport.js';
+import type { Processor, SubscribeOptions } from '../src/transport/transport.js';
 import type { DrainContender, DrainRun } from './drain.js';
 import { GROUP, payment, TOPIC, type PointsDatabase } from './points-db.js';
 import { inWindows, PUBLISH_WINDOW, type TransportTarget } from './transport-target.js';
@@ -138,7 +138,7 @@ export function oncemqRow(
     baseline: rowName('raw', target.name, shape),
     ...(target.note === undefined ? {} : { note: target.note }),
     async open() {
-      const { transport, cleanup, store } = await target.open(`${scope}-mq${batches ? 'b' : ''}`);
+      const { transport, cleanup } = await target.open(`${scope}-mq${batches ? 'b' : ''}`);
       const sink = new OutcomeSink();
       const pipeline: Pipeline = batches ? db.batchPipeline(sink.onOutcome) : db.pipeline(sink.onOutcome);
       // One by one: a processor without processBatch, so every transport hands deliveries to process().
@@ -150,15 +150,11 @@ export function oncemqRow(
       // The group exists before the first message is published (a new group may start at the end).
       await (await transport.subscribe(GROUP, [TOPIC], processor, options)).close();
       return {
-        publish: (run) => {
-          const message = (n: number): OutgoingMessage => {
+        publish: (run) =>
+          inWindows(run.count, PUBLISH_WINDOW, (n) => {
             const body = payment(run.tag, n);
-            return { topic: TOPIC, key: body.eventId, body };
-          };
-          return store === undefined
-            ? inWindows(run.count, PUBLISH_WINDOW, (n) => transport.publish(message(n)))
-            : store(Array.from({ length: run.count }, (_, n) => message(n)));
-        },
+            return transport.publish({ topic: TOPIC, key: body.eventId, body });
+          }),
         consume: async (run) => {
           sink.run = run;
           const subscription = await transport.subscribe(GROUP, [TOPIC], processor, options);

@@ -4,7 +4,7 @@
  * shared, so adding a broker is one file and one line in the suite's list.
  */
 import { connect } from 'node:net';
-import type { OutgoingMessage, Transport } from '../src/transport/transport.js';
+import type { Transport } from '../src/transport/transport.js';
 import type { RawMessage } from './points-db.js';
 
 /** How a raw consumer is driven: the same numbers the oncemq row subscribes with. */
@@ -38,13 +38,6 @@ export interface OpenTransport {
   readonly transport: Transport;
   /** After the transport closed: removes what it created at the broker. */
   readonly cleanup: () => Promise<void>;
-  /**
-   * Stores a drain's messages as the raw row stores its own (several records per request), with the
-   * record key and headers the transport's `publish` writes. Where `publish` would store them in a
-   * shape that costs the consuming side more (Kafka: one record batch per record), the consuming
-   * sides are compared on the same shape. Absent: each message goes through `transport.publish`.
-   */
-  readonly store?: (messages: readonly OutgoingMessage[]) => Promise<void>;
 }
 
 export interface TransportTarget {

@@ -3,13 +3,12 @@
  * every in-sync replica, a consumer group without autocommit (a new consumer for each drain) whose
  * stream is paused while `concurrency` records are in hand, and per partition a commit of the
  * contiguous prefix of records whose transaction committed (one commit in flight at a time, the next
- * one covering what finished meanwhile). Both rows' records are stored 500 per request.
+ * one covering what finished meanwhile). The raw row stores its records 500 per request; the oncemq
+ * row publishes through the transport, 256 at once, whose requests carry the records sent while one
+ * was out.
  */
-import { randomUUID } from 'node:crypto';
 import { Admin, Consumer, Producer, type Message } from '@platformatic/kafka';
-import { KEY_HEADER } from '../../src/core/envelope.js';
-import { UNIQUE_ID_HEADER } from '../../src/transport/transport.js';
-import { namespacedName, namespacedTransport } from '../../src/cli/namespaced-transport.js';
+import { namespacedTransport } from '../../src/cli/namespaced-transport.js';
 import { resolveServiceUrl } from '../../src/cli/connection.js';
 import { brokersOfUrl } from '../../src/transport/kafka/kafka-config.js';
 import { KAFKA_RUN_TRANSPORT } from '../../src/transport/kafka/kafka-run.js';
@@ -32,28 +31,9 @@ export const target: TransportTarget = {
   async open(scope) {
     const transport = new KafkaTransport({ url: url(), prefix: scope });
     await transport.init();
-    const producer = new Producer({ clientId: 'oncemq-bench', bootstrapBrokers: bootstrapBrokers() });
     return {
       transport: namespacedTransport(transport, scope),
-      // The transport's publish sends one record per request (one record batch each in the log, which
-      // the consuming side then reads one by one); the raw row sends 500 per request. The same records
-      // as the transport writes them (record key, unique id and key headers), in requests of 500.
-      store: async (messages) => {
-        for (let from = 0; from < messages.length; from += SEND_BATCH) {
-          const records = messages.slice(from, from + SEND_BATCH).map((message) => {
-            const key = message.key ?? '';
-            const headers = new Map([
-              [Buffer.from(UNIQUE_ID_HEADER), Buffer.from(randomUUID())],
-              [Buffer.from(KEY_HEADER), Buffer.from(key)],
-            ]);
-            const value = Buffer.from(JSON.stringify(message.body));
-            return { topic: namespacedName(scope, message.topic), key: Buffer.from(key), value, headers };
-          });
-          await producer.send({ messages: records, acks: -1 });
-        }
-      },
       cleanup: async () => {
-        await producer.close().catch(() => undefined);
         await KAFKA_RUN_TRANSPORT.cleanup({ url: url(), namespace: scope }, [GROUP]);
       },
     };

@@ -359,4 +359,54 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     await stream.close().catch(() => undefined);
     await consumer.close().catch(() => undefined);
   });
+
+  it('sends the records published while a request is out in one request, each receipt naming its own record', async () => {
+    const { transport } = proxied;
+    await transport.publish({ topic, key: 'first', body: {} }); // the topic exists
+    const requests: number[] = [];
+    const onSend = (context: unknown): void => {
+      const messages = (context as { options?: { messages?: unknown[] } }).options?.messages;
+      requests.push(messages?.length ?? 0);
+    };
+    listen('tracing:plt:kafka:producer:sends:start', onSend);
+    let receipts: PublishReceipt[];
+    try {
+      receipts = await Promise.all(
+        Array.from({ length: 700 }, (_, i) => transport.publish({ topic, key: `k-${i}`, body: { i } })),
+      );
+    } finally {
+      stopListening('tracing:plt:kafka:producer:sends:start', onSend);
+    }
+    // 700 records sent in one turn: 500, then the other 200 (never more than 500 in one request).
+    expect(requests).toEqual([500, 200]);
+    const stored = new Map<string, string>(); // broker id → key, as the consumer reads them
+    const subscription = await transport.subscribe(group, [topic], (envelope) => {
+      stored.set(envelope.brokerId, envelope.headers['oncemq-key'] ?? '');
+      return Promise.resolve(ackOutcome(envelope));
+    });
+    subscriptions.push(subscription);
+    await waitUntil(() => stored.size === 701, 'every record read back');
+    receipts.forEach((receipt, i) => expect(stored.get(receipt.brokerId)).toBe(`k-${i}`));
+    expect(new Set(receipts.map((receipt) => receipt.position?.partition)).size).toBeGreaterThan(1);
+  });
+
+  it('keeps a request of large records under 512 KiB', async () => {
+    const { transport } = proxied;
+    await transport.publish({ topic, key: 'first', body: {} });
+    const requests: number[] = [];
+    const onSend = (context: unknown): void => {
+      const messages = (context as { options?: { messages?: unknown[] } }).options?.messages;
+      requests.push(messages?.length ?? 0);
+    };
+    listen('tracing:plt:kafka:producer:sends:start', onSend);
+    try {
+      const text = 'x'.repeat(100 * 1024);
+      await Promise.all(
+        Array.from({ length: 12 }, (_, i) => transport.publish({ topic, key: `k-${i}`, body: text })),
+      );
+    } finally {
+      stopListening('tracing:plt:kafka:producer:sends:start', onSend);
+    }
+    expect(requests).toEqual([5, 5, 2]);
+  });
 });

@@ -16,13 +16,40 @@ export interface KafkaRecordOut {
   readonly body: Uint8Array;
 }
 
+/** Most records of one produce request. */
+export const SEND_RECORDS = 500;
+/**
+ * Most bytes (keys, values, header names and values) of one produce request, under the broker's
+ * `message.max.bytes` (1 MiB by default), which bounds each partition's record batch of a request.
+ */
+export const SEND_BYTES = 512 * 1024;
+
+type Receipt = PublishReceipt & { partition: number; offset: bigint };
+
+/** A record waiting for its topic's next produce request. */
+interface Waiting {
+  readonly record: KafkaRecordOut;
+  readonly bytes: number;
+  readonly resolve: (receipt: Receipt) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+function sizeOf(record: KafkaRecordOut): number {
+  let bytes = record.body.byteLength + (record.key?.length ?? 0);
+  for (const [name, value] of Object.entries(record.headers)) bytes += name.length + value.length;
+  return bytes;
+}
+
 /**
  * Stores records through the idempotent producer and resolves on the broker's acknowledgement from
- * every in-sync replica (`acks=all`).
+ * every in-sync replica (`acks=all`). Sends to one topic go one request at a time, and the records
+ * sent while a request is out go together in the next one (up to {@link SEND_RECORDS} and
+ * {@link SEND_BYTES}), in the order they were sent: one request and one record batch per partition
+ * for many records, as a Kafka producer's batching does, with no linger time added.
  */
 export class KafkaPublisher {
-  /** The last send to each topic: sends to one topic go one after another (see {@link send}). */
-  readonly #lastSend = new Map<string, Promise<unknown>>();
+  /** Records waiting, per topic with a request out (the topic is absent when none is). */
+  readonly #waiting = new Map<string, Waiting[]>();
 
   constructor(
     readonly producer: Producer,
@@ -30,54 +57,107 @@ export class KafkaPublisher {
   ) {}
 
   /**
-   * Stores one record; the receipt names its partition and offset. Sends to one topic go one after
-   * another: `@platformatic/kafka`'s idempotent producer numbers the batches of a partition as it
-   * sends them, and two sends in flight at once to one partition were seen to come back
-   * OUT_OF_ORDER_SEQUENCE_NUMBER, after which every later send to it failed the same way.
+   * Stores one record; the receipt names its partition and offset. One request at a time per topic:
+   * `@platformatic/kafka`'s idempotent producer numbers the batches of a partition as it sends them,
+   * and two sends in flight at once to one partition were seen to come back
+   * OUT_OF_ORDER_SEQUENCE_NUMBER, after which every later send to it failed the same way. A request
+   * that fails fails every record in it (some partitions of it may have stored theirs: a record
+   * resent by the caller is a producer retry, which the consumers' ledger absorbs).
    */
-  send(record: KafkaRecordOut): Promise<PublishReceipt & { partition: number; offset: bigint }> {
-    const previous = this.#lastSend.get(record.topic) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(() => this.#send(record));
-    this.#lastSend.set(record.topic, next);
-    void next
-      .finally(() => {
-        if (this.#lastSend.get(record.topic) === next) this.#lastSend.delete(record.topic);
-      })
-      .catch(() => undefined);
-    return next;
+  send(record: KafkaRecordOut): Promise<Receipt> {
+    return new Promise<Receipt>((resolve, reject) => {
+      const waiting: Waiting = { record, bytes: sizeOf(record), resolve, reject };
+      const queue = this.#waiting.get(record.topic);
+      if (queue !== undefined) {
+        queue.push(waiting);
+        return;
+      }
+      const fresh = [waiting];
+      this.#waiting.set(record.topic, fresh);
+      void this.#sendAll(record.topic, fresh);
+    });
   }
 
-  async #send(record: KafkaRecordOut): Promise<PublishReceipt & { partition: number; offset: bigint }> {
-    await this.topology.ensure(record.topic);
+  /** Sends the topic's waiting records, a request at a time, until none is left. */
+  async #sendAll(topic: string, queue: Waiting[]): Promise<void> {
+    try {
+      // The records sent in the same turn (a map over a list) go in the first request too.
+      await Promise.resolve();
+      while (queue.length > 0) {
+        let count = 0;
+        let bytes = 0;
+        for (const waiting of queue) {
+          if (count > 0 && (count === SEND_RECORDS || bytes + waiting.bytes > SEND_BYTES)) break;
+          count++;
+          bytes += waiting.bytes;
+        }
+        const batch = queue.splice(0, count);
+        try {
+          const receipts = await this.#request(
+            topic,
+            batch.map((waiting) => waiting.record),
+          );
+          batch.forEach((waiting, i) => waiting.resolve(receipts[i] as Receipt));
+        } catch (error) {
+          for (const waiting of batch) waiting.reject(error);
+        }
+      }
+    } finally {
+      this.#waiting.delete(topic);
+    }
+  }
+
+  /** One produce request of records to one topic; their receipts, in order. */
+  async #request(topic: string, records: readonly KafkaRecordOut[]): Promise<Receipt[]> {
+    await this.topology.ensure(topic);
+    const partitions: number[] = [];
     let result;
     try {
-      result = await this.producer.send({
-        messages: [
-          {
-            topic: record.topic,
-            ...(record.key === undefined ? {} : { key: Buffer.from(record.key, 'utf8') }),
-            value: Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength),
-            headers: writeHeaders(record.headers),
-          },
-        ],
-        acks: -1,
-        partitioner: compatibilityPartitioner,
+      const metadata = await this.producer.metadata({ topics: [topic] });
+      const count = metadata.topics.get(topic)?.partitionsCount ?? 0;
+      if (count < 1) throw new Error(`no partitions known for '${topic}'`);
+      const messages = records.map((record) => {
+        const key = record.key === undefined ? undefined : Buffer.from(record.key, 'utf8');
+        const message = {
+          topic,
+          ...(key === undefined ? {} : { key }),
+          value: Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength),
+          headers: writeHeaders(record.headers),
+        };
+        // Java's murmur2 partitioner, so Java clients agree; chosen here to know each record's offset.
+        const partition = compatibilityPartitioner(message, key) % count;
+        partitions.push(partition);
+        return { ...message, partition };
       });
+      result = await this.producer.send({ messages, acks: -1 });
     } catch (error) {
-      throw new TransportUnavailableError(`kafka: publish to '${record.topic}' failed`, { cause: error });
+      throw new TransportUnavailableError(`kafka: publish to '${topic}' failed`, { cause: error });
     }
-    const stored = result.offsets?.find((offset) => offset.topic === record.topic);
-    if (stored === undefined) {
-      throw new TransportUnavailableError(`kafka: the broker confirmed no offset for '${record.topic}'`);
+    // The broker answers the first offset of each partition's batch; its records follow in order.
+    const base = new Map<number, bigint>();
+    for (const stored of result.offsets ?? []) {
+      if (stored.topic === topic) base.set(stored.partition, stored.offset);
     }
-    return {
-      brokerId: kafkaBrokerId(record.topic, stored.partition, stored.offset),
-      topic: record.topic,
-      messageId: record.headers[UNIQUE_ID_HEADER],
-      position: { partition: stored.partition, offset: String(stored.offset) },
-      partition: stored.partition,
-      offset: stored.offset,
-    };
+    const next = new Map<number, bigint>();
+    return records.map((record, i) => {
+      const partition = partitions[i] as number;
+      const first = base.get(partition);
+      if (first === undefined) {
+        throw new TransportUnavailableError(
+          `kafka: the broker confirmed no offset for '${topic}' partition ${partition}`,
+        );
+      }
+      const offset = next.get(partition) ?? first;
+      next.set(partition, offset + 1n);
+      return {
+        brokerId: kafkaBrokerId(topic, partition, offset),
+        topic,
+        messageId: record.headers[UNIQUE_ID_HEADER],
+        position: { partition, offset: String(offset) },
+        partition,
+        offset,
+      };
+    });
   }
 
   /**
