@@ -11,6 +11,11 @@ export interface BatchPlan {
   readonly distinct: readonly number[];
   /** For each request, the index of the first request with its `(group, key)`. */
   readonly firstOf: readonly number[];
+  /**
+   * The identity of a ledger row of this batch's groups: {@link rowIdentity}, or the key alone when
+   * the batch has one group (as a pipeline's batches have), which spares a string per row.
+   */
+  readonly identity: (group: string, key: string) => string;
 }
 
 /**
@@ -21,14 +26,18 @@ export function rowIdentity(group: string, key: string): string {
   return `${group.length}:${group}:${key}`;
 }
 
+const keyIdentity = (_group: string, key: string): string => key;
+
 /**
  * Plans a batch. The distinct requests come sorted by `(group, key)`, so that concurrent batches
  * lock rows in one global order and cannot deadlock each other.
  */
 export function planBatch(requests: readonly ClaimRequest[]): BatchPlan {
+  const group = requests[0]?.group;
+  const identity = requests.every((request) => request.group === group) ? keyIdentity : rowIdentity;
   const first = new Map<string, number>();
   const firstOf = requests.map((request, index) => {
-    const id = rowIdentity(request.group, request.key);
+    const id = identity(request.group, request.key);
     const seen = first.get(id);
     if (seen !== undefined) return seen;
     first.set(id, index);
@@ -40,7 +49,7 @@ export function planBatch(requests: readonly ClaimRequest[]): BatchPlan {
     if (x.group !== y.group) return x.group < y.group ? -1 : 1;
     return x.key < y.key ? -1 : x.key > y.key ? 1 : 0;
   });
-  return { distinct, firstOf };
+  return { distinct, firstOf, identity };
 }
 
 /** Indexes of the requests that repeat a key seen earlier in the batch. */

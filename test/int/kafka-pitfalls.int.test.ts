@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { subscribe as listen, unsubscribe as stopListening } from 'node:diagnostics_channel';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Consumer } from '@platformatic/kafka';
+import { Consumer, Producer, type Message } from '@platformatic/kafka';
 import {
   createPipeline,
   RetryPolicy,
@@ -408,5 +408,59 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       stopListening('tracing:plt:kafka:producer:sends:start', onSend);
     }
     expect(requests).toEqual([5, 5, 2]);
+  });
+
+  it('stores the business key as the record key alone, reads it back as oncemq-key, and never takes another producer’s record key for it', async () => {
+    const { transport } = proxied;
+    await transport.publish({ topic, key: 'pay-1', body: { n: 1 } });
+    await transport.publish({ topic, key: 'pay-2', orderingKey: 'order-7', body: { n: 2 } });
+    const producer = new Producer({ clientId: 'oncemq-test', bootstrapBrokers: [kafka.bootstrap] });
+    try {
+      await producer.send({
+        messages: [{ topic, key: Buffer.from('customer-9'), value: Buffer.from('{"n":3}') }],
+      });
+    } finally {
+      await producer.close();
+    }
+    // As stored: the first record's only key is its record key; the second keeps the business key in a header.
+    const reader = new Consumer({
+      clientId: 'oncemq-test',
+      bootstrapBrokers: [kafka.bootstrap],
+      groupId: group,
+    });
+    const stored: { key: string; headers: string[] }[] = [];
+    const stream = await reader.consume({
+      topics: [topic],
+      mode: 'earliest',
+      autocommit: false,
+      maxWaitTime: 100,
+    });
+    stream.on('data', (record: Message) =>
+      stored.push({
+        key: record.key.toString(),
+        headers: [...record.headers.keys()].map((name) => name.toString()).sort(),
+      }),
+    );
+    await waitUntil(() => stored.length === 3, 'the three records read raw');
+    await stream.close();
+    await reader.close();
+    expect(stored.find((record) => record.key === 'pay-1')?.headers).toEqual(['oncemq-unique-id']);
+    expect(stored.find((record) => record.key === 'order-7')?.headers).toEqual([
+      'oncemq-key',
+      'oncemq-ordering-key',
+      'oncemq-unique-id',
+    ]);
+
+    const keys = new Map<string, string | undefined>(); // body → the oncemq-key the consumer sees
+    const subscription = await transport.subscribe(`${group}-read`, [topic], (envelope) => {
+      keys.set(Buffer.from(envelope.body).toString(), envelope.headers['oncemq-key']);
+      return Promise.resolve(ackOutcome(envelope));
+    });
+    subscriptions.push(subscription);
+    await waitUntil(() => keys.size === 3, 'the three records consumed');
+    expect(keys.get('{"n":1}')).toBe('pay-1');
+    expect(keys.get('{"n":2}')).toBe('pay-2');
+    expect(keys.has('{"n":3}')).toBe(true);
+    expect(keys.get('{"n":3}')).toBeUndefined(); // another producer's record key is not a business key
   });
 });

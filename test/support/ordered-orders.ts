@@ -169,9 +169,17 @@ export async function runOrderedScenario(
     });
     expect(wrong.slice(0, 5)).toEqual([]);
     expect(await count()).toBe(expected);
+    // The poison, dead-lettered once per copy: a copy that comes again after a dropped connection (its
+    // offset or ack lost after the dead letter was stored) claims nothing and is dead-lettered again.
     const deadLetters = await transport.deadLetters();
-    expect(deadLetters).toHaveLength(1);
-    expect(deadLetters[0]).toMatchObject({ reason: 'malformed', group: transport.group });
+    expect(deadLetters.length).toBeGreaterThanOrEqual(1);
+    for (const letter of deadLetters) {
+      expect(letter).toMatchObject({
+        reason: 'malformed',
+        group: transport.group,
+        key: `${poisonOrder}-pay`,
+      });
+    }
     const handlerCrashes = injector.counts()['handler-crash'];
     expect(handlerCrashes).toBeGreaterThan(0);
     // The work moved between members: at least two of them processed deliveries.

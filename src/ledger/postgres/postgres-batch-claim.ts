@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { answerTwins, planBatch, rowIdentity, twinsOf, wonClaims } from '../batch-claim.js';
+import { answerTwins, planBatch, twinsOf, wonClaims, type BatchPlan } from '../batch-claim.js';
 import { decideExisting } from '../claim-decision.js';
 import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
 import type { LedgerRow } from '../ledger-row.js';
@@ -23,6 +23,7 @@ async function selectMany(
   client: PgClientLike,
   sql: PgStatements,
   requests: readonly ClaimRequest[],
+  identity: BatchPlan['identity'],
 ): Promise<Map<string, LedgerRecord>> {
   const rows = await pgQuery<LedgerRow>(
     client,
@@ -31,7 +32,7 @@ async function selectMany(
     'reading a batch',
   );
   return new Map(
-    rows.map((row) => [rowIdentity(String(row.consumer_group), String(row.msg_key)), pgRecord(row)]),
+    rows.map((row) => [identity(String(row.consumer_group), String(row.msg_key)), pgRecord(row)]),
   );
 }
 
@@ -39,10 +40,11 @@ async function selectMany(
 async function claimBatch(
   client: PgClientLike,
   requests: readonly ClaimRequest[],
+  plan: BatchPlan,
   context: PgBatchContext,
 ): Promise<(ClaimResult | undefined)[]> {
   const { sql, now } = context;
-  const { distinct } = planBatch(requests);
+  const { distinct, identity } = plan;
   const picked = distinct.map((index) => requests[index] as ClaimRequest);
   const owners = picked.map(() => randomUUID());
   if (context.lockMany) await context.lockMany(client, picked);
@@ -60,12 +62,12 @@ async function claimBatch(
     ],
     'claiming a batch',
   );
-  const won = new Set(inserted.map((row) => rowIdentity(row.consumer_group, row.msg_key)));
+  const won = new Set(inserted.map((row) => identity(row.consumer_group, row.msg_key)));
   const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
   const lost: number[] = [];
   distinct.forEach((index, i) => {
     const r = requests[index] as ClaimRequest;
-    if (!won.has(rowIdentity(r.group, r.key))) {
+    if (!won.has(identity(r.group, r.key))) {
       lost.push(index);
       return;
     }
@@ -78,10 +80,11 @@ async function claimBatch(
       client,
       sql,
       lost.map((i) => requests[i] as ClaimRequest),
+      identity,
     );
     for (const index of lost) {
       const r = requests[index] as ClaimRequest;
-      const record = rows.get(rowIdentity(r.group, r.key));
+      const record = rows.get(identity(r.group, r.key));
       const decision = record === undefined ? 'reclaim' : decideExisting(record, r, now);
       results[index] =
         record !== undefined && decision !== 'reclaim'
@@ -102,7 +105,8 @@ export async function pgClaimMany(
   work: BatchWork<PgClientLike>,
   context: PgBatchContext,
 ): Promise<readonly ClaimResult[]> {
-  const results = await claimBatch(client, requests, context);
+  const plan = planBatch(requests);
+  const results = await claimBatch(client, requests, plan, context);
   const won = wonClaims(results);
   const stored = await work(client, won);
   const withResult = won.flatMap(({ claim }, i) => {
@@ -121,7 +125,7 @@ export async function pgClaimMany(
       'storing batch results',
     );
   }
-  const twins = twinsOf(planBatch(requests));
+  const twins = twinsOf(plan);
   const rows =
     twins.length === 0
       ? new Map<string, LedgerRecord>()
@@ -129,6 +133,7 @@ export async function pgClaimMany(
           client,
           context.sql,
           twins.map((i) => requests[i] as ClaimRequest),
+          plan.identity,
         );
-  return answerTwins(requests, results, (r) => rows.get(rowIdentity(r.group, r.key)), context.now);
+  return answerTwins(requests, results, (r) => rows.get(plan.identity(r.group, r.key)), context.now);
 }

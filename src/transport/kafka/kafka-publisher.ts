@@ -161,15 +161,20 @@ export class KafkaPublisher {
   }
 
   /**
-   * Publishes a message: its business key is the record key (and the `oncemq-key` header), or its
-   * ordering key when it has one, so that one key stays in one partition.
+   * Publishes a message: its business key is the record key, or, when it has an ordering key, the
+   * ordering key is (so that one key stays in one partition) and the business key goes in the
+   * `oncemq-key` header.
    */
   publish(message: OutgoingMessage): Promise<PublishReceipt> {
     const topic = validKafkaTopic(message.topic);
     const headers: Record<string, string> = { ...message.headers };
     headers[UNIQUE_ID_HEADER] = randomUUID();
-    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
-    if (message.orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = message.orderingKey;
+    // The record key is the business key unless the message has an ordering key: only then does the
+    // business key need a header of its own (see kafkaEnvelope, which reads it back from the record key).
+    if (message.orderingKey !== undefined) {
+      headers[ORDERING_KEY_HEADER] = message.orderingKey;
+      if (message.key !== undefined) headers[KEY_HEADER] = message.key;
+    }
     return this.send({
       topic,
       key: message.orderingKey ?? message.key,

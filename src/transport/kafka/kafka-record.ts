@@ -1,5 +1,12 @@
 import type { Message } from '@platformatic/kafka';
-import { createEnvelope, readDeliveryCount, type Envelope } from '../../core/envelope.js';
+import {
+  createEnvelope,
+  KEY_HEADER,
+  ORDERING_KEY_HEADER,
+  readDeliveryCount,
+  type Envelope,
+} from '../../core/envelope.js';
+import { UNIQUE_ID_HEADER } from '../transport.js';
 import { ConfigError } from '../../core/errors.js';
 import { kafkaBrokerId, ORIGINAL_TOPIC_HEADER, RETRY_DUE_HEADER } from './kafka-names.js';
 
@@ -47,6 +54,17 @@ export function dueAt(headers: Readonly<Record<string, string>>): number {
  */
 export function kafkaEnvelope(message: KafkaMessage, fromRetryTier: boolean): Envelope {
   const headers = readHeaders(message);
+  // oncemq's publisher leaves the business key in the record key alone when there is no ordering key
+  // (one header less on every record to store, fetch and decode). A record of another producer (no
+  // unique id header) never has its record key taken for the business key: it may be an entity id.
+  if (
+    headers[KEY_HEADER] === undefined &&
+    headers[ORDERING_KEY_HEADER] === undefined &&
+    headers[UNIQUE_ID_HEADER] !== undefined
+  ) {
+    const key = message.key as Buffer | null | undefined;
+    if (key !== null && key !== undefined && key.length > 0) headers[KEY_HEADER] = key.toString('utf8');
+  }
   const value = bytesOf(message);
   const published = Number(message.timestamp);
   return createEnvelope({
