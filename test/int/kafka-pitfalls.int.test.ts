@@ -463,4 +463,19 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     expect(keys.has('{"n":3}')).toBe(true);
     expect(keys.get('{"n":3}')).toBeUndefined(); // another producer's record key is not a business key
   });
+
+  it('fails a record with a header that is not text alone, with a ConfigError, and stores the records sent with it', async () => {
+    const { transport } = proxied;
+    await transport.publish({ topic, key: 'first', body: {} });
+    const bad = { 'x-count': 3 } as unknown as Record<string, string>;
+    const results = await Promise.allSettled([
+      transport.publish({ topic, key: 'a', body: {} }),
+      transport.publish({ topic, key: 'b', body: {}, headers: bad }),
+      transport.publish({ topic, key: 'c', body: {} }),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const reason = (results[1] as PromiseRejectedResult).reason as Error;
+    expect(reason.name).toBe('ConfigError');
+    expect(reason.message).toContain("header 'x-count' must be text");
+  });
 });

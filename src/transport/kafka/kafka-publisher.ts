@@ -26,18 +26,30 @@ export const SEND_BYTES = 512 * 1024;
 
 type Receipt = PublishReceipt & { partition: number; offset: bigint };
 
+/** A record as the client sends it: key, value and headers as bytes. */
+interface Encoded {
+  readonly key: Buffer | undefined;
+  readonly value: Buffer;
+  readonly headers: Map<Buffer, Buffer>;
+}
+
 /** A record waiting for its topic's next produce request. */
 interface Waiting {
   readonly record: KafkaRecordOut;
+  readonly encoded: Encoded;
   readonly bytes: number;
   readonly resolve: (receipt: Receipt) => void;
   readonly reject: (error: unknown) => void;
 }
 
-function sizeOf(record: KafkaRecordOut): number {
-  let bytes = record.body.byteLength + (record.key?.length ?? 0);
-  for (const [name, value] of Object.entries(record.headers)) bytes += name.length + value.length;
-  return bytes;
+/** Encodes a record; a header that is not text throws a ConfigError here, failing this record alone. */
+function encode(record: KafkaRecordOut): { encoded: Encoded; bytes: number } {
+  const key = record.key === undefined ? undefined : Buffer.from(record.key, 'utf8');
+  const value = Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength);
+  const headers = writeHeaders(record.headers);
+  let bytes = value.length + (key?.length ?? 0);
+  for (const [name, headerValue] of headers) bytes += name.length + headerValue.length;
+  return { encoded: { key, value, headers }, bytes };
 }
 
 /**
@@ -66,7 +78,7 @@ export class KafkaPublisher {
    */
   send(record: KafkaRecordOut): Promise<Receipt> {
     return new Promise<Receipt>((resolve, reject) => {
-      const waiting: Waiting = { record, bytes: sizeOf(record), resolve, reject };
+      const waiting: Waiting = { record, ...encode(record), resolve, reject };
       const queue = this.#waiting.get(record.topic);
       if (queue !== undefined) {
         queue.push(waiting);
@@ -93,10 +105,7 @@ export class KafkaPublisher {
         }
         const batch = queue.splice(0, count);
         try {
-          const receipts = await this.#request(
-            topic,
-            batch.map((waiting) => waiting.record),
-          );
+          const receipts = await this.#request(topic, batch);
           batch.forEach((waiting, i) => waiting.resolve(receipts[i] as Receipt));
         } catch (error) {
           for (const waiting of batch) waiting.reject(error);
@@ -108,7 +117,7 @@ export class KafkaPublisher {
   }
 
   /** One produce request of records to one topic; their receipts, in order. */
-  async #request(topic: string, records: readonly KafkaRecordOut[]): Promise<Receipt[]> {
+  async #request(topic: string, records: readonly Waiting[]): Promise<Receipt[]> {
     await this.topology.ensure(topic);
     const partitions: number[] = [];
     let result;
@@ -116,14 +125,8 @@ export class KafkaPublisher {
       const metadata = await this.producer.metadata({ topics: [topic] });
       const count = metadata.topics.get(topic)?.partitionsCount ?? 0;
       if (count < 1) throw new Error(`no partitions known for '${topic}'`);
-      const messages = records.map((record) => {
-        const key = record.key === undefined ? undefined : Buffer.from(record.key, 'utf8');
-        const message = {
-          topic,
-          ...(key === undefined ? {} : { key }),
-          value: Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength),
-          headers: writeHeaders(record.headers),
-        };
+      const messages = records.map(({ encoded: { key, value, headers } }) => {
+        const message = { topic, ...(key === undefined ? {} : { key }), value, headers };
         // Java's murmur2 partitioner, so Java clients agree; chosen here to know each record's offset.
         const partition = compatibilityPartitioner(message, key) % count;
         partitions.push(partition);
@@ -139,7 +142,7 @@ export class KafkaPublisher {
       if (stored.topic === topic) base.set(stored.partition, stored.offset);
     }
     const next = new Map<number, bigint>();
-    return records.map((record, i) => {
+    return records.map(({ record }, i) => {
       const partition = partitions[i] as number;
       const first = base.get(partition);
       if (first === undefined) {
