@@ -1,5 +1,16 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
+/**
+ * Cuts a connection with a reset (RST) where the socket allows one. A socket whose writable side is
+ * ending cannot be reset while its shutdown is pending (libuv answers EINVAL); Node 20 then marks the
+ * handle closing without closing it, and the process spins at 100% CPU when it exits, forever. Such
+ * a socket is destroyed instead (its FIN may already be on its way).
+ */
+export function cutConnection(socket: Socket): void {
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
+}
+
 /** Where a {@link TcpProxy} forwards to. */
 export interface TcpProxyConfig {
   readonly targetHost: string;
@@ -114,7 +125,7 @@ export class TcpProxy {
   dropConnections(): number {
     const count = this.#pairs.size;
     for (const [client, upstream] of this.#pairs) {
-      client.resetAndDestroy();
+      cutConnection(client);
       upstream.destroy();
     }
     this.#pairs.clear();

@@ -1,6 +1,12 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from 'oncemq/testing';
+import { buildPackage } from '../support/built-package.js';
 
 /** An echo server on a free loopback port. */
 async function echoServer(): Promise<{ server: Server; port: number }> {
@@ -85,7 +91,39 @@ describe('TcpProxy', () => {
     proxy.stall(true);
     socket.write('held');
     socket.destroy();
-    for (let i = 0; i < 50 && proxy.connections > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    for (let i = 0; i < 50 && proxy.connections > 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
     expect(proxy.connections).toBe(0);
+  });
+
+  it('cuts a connection whose writable side is ending without leaving a handle that keeps the process from exiting', async () => {
+    // Node 20: resetAndDestroy() on a socket with a shutdown pending fails with EINVAL and leaves its
+    // handle half closed; the process then spins at exit forever. Run in a process of its own.
+    const dir = mkdtempSync(join(tmpdir(), 'oncemq-cut-'));
+    const script = join(dir, 'cut.mjs');
+    const proxyModule = pathToFileURL(join(buildPackage().dir, 'testing', 'tcp-proxy.js')).href;
+    writeFileSync(
+      script,
+      `import net from 'node:net';
+      import { cutConnection } from ${JSON.stringify(proxyModule)};
+      const server = net.createServer((socket) => socket.on('error', () => {}));
+      server.listen(0, '127.0.0.1', () => {
+        const client = net.connect(server.address().port, '127.0.0.1', () => {
+          client.on('error', () => {});
+          client.end(); // its shutdown is pending in this turn
+          cutConnection(client);
+          server.close();
+        });
+      });`,
+    );
+    try {
+      const child = spawn(process.execPath, [script], { stdio: 'ignore' });
+      const killed = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      clearTimeout(killed);
+      expect(code, 'the process exits by itself (null: killed after 10 s)').toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
