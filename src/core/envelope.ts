@@ -87,15 +87,33 @@ export function readDeliveryCount(headers: Readonly<Record<string, string | unde
 
 /** Builds an {@link Envelope} for a message received by a consumer loop oncemq does not own. */
 export function createEnvelope(init: EnvelopeInit): Envelope {
+  return buildEnvelope(init, Object.freeze({ ...init.headers }), encodeBody(init.body));
+}
+
+/**
+ * {@link createEnvelope} for a transport that has just made `headers` and `body` for this envelope
+ * alone: the headers object is frozen and kept instead of copied.
+ */
+export function adoptEnvelope(
+  init: EnvelopeInit & { headers: Record<string, string>; body: Uint8Array },
+): Envelope {
+  return buildEnvelope(init, Object.freeze(init.headers), init.body);
+}
+
+function buildEnvelope(
+  init: EnvelopeInit,
+  headers: Readonly<Record<string, string>>,
+  body: Uint8Array,
+): Envelope {
   return Object.freeze({
     brokerId: init.brokerId,
     topic: init.topic,
-    headers: Object.freeze({ ...init.headers }),
-    body: encodeBody(init.body),
+    headers,
+    body,
     deliveryCount: init.deliveryCount ?? 1,
     brokerDeliveryCount: init.brokerDeliveryCount,
     publishedAt: init.publishedAt,
-    orderingKey: init.orderingKey ?? init.headers?.[ORDERING_KEY_HEADER],
+    orderingKey: init.orderingKey ?? headers[ORDERING_KEY_HEADER],
     keepAlive: init.keepAlive,
   });
 }

@@ -65,8 +65,6 @@ export const ORDERED_PENDING_PER_SLOT = 16;
  */
 export const COMMIT_INTERVAL_MS = 50;
 
-const partitionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
-
 /**
  * One Kafka consumer in one Kafka group: fetches, hands records out up to `concurrency` at a time,
  * and commits per partition only the contiguous prefix of finished records, never past one in flight.
@@ -96,11 +94,22 @@ export class KafkaMember {
   readonly #lanes = new Set<OrderedLane>();
   /** While a grown topic drains: records published after the change are left for later. */
   #draining: boolean;
+  /** `topic\0partition` per topic and partition, made once: one is looked up for every record read and finished. */
+  readonly #partitionKeys = new Map<string, string[]>();
 
   constructor(init: KafkaMemberInit) {
     this.#init = init;
     this.#draining = init.drain !== undefined;
     this.#lane = this.#newLane();
+  }
+
+  #partitionKey(topic: string, partition: number): string {
+    let keys = this.#partitionKeys.get(topic);
+    if (keys === undefined) {
+      keys = [];
+      this.#partitionKeys.set(topic, keys);
+    }
+    return (keys[partition] ??= `${topic}\u0000${partition}`);
   }
 
   #newLane(): OrderedLane | undefined {
@@ -208,13 +217,14 @@ export class KafkaMember {
   #onAssignment(assignments: readonly { topic: string; partitions: number[] }[] | undefined): void {
     const assigned = new Set<string>();
     for (const assignment of assignments ?? []) {
-      for (const partition of assignment.partitions) assigned.add(partitionKey(assignment.topic, partition));
+      for (const partition of assignment.partitions)
+        assigned.add(this.#partitionKey(assignment.topic, partition));
     }
     this.#assigned = assigned;
     // Records of a partition that went and were not started yet are the new owner's now.
     for (let i = this.#queue.length - 1; i >= 0; i--) {
       const message = this.#queue[i] as KafkaMessage;
-      if (!assigned.has(partitionKey(message.topic, message.partition))) this.#queue.splice(i, 1);
+      if (!assigned.has(this.#partitionKey(message.topic, message.partition))) this.#queue.splice(i, 1);
     }
     this.#forgetRevoked();
     this.#scheduleCommit();
@@ -234,13 +244,14 @@ export class KafkaMember {
   }
 
   #queuedOf(key: string): number {
-    return this.#queue.filter((message) => partitionKey(message.topic, message.partition) === key).length;
+    return this.#queue.filter((message) => this.#partitionKey(message.topic, message.partition) === key)
+      .length;
   }
 
   #receive(message: KafkaMessage): void {
     if (this.#closing) return;
     if (this.#draining && this.#init.drain?.before(message) === false) return;
-    const key = partitionKey(message.topic, message.partition);
+    const key = this.#partitionKey(message.topic, message.partition);
     let offsets = this.#partitions.get(key);
     if (offsets === undefined) {
       offsets = new PartitionOffsets();
@@ -328,7 +339,7 @@ export class KafkaMember {
       const message = this.#queue.shift() as KafkaMessage;
       const run = lane.run(message).then(
         () => {
-          partitions.get(partitionKey(message.topic, message.partition))?.finish(message.offset);
+          partitions.get(this.#partitionKey(message.topic, message.partition))?.finish(message.offset);
           this.#scheduleCommit();
         },
         (error: unknown) => {
@@ -365,7 +376,7 @@ export class KafkaMember {
       }
     }
     for (const message of batch) {
-      partitions.get(partitionKey(message.topic, message.partition))?.finish(message.offset);
+      partitions.get(this.#partitionKey(message.topic, message.partition))?.finish(message.offset);
     }
     this.#scheduleCommit();
   }
@@ -417,7 +428,7 @@ export class KafkaMember {
     try {
       await this.#init.consumer.commit({ offsets });
       for (const { topic, partition, offset } of offsets) {
-        partitions.get(partitionKey(topic, partition))?.committed(offset);
+        partitions.get(this.#partitionKey(topic, partition))?.committed(offset);
       }
       this.#forgetRevoked();
     } catch (error) {

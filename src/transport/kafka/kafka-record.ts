@@ -1,6 +1,6 @@
 import type { Message } from '@platformatic/kafka';
 import {
-  createEnvelope,
+  adoptEnvelope,
   KEY_HEADER,
   ORDERING_KEY_HEADER,
   readDeliveryCount,
@@ -67,7 +67,7 @@ export function kafkaEnvelope(message: KafkaMessage, fromRetryTier: boolean): En
   }
   const value = bytesOf(message);
   const published = Number(message.timestamp);
-  return createEnvelope({
+  return adoptEnvelope({
     brokerId: kafkaBrokerId(message.topic, message.partition, message.offset),
     topic: fromRetryTier ? (headers[ORIGINAL_TOPIC_HEADER] ?? message.topic) : message.topic,
     headers,
