@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ConfigError, errorText, LedgerUnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import { answerTwins, wonClaims } from '../batch-claim.js';
+import { answerTwins, planBatch, wonClaims } from '../batch-claim.js';
 import {
   isWon,
   type BatchWork,
@@ -254,11 +254,12 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
       clock: this.#clock,
       nested,
     });
+    const plan = planBatch(requests);
     return this.#claimTransaction(
-      (conn, nested) => claimBatchOnMysql(conn, requests, context(nested)),
+      (conn, nested) => claimBatchOnMysql(conn, requests, plan, context(nested)),
       (claimed) => wonClaims(claimed).length > 0,
       (conn, claimed, nested) =>
-        finishBatchOnMysql(conn, requests, claimed, work as BatchWork<never>, context(nested)),
+        finishBatchOnMysql(conn, requests, plan, claimed, work as BatchWork<never>, context(nested)),
       (claimed) => answerTwins(requests, claimed, () => undefined, this.#clock()),
     );
   }

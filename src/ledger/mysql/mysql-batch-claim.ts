@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { answerTwins, planBatch, rowIdentity, twinsOf, wonClaims } from '../batch-claim.js';
+import { answerTwins, rowIdentity, twinsOf, wonClaims, type BatchPlan } from '../batch-claim.js';
 import { decideExisting } from '../claim-decision.js';
 import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
 import { columnText, type LedgerRow } from '../ledger-row.js';
@@ -52,11 +52,12 @@ export interface MysqlBatchContext {
 export async function claimBatchOnMysql(
   conn: MysqlConnectionLike,
   requests: readonly ClaimRequest[],
+  plan: BatchPlan,
   context: MysqlBatchContext,
 ): Promise<(ClaimResult | undefined)[]> {
   const { s, clock } = context;
   const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
-  const { distinct } = planBatch(requests);
+  const { distinct } = plan;
   if (distinct.length === 0) return results;
   const now = clock();
   const picked = distinct.map((index) => requests[index] as ClaimRequest);
@@ -98,6 +99,7 @@ export async function claimBatchOnMysql(
 export async function finishBatchOnMysql(
   conn: MysqlConnectionLike,
   requests: readonly ClaimRequest[],
+  plan: BatchPlan,
   results: readonly (ClaimResult | undefined)[],
   work: BatchWork<never>,
   context: MysqlBatchContext,
@@ -110,7 +112,7 @@ export async function finishBatchOnMysql(
       await conn.execute(context.s.storeResult, [result, claim.group, claim.key]);
     }
   }
-  const twins = twinsOf(planBatch(requests)).map((i) => requests[i] as ClaimRequest);
+  const twins = twinsOf(plan).map((i) => requests[i] as ClaimRequest);
   const found =
     twins.length === 0
       ? new Map<string, LedgerRecord>()
