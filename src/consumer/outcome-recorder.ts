@@ -1,5 +1,5 @@
 import { errorText } from '../core/errors.js';
-import type { Logger } from '../core/logger.js';
+import { SILENT_LOGGER, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import type { DeliveryTrace } from '../telemetry/delivery-trace.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
@@ -62,7 +62,8 @@ export class OutcomeRecorder {
         charged: outcome.nextDeliveryCount > outcome.deliveryCount,
         error: errorText(outcome.error),
       });
-    } else {
+    } else if (logger !== SILENT_LOGGER) {
+      // The common outcomes are logged at debug level: without a logger, no fields are built for them.
       logger.debug(`oncemq: ${outcome.kind}`, {
         group,
         key: outcome.key,

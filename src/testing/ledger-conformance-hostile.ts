@@ -75,6 +75,44 @@ export function describeLedgerHostileInput<Tx>(
       }),
     );
 
+    if (caps.batchClaim) {
+      it(
+        'claims hostile keys, groups, broker ids and topics in one batch, each its own row stored exactly with its result; a second batch answers each a duplicate',
+        run(async (ns) => {
+          const ledger = await ns.open();
+          // Array-literal syntax too: a batch may send its columns as array literals.
+          const texts = [...HOSTILE_STRINGS, '{braces,and,commas}', 'NULL', '\\"', 'a","b'];
+          const batch = texts.map((text, i) =>
+            conformanceRequest({ group: `g.${i % 3}:_%|-`, key: text, brokerId: text, topic: text }),
+          );
+          const first = await ledger.transactionMany(batch, (_tx, won) =>
+            won.map(({ index }) => JSON.stringify({ text: texts[index] })),
+          );
+          expect(first.map((r) => r.status)).toEqual(texts.map(() => 'acquired'));
+          for (const [i, request] of batch.entries()) {
+            expect(await ledger.get(request.group, request.key)).toMatchObject({
+              group: request.group,
+              key: texts[i],
+              brokerId: texts[i],
+              topic: texts[i],
+              status: 'SUCCESS',
+              result: JSON.stringify({ text: texts[i] }),
+            });
+          }
+          const again = await ledger.transactionMany(
+            batch.map((r) => ({ ...r, brokerId: 'again' })),
+            (_tx, won) => won.map(() => null),
+          );
+          expect(again.map((r) => r.status)).toEqual(texts.map(() => 'duplicate'));
+          again.forEach((r, i) =>
+            expect(r).toMatchObject({
+              record: { key: texts[i], result: JSON.stringify({ text: texts[i] }) },
+            }),
+          );
+        }),
+      );
+    }
+
     it(
       'a key with NUL bytes or of 10 kB is refused as a permanent invalid-key error, never a driver error',
       run(async (ns) => {

@@ -61,12 +61,13 @@ export async function claimBatchOnMysql(
   if (distinct.length === 0) return results;
   const now = clock();
   const picked = distinct.map((index) => requests[index] as ClaimRequest);
-  const owners = picked.map(() => randomUUID());
-  const values: MysqlValue[] = picked.flatMap((r, i) => [
+  // The rows a batch inserts are claimed by one transaction, which is their one owner.
+  const owner = randomUUID();
+  const values: MysqlValue[] = picked.flatMap((r) => [
     r.group,
     r.key,
     r.fingerprint,
-    owners[i] as string,
+    owner,
     r.brokerId,
     r.topic,
     now,
@@ -74,10 +75,9 @@ export async function claimBatchOnMysql(
   ]);
   await conn.execute(s.insertMany(picked.length), values);
   const found = await selectMany(conn, context.table, picked, context.nested);
-  for (const [i, index] of distinct.entries()) {
+  for (const index of distinct) {
     const r = requests[index] as ClaimRequest;
     const record = found.get(rowIdentity(r.group, r.key));
-    const owner = owners[i] as string;
     if (record?.owner === owner && record.attempt === 1 && record.status === 'SUCCESS') {
       const claim = { group: r.group, key: r.key, owner, attempt: 1, leaseUntil: new Date(now + r.leaseMs) };
       results[index] = { status: 'acquired', claim };

@@ -18,7 +18,7 @@ import { checkSchemaVersion } from '../schema-version.js';
 import { OWNED_WRITE_DOING, SqlLeases } from '../sql-leases.js';
 import { pgClaimMany } from './postgres-batch-claim.js';
 import { pgClaimOne, pgRecord } from './postgres-claim.js';
-import { pgExecute, pgQuery, type PgClientLike, type PgPoolLike } from './postgres-client.js';
+import { pgExecute, pgQuery, pgTextArray, type PgClientLike, type PgPoolLike } from './postgres-client.js';
 import { postgresDialect } from './postgres-dialect.js';
 import { pgStatements, pgMigrations, type PgStatements } from './postgres-ledger-sql.js';
 import { pgList, pgPurge, pgTryAdvisoryLock } from './postgres-maintenance.js';
@@ -215,7 +215,7 @@ export class PostgresBackend
         lockMany: this.#settings.partitioned
           ? async (c, keys) => {
               const locks = keys.map((r) => keyLockText(r.group, r.key));
-              await pgQuery(c, sql.lockMany, [locks], 'locking keys');
+              await pgQuery(c, sql.lockMany, [pgTextArray(locks)], 'locking keys');
             }
           : undefined,
       }),

@@ -4,7 +4,7 @@ import { decideExisting } from '../claim-decision.js';
 import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
 import type { LedgerRow } from '../ledger-row.js';
 import { pgRecord } from './postgres-claim.js';
-import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
+import { pgExecute, pgQuery, pgTextArray, type PgClientLike } from './postgres-client.js';
 import type { PgStatements } from './postgres-ledger-sql.js';
 
 /** What a batch claim needs from its ledger. */
@@ -28,7 +28,7 @@ async function selectMany(
   const rows = await pgQuery<LedgerRow>(
     client,
     sql.selectMany,
-    [requests.map((r) => r.group), requests.map((r) => r.key)],
+    [pgTextArray(requests.map((r) => r.group)), pgTextArray(requests.map((r) => r.key))],
     'reading a batch',
   );
   return new Map(
@@ -46,18 +46,19 @@ async function claimBatch(
   const { sql, now } = context;
   const { distinct, identity } = plan;
   const picked = distinct.map((index) => requests[index] as ClaimRequest);
-  const owners = picked.map(() => randomUUID());
+  // The rows a batch inserts are claimed by one transaction, which is their one owner.
+  const owner = randomUUID();
   if (context.lockMany) await context.lockMany(client, picked);
   const inserted = await pgQuery<{ consumer_group: string; msg_key: string }>(
     client,
     sql.claimMany,
     [
-      picked.map((r) => r.group),
-      picked.map((r) => r.key),
-      picked.map((r) => r.fingerprint),
-      owners,
-      picked.map((r) => r.brokerId),
-      picked.map((r) => r.topic),
+      pgTextArray(picked.map((r) => r.group)),
+      pgTextArray(picked.map((r) => r.key)),
+      pgTextArray(picked.map((r) => r.fingerprint)),
+      owner,
+      pgTextArray(picked.map((r) => r.brokerId)),
+      pgTextArray(picked.map((r) => r.topic)),
       new Date(now),
     ],
     'claiming a batch',
@@ -65,16 +66,15 @@ async function claimBatch(
   const won = new Set(inserted.map((row) => identity(row.consumer_group, row.msg_key)));
   const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
   const lost: number[] = [];
-  distinct.forEach((index, i) => {
+  for (const index of distinct) {
     const r = requests[index] as ClaimRequest;
     if (!won.has(identity(r.group, r.key))) {
       lost.push(index);
-      return;
+      continue;
     }
-    const owner = owners[i] as string;
     const claim = { group: r.group, key: r.key, owner, attempt: 1, leaseUntil: new Date(now + r.leaseMs) };
     results[index] = { status: 'acquired', claim };
-  });
+  }
   if (lost.length > 0) {
     const rows = await selectMany(
       client,
@@ -118,9 +118,9 @@ export async function pgClaimMany(
       client,
       context.sql.storeResults,
       [
-        withResult.map((w) => w.claim.group),
-        withResult.map((w) => w.claim.key),
-        withResult.map((w) => w.result),
+        pgTextArray(withResult.map((w) => w.claim.group)),
+        pgTextArray(withResult.map((w) => w.claim.key)),
+        pgTextArray(withResult.map((w) => w.result)),
       ],
       'storing batch results',
     );

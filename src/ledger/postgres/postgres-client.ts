@@ -33,6 +33,29 @@ function send(client: PgClientLike, statement: PgStatement, values: unknown[]): 
     : client.query({ name: statement.name, text: statement.text, values });
 }
 
+/** A character a text array element escapes inside its double quotes. */
+const ARRAY_SPECIAL = /["\\]/;
+const ARRAY_SPECIALS = /["\\]/g;
+
+/**
+ * Text values as a PostgreSQL array literal, for a `$n::text[]` parameter (null and undefined as
+ * NULL): the literal pg makes of an array, every element quoted. pg builds it element by element,
+ * several intermediate strings each, which a batch statement of six arrays paid in garbage for
+ * every row; here it is one join when nothing needs escaping, which is the usual case.
+ */
+export function pgTextArray(values: readonly (string | null | undefined)[]): string {
+  if (values.length === 0) return '{}';
+  for (const value of values) {
+    if (value === null || value === undefined || ARRAY_SPECIAL.test(value)) {
+      const elements = values.map((v) =>
+        v === null || v === undefined ? 'NULL' : `"${v.replace(ARRAY_SPECIALS, '\\$&')}"`,
+      );
+      return `{${elements.join(',')}}`;
+    }
+  }
+  return `{"${values.join('","')}"}`;
+}
+
 /** A client checked out of a pool. `release(error)` destroys it instead of returning it. */
 export interface PgPoolClientLike extends PgClientLike {
   release(error?: Error | boolean): void;

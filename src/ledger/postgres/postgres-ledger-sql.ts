@@ -55,7 +55,8 @@ export function pgStatements(schema: string, table: string, prepared = true, par
      * back no row (nothing for the driver to describe and parse), and a row committed by a
      * transaction the insert waited for, invisible to the insert's snapshot, is in the next one.
      */
-    claim: named(`INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
+    claim:
+      named(`INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
       VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $9, $9)
       ON CONFLICT (consumer_group, msg_key) DO NOTHING`),
     select: named(`SELECT * FROM ${t} WHERE consumer_group = $1 AND msg_key = $2`),
@@ -82,11 +83,14 @@ export function pgStatements(schema: string, table: string, prepared = true, par
     reset: named(
       `DELETE FROM ${t} WHERE consumer_group = $1 AND msg_key = $2 AND (status <> 'SUCCESS' OR $3::boolean)`,
     ),
-    /** Multi-row claim of a batch: arrays in, the won keys out. Rows go in in the given (sorted) order. */
+    /**
+     * Multi-row claim of a batch: arrays in (and the batch's one owner token), the won keys out. Rows
+     * go in in the given (sorted) order.
+     */
     claimMany:
       named(`INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
-      SELECT g, k, 'SUCCESS', f, o, 1, NULL, b, tp, $7, $7
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS i(g, k, f, o, b, tp, n)
+      SELECT g, k, 'SUCCESS', f, $4::text, 1, NULL, b, tp, $7, $7
+      FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::text[]) WITH ORDINALITY AS i(g, k, f, b, tp, n)
       ORDER BY n
       ON CONFLICT (consumer_group, msg_key) DO NOTHING
       RETURNING consumer_group, msg_key`),

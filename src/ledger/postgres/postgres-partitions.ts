@@ -56,8 +56,8 @@ export function partitionedStatements(t: string) {
         LIMIT $2 FOR UPDATE SKIP LOCKED) AS x
       WHERE ${t}.tableoid = x.part AND ${t}.ctid = x.row`,
     claimMany: `INSERT INTO ${t} (consumer_group, msg_key, status, fingerprint, owner, attempt, lease_until, broker_id, topic, created_at, updated_at)
-      SELECT g, k, 'SUCCESS', f, o, 1, NULL, b, tp, $7, $7
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS i(g, k, f, o, b, tp, n)
+      SELECT g, k, 'SUCCESS', f, $4::text, 1, NULL, b, tp, $7, $7
+      FROM unnest($1::text[], $2::text[], $3::text[], $5::text[], $6::text[]) WITH ORDINALITY AS i(g, k, f, b, tp, n)
       WHERE NOT EXISTS (SELECT FROM ${t} x WHERE x.consumer_group = i.g AND x.msg_key = i.k)
       ORDER BY n
       ON CONFLICT DO NOTHING
