@@ -62,7 +62,8 @@ async function runTransactional<Tx, T>(
   outcomes: (Outcome | undefined)[],
 ): Promise<void> {
   const { runner, started } = input;
-  const values = new Map<number, unknown>();
+  // The handler's value of each won claim, by its position in `claimable`.
+  const values: unknown[] = [];
   const stop = runner.keepAlive(claimable.map(({ delivery }) => delivery.envelope));
   let claimed: readonly ClaimResult[] | undefined;
   for (const { delivery } of claimable) delivery.trace.claimStarted();
@@ -84,14 +85,16 @@ async function runTransactional<Tx, T>(
           }));
           const out = batchHandler(events, { tx, group: runner.group });
           const results = batchResults(isThenable(out) ? await out : out, items.length);
-          items.forEach(({ index }, i) => values.set(index, results[i]));
+          items.forEach(({ index }, i) => {
+            values[index] = results[i];
+          });
         } else {
           for (const { index, claim, delivery } of items) {
             const out = runner.handle(delivery, claim, tx, NEVER_ABORTED);
-            values.set(index, isThenable(out) ? await out : out);
+            values[index] = isThenable(out) ? await out : out;
           }
         }
-        return items.map(({ index }) => runner.store(values.get(index)));
+        return items.map(({ index }) => runner.store(values[index]));
       },
     );
   } catch {
@@ -100,7 +103,8 @@ async function runTransactional<Tx, T>(
   } finally {
     stop?.();
   }
-  for (const [i, { index, delivery }] of claimable.entries()) {
+  for (let i = 0; i < claimable.length; i++) {
+    const { index, delivery } = claimable[i] as Claimable<T>;
     const result = claimed?.[i];
     if (result === undefined) {
       outcomes[index] = await input.one(delivery);
@@ -108,7 +112,7 @@ async function runTransactional<Tx, T>(
       if (isWon(result)) delivery.trace.committed();
       outcomes[index] = input.record(
         isWon(result)
-          ? runner.executed(delivery, result, started, values.get(i))
+          ? runner.executed(delivery, result, started, values[i])
           : runner.notWon(delivery, result, started),
         delivery.trace,
       );

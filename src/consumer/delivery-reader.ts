@@ -57,6 +57,15 @@ function permanent(reason: string, what: string, error: unknown): PermanentError
   return new PermanentError(reason, `${what}: ${errorText(error)}`, { cause: error });
 }
 
+/** The business key of a delivery, or the permanent error that stops it. */
+function readKey<T>(config: ReaderConfig<T>, envelope: Envelope, message: unknown): string | PermanentError {
+  try {
+    return normalizeKey(config.key(envelope, message));
+  } catch (error) {
+    return permanent('invalid-key', 'cannot read the business key', error);
+  }
+}
+
 /** What reading needs from the pipeline's configuration. */
 export interface ReaderConfig<T> {
   readonly group: string;
@@ -77,14 +86,7 @@ export function readDelivery<T>(
   envelope: Envelope,
   trace: DeliveryTrace,
 ): ReadDelivery<T> {
-  const readKey = (message: unknown): string | PermanentError => {
-    try {
-      return normalizeKey(config.key(envelope, message));
-    } catch (error) {
-      return permanent('invalid-key', 'cannot read the business key', error);
-    }
-  };
-  let key = config.key.needsMessage ? null : readKey(undefined);
+  let key = config.key.needsMessage ? null : readKey(config, envelope, undefined);
   if (key instanceof PermanentError) return { ok: false, envelope, trace, key: null, error: key };
   let message: T;
   try {
@@ -98,7 +100,7 @@ export function readDelivery<T>(
       error: permanent('malformed', 'cannot decode the body', error),
     };
   }
-  key ??= readKey(message);
+  key ??= readKey(config, envelope, message);
   if (key instanceof PermanentError) return { ok: false, envelope, trace, key: null, error: key };
   let print: string | null;
   try {
