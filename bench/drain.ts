@@ -8,6 +8,7 @@ import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import type { BenchResult } from './harness.js';
+import { cpuBetween, cpuSnapshot, type CpuSnapshot } from './proc-cpu.js';
 
 /** One drain of one row: keys `<tag>-<n>` for n below `count`, fresh in every drain. */
 export interface DrainRun {
@@ -136,6 +137,8 @@ interface Tally {
   firstEffectMs: number;
   drains: number;
   cpuMicros: number;
+  /** Where the CPU went, from /proc, summed over the drains (undefined without /proc). */
+  where: { main: number; helpers: number; others: Map<string, number> } | undefined;
   publishMs: number;
   messages: number;
   peak: number;
@@ -144,6 +147,35 @@ interface Tally {
 }
 
 const MIB = 1024 * 1024;
+
+function addWhere(tally: Tally, before: CpuSnapshot | undefined, after: CpuSnapshot | undefined): void {
+  if (before === undefined || after === undefined || tally.where === undefined) {
+    tally.where = undefined;
+    return;
+  }
+  const used = cpuBetween(before, after);
+  tally.where.main += used.main;
+  tally.where.helpers += used.helpers;
+  for (const [name, micros] of used.others)
+    tally.where.others.set(name, (tally.where.others.get(name) ?? 0) + micros);
+}
+
+/** Other processes below this many microseconds per message are left out of `otherProcessesCpu`. */
+const OTHERS_FLOOR = 1;
+
+function whereFields(t: Tally): Partial<BenchResult> {
+  if (t.where === undefined || t.messages === 0) return {};
+  const per = (micros: number): number => Math.round(micros / t.messages);
+  const others = [...t.where.others]
+    .map(([name, micros]) => [name, per(micros)] as const)
+    .filter(([, micros]) => micros >= OTHERS_FLOOR)
+    .sort((a, b) => b[1] - a[1]);
+  return {
+    mainThreadCpuMicrosPerMessage: per(t.where.main),
+    otherThreadsCpuMicrosPerMessage: per(t.where.helpers),
+    otherProcessesCpuMicrosPerMessage: Object.fromEntries(others),
+  };
+}
 
 /** One drain of `count` messages: publish, then consume until done, check the effects, stop. */
 async function drainOnce(
@@ -162,6 +194,7 @@ async function drainOnce(
   const before = await plan.effects();
   await profiler?.start();
   const rss = new RssSampler();
+  const where = cpuSnapshot();
   const cpu = process.cpuUsage();
   const t0 = performance.now();
   const consumer = await drainer.consume(run);
@@ -171,6 +204,7 @@ async function drainOnce(
     const elapsed = performance.now() - t0;
     const used = process.cpuUsage(cpu);
     tally.cpuMicros += used.user + used.system;
+    addWhere(tally, where, cpuSnapshot());
     rss.stop();
     tally.consumeMs += elapsed;
     tally.firstEffectMs += (run.progress.firstAt ?? t0 + elapsed) - t0;
@@ -200,6 +234,7 @@ export async function measureDrains(
     firstEffectMs: 0,
     drains: 0,
     cpuMicros: 0,
+    where: { main: 0, helpers: 0, others: new Map() },
     publishMs: 0,
     messages: 0,
     peak: 0,
@@ -254,6 +289,7 @@ export async function measureDrains(
       publishPerSecond: Math.round((t.messages * 1000) / t.publishMs),
       cpuMicrosPerMessage: Math.round(t.cpuMicros / t.messages),
       firstEffectMs: Math.round(t.firstEffectMs / Math.max(1, t.drains)),
+      ...whereFields(t),
       peakRssMb: Math.round(t.peak / MIB),
       rssGrowthMb: Math.round(t.growth / MIB),
       ...(contender.baseline === undefined ? {} : { baseline: contender.baseline }),

@@ -33,6 +33,19 @@ export interface BenchResult {
    */
   readonly cpuMicrosPerMessage?: number;
   /**
+   * Drains, on Linux: `cpuMicrosPerMessage` split between the process's main thread (JavaScript,
+   * the drivers' parsing) and its other threads (V8's garbage collector and compiler, libuv's pool),
+   * read from /proc in 10 ms ticks over whole drains.
+   */
+  readonly mainThreadCpuMicrosPerMessage?: number;
+  readonly otherThreadsCpuMicrosPerMessage?: number;
+  /**
+   * Drains, on Linux: the CPU the machine's other processes used while this row consumed, per
+   * message, by command name (`postgres`, the broker's `java` or `beam.smp`, `nats-server`, … and
+   * any neighbour), those of 1 µs or more: what the database and the broker spent on the row's work.
+   */
+  readonly otherProcessesCpuMicrosPerMessage?: Readonly<Record<string, number>>;
+  /**
    * Drains: from subscribing to the first effect, averaged over the drains, in milliseconds (joining
    * the group, the first fetch): part of the consuming time `messagesPerSecond` counts.
    */
@@ -247,6 +260,10 @@ function drainCells(r: BenchResult): string {
   if (r.ratios !== undefined && r.ratios.length > 0)
     parts.push(`each ${r.ratios.map((x) => `${(x * 100).toFixed(0)}%`).join(' ')}`);
   if (r.cpuMicrosPerMessage !== undefined) parts.push(`cpu ${r.cpuMicrosPerMessage} µs/msg`);
+  if (r.mainThreadCpuMicrosPerMessage !== undefined)
+    parts.push(`main ${r.mainThreadCpuMicrosPerMessage} + threads ${r.otherThreadsCpuMicrosPerMessage ?? 0}`);
+  const others = Object.entries(r.otherProcessesCpuMicrosPerMessage ?? {}).slice(0, 3);
+  if (others.length > 0) parts.push(`others ${others.map(([name, micros]) => `${name} ${micros}`).join(', ')}`);
   if (r.firstEffectMs !== undefined) parts.push(`first effect ${r.firstEffectMs} ms`);
   if (r.publishPerSecond !== undefined) parts.push(`publish ${r.publishPerSecond}/s`);
   if (r.peakRssMb !== undefined) parts.push(`rss ${r.peakRssMb} MiB (+${r.rssGrowthMb ?? 0})`);

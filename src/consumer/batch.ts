@@ -1,6 +1,7 @@
+import type { Envelope } from '../core/envelope.js';
 import type { Outcome } from '../core/outcome.js';
 import { isThenable } from '../core/thenable.js';
-import { isWon, type ClaimResult, type WonClaim } from '../ledger/ledger.js';
+import { isWon, type ClaimRequest, type ClaimResult, type WonClaim } from '../ledger/ledger.js';
 import type { Readable, ReadDelivery } from './delivery-reader.js';
 import { batchResults, type DeliveryRunner } from './delivery-runner.js';
 import { NEVER_ABORTED, type HeldDelivery } from './lease-keeper.js';
@@ -42,9 +43,10 @@ export async function runBatch<Tx, T>(
   outcomes: (Outcome | undefined)[],
 ): Promise<void> {
   const claimable: Claimable<T>[] = [];
-  input.deliveries.forEach((delivery, index) => {
+  for (let index = 0; index < input.deliveries.length; index++) {
+    const delivery = input.deliveries[index] as ReadDelivery<T>;
     if (delivery.ok) claimable.push({ index, delivery });
-  });
+  }
   if (claimable.length === 0) return;
   if (input.mode === 'leased') {
     await runLeased(input, claimable, outcomes);
@@ -64,39 +66,42 @@ async function runTransactional<Tx, T>(
   const { runner, started } = input;
   // The handler's value of each won claim, by its position in `claimable`.
   const values: unknown[] = [];
-  const stop = runner.keepAlive(claimable.map(({ delivery }) => delivery.envelope));
+  const envelopes: Envelope[] = [];
+  const requests: ClaimRequest[] = [];
+  for (const { delivery } of claimable) {
+    envelopes.push(delivery.envelope);
+    requests.push(delivery.request);
+  }
+  const stop = runner.keepAlive(envelopes);
   let claimed: readonly ClaimResult[] | undefined;
   for (const { delivery } of claimable) delivery.trace.claimStarted();
   try {
-    claimed = await runner.ledger.transactionMany(
-      claimable.map(({ delivery }) => delivery.request),
-      async (tx, won) => {
-        const items = won.map(({ index, claim }) => {
-          const item = claimable[index];
-          if (item === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
-          item.delivery.trace.claimed(claim.attempt > 1 ? 'reclaimed' : 'acquired');
-          return { index, claim, delivery: item.delivery };
+    claimed = await runner.ledger.transactionMany(requests, async (tx, won) => {
+      const items = won.map(({ index, claim }) => {
+        const item = claimable[index];
+        if (item === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
+        item.delivery.trace.claimed(claim.attempt > 1 ? 'reclaimed' : 'acquired');
+        return { index, claim, delivery: item.delivery };
+      });
+      const batchHandler = runner.batchHandler;
+      if (batchHandler !== undefined && items.length > 0) {
+        const events = items.map(({ delivery, claim }) => ({
+          message: delivery.message,
+          context: runner.context(delivery, claim, tx, NEVER_ABORTED),
+        }));
+        const out = batchHandler(events, { tx, group: runner.group });
+        const results = batchResults(isThenable(out) ? await out : out, items.length);
+        items.forEach(({ index }, i) => {
+          values[index] = results[i];
         });
-        const batchHandler = runner.batchHandler;
-        if (batchHandler !== undefined && items.length > 0) {
-          const events = items.map(({ delivery, claim }) => ({
-            message: delivery.message,
-            context: runner.context(delivery, claim, tx, NEVER_ABORTED),
-          }));
-          const out = batchHandler(events, { tx, group: runner.group });
-          const results = batchResults(isThenable(out) ? await out : out, items.length);
-          items.forEach(({ index }, i) => {
-            values[index] = results[i];
-          });
-        } else {
-          for (const { index, claim, delivery } of items) {
-            const out = runner.handle(delivery, claim, tx, NEVER_ABORTED);
-            values[index] = isThenable(out) ? await out : out;
-          }
+      } else {
+        for (const { index, claim, delivery } of items) {
+          const out = runner.handle(delivery, claim, tx, NEVER_ABORTED);
+          values[index] = isThenable(out) ? await out : out;
         }
-        return items.map(({ index }) => runner.store(values[index]));
-      },
-    );
+      }
+      return items.map(({ index }) => runner.store(values[index]));
+    });
   } catch {
     // A handler (or the ledger) failed: the whole batch rolled back. Each delivery on its own.
     claimed = undefined;

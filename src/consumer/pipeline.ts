@@ -170,13 +170,19 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
     if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
-    const deliveries = envelopes.map((envelope) =>
-      readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started)),
-    );
-    const outcomes: (Outcome | undefined)[] = deliveries.map((delivery) =>
-      delivery.ok ? undefined : this.#unreadable(delivery, started),
-    );
-    const readable = deliveries.filter((delivery): delivery is Readable<T> => delivery.ok);
+    const deliveries: ReadDelivery<T>[] = [];
+    const outcomes: (Outcome | undefined)[] = [];
+    const readable: Readable<T>[] = [];
+    for (const envelope of envelopes) {
+      const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
+      deliveries.push(delivery);
+      if (delivery.ok) {
+        outcomes.push(undefined);
+        readable.push(delivery);
+      } else {
+        outcomes.push(this.#unreadable(delivery, started));
+      }
+    }
     if (readable.length > 0) {
       const unavailable = await this.#ready$(readable, started);
       if (unavailable !== undefined) {

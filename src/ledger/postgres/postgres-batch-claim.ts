@@ -45,7 +45,22 @@ async function claimBatch(
 ): Promise<(ClaimResult | undefined)[]> {
   const { sql, now } = context;
   const { distinct, identity } = plan;
-  const picked = distinct.map((index) => requests[index] as ClaimRequest);
+  const picked: ClaimRequest[] = [];
+  const groups: string[] = [];
+  const keys: string[] = [];
+  const prints: (string | null)[] = [];
+  const brokerIds: string[] = [];
+  const topics: string[] = [];
+  // One pass over the batch for the five columns (it runs for every batch).
+  for (const index of distinct) {
+    const r = requests[index] as ClaimRequest;
+    picked.push(r);
+    groups.push(r.group);
+    keys.push(r.key);
+    prints.push(r.fingerprint);
+    brokerIds.push(r.brokerId);
+    topics.push(r.topic);
+  }
   // The rows a batch inserts are claimed by one transaction, which is their one owner.
   const owner = randomUUID();
   if (context.lockMany) await context.lockMany(client, picked);
@@ -53,12 +68,12 @@ async function claimBatch(
     client,
     sql.claimMany,
     [
-      pgTextArray(picked.map((r) => r.group)),
-      pgTextArray(picked.map((r) => r.key)),
-      pgTextArray(picked.map((r) => r.fingerprint)),
+      pgTextArray(groups),
+      pgTextArray(keys),
+      pgTextArray(prints),
       owner,
-      pgTextArray(picked.map((r) => r.brokerId)),
-      pgTextArray(picked.map((r) => r.topic)),
+      pgTextArray(brokerIds),
+      pgTextArray(topics),
       new Date(now),
     ],
     'claiming a batch',
