@@ -203,6 +203,53 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     expect(receivedAtBatch[0]).toBe(100);
   });
 
+  it('reads a backlog fetchMaxBytes at a time: the first batch starts after the first fetch, not after the whole backlog was read', async () => {
+    const small = await proxiedKafka(kafka.bootstrap, { fetchMaxBytes: 64 * 1024 });
+    try {
+      // 20 produce requests of 50 records of ~600 bytes in one partition: 20 record batches of ~30 KiB.
+      const body = { pad: 'x'.repeat(600) };
+      for (let round = 0; round < 20; round++) {
+        await Promise.all(
+          Array.from({ length: 50 }, (_, i) =>
+            small.transport.publish({ topic, key: `f-${round}-${i}`, orderingKey: 'one', body }),
+          ),
+        );
+      }
+      let received = 0;
+      const onReceive = (context: unknown): void => {
+        if ((context as { client?: { groupId?: string } }).client?.groupId === group) received++;
+      };
+      const receivedAtBatch: number[] = [];
+      let done = 0;
+      listen('tracing:plt:kafka:consumer:receives:start', onReceive);
+      try {
+        const subscription = await small.transport.subscribe(
+          group,
+          [topic],
+          {
+            process: (envelope) => Promise.resolve(ackOutcome(envelope)),
+            processBatch: (envelopes) => {
+              receivedAtBatch.push(received);
+              done += envelopes.length;
+              return Promise.resolve(envelopes.map((envelope) => ackOutcome(envelope)));
+            },
+          },
+          // Room for the whole backlog at once: only the fetch size holds the first batch back.
+          { concurrency: 1000, batchSize: 1000 },
+        );
+        await waitUntil(() => done === 1000, 'every record');
+        await subscription.close();
+      } finally {
+        stopListening('tracing:plt:kafka:consumer:receives:start', onReceive);
+      }
+      // The ~600 KiB backlog fits in one fetch of the client's own 10 MiB: 64 KiB bring two batches at most.
+      expect(receivedAtBatch[0]).toBeGreaterThan(0);
+      expect(receivedAtBatch[0]).toBeLessThanOrEqual(100);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('never commits an offset past a record still in flight, whatever finishes after it', async () => {
     const { transport } = proxied;
     // One partition; the first record is slow, the five after it finish at once.

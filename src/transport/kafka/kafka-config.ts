@@ -32,6 +32,15 @@ export interface KafkaTransportConfig {
   readonly failureBackoff?: Duration;
   /** How often a subscription looks for retry tiers its group's other members created. @default '5s' */
   readonly retryDiscoveryInterval?: Duration;
+  /**
+   * Most bytes one fetch of a member brings, and one partition's part of it (the broker still sends a
+   * record batch larger than this whole, so a large record never stalls the partition). The client
+   * decodes a fetch in one go on the event loop: the bound keeps a backlog from blocking the process
+   * while thousands of records are decoded, and lets the first records' work start while the next
+   * fetch is on its way (a 30,000-record backlog: the first effect after ~50 ms instead of ~350 ms
+   * with the client's 10 MiB). @default 1 MiB
+   */
+  readonly fetchMaxBytes?: number;
   /** The group session timeout: a member silent this long leaves the group. @default '10s' */
   readonly sessionTimeout?: Duration;
   /** Heartbeats to the group coordinator, sent apart from processing. @default '1s' */
@@ -57,6 +66,7 @@ export const DEFAULT_KAFKA_TRANSPORT_CONFIG = Object.freeze({
   retryDiscoveryInterval: '5s',
   sessionTimeout: '10s',
   heartbeatInterval: '1s',
+  fetchMaxBytes: 1024 * 1024,
 } as const);
 
 /** A broker address. */
@@ -77,6 +87,7 @@ export interface KafkaSettings {
   readonly retryDiscoveryMs: number;
   readonly sessionTimeoutMs: number;
   readonly heartbeatMs: number;
+  readonly fetchMaxBytes: number;
   readonly brokerAddresses: ReadonlyMap<string, KafkaBrokerAddress>;
   readonly logger: Logger;
 }
@@ -145,6 +156,7 @@ export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSetting
     ),
     sessionTimeoutMs: durationMs(config.sessionTimeout ?? d.sessionTimeout, 'sessionTimeout', 1000),
     heartbeatMs: durationMs(config.heartbeatInterval ?? d.heartbeatInterval, 'heartbeatInterval', 10),
+    fetchMaxBytes: wholeNumber(config.fetchMaxBytes ?? d.fetchMaxBytes, 'fetchMaxBytes', 1024, 2 ** 31 - 1),
     brokerAddresses,
     logger: config.logger ?? SILENT_LOGGER,
   });

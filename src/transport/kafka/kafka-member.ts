@@ -23,6 +23,8 @@ export interface KafkaMemberInit {
    */
   readonly settle: (messages: readonly KafkaMessage[]) => Promise<void>;
   readonly failureBackoffMs: number;
+  /** Most bytes one fetch brings (see `fetchMaxBytes` of the transport). */
+  readonly fetchMaxBytes: number;
   readonly logger: Logger;
   /**
    * Per-key order: each record goes through a lane of its own (an ordering gate) instead of `settle`;
@@ -175,6 +177,7 @@ export class KafkaMember {
       fallbackMode: 'earliest' as const,
       autocommit: false,
       maxWaitTime: 200,
+      maxBytes: this.#init.fetchMaxBytes,
     };
     let failedAtOnce: Error | undefined;
     const stream = await openRecordStream(this.#init.consumer, options, (failed, error) => {

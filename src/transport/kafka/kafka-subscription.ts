@@ -127,6 +127,7 @@ export class KafkaSubscription implements Subscription {
       delayed,
       settle: (messages) => this.#settle(messages, delayed),
       failureBackoffMs: settings.failureBackoffMs,
+      fetchMaxBytes: settings.fetchMaxBytes,
       logger: settings.logger,
     });
   }
