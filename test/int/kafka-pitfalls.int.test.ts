@@ -164,15 +164,15 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     expect(await committed(partition)).toBe(first + 10n);
   });
 
-  it('starts a full batch while the client is still reading the rest of the fetch', async () => {
-    const { transport } = proxied;
-    // 300 records in one partition, all stored before the member joins: its first fetch brings them together.
-    await Promise.all(
-      Array.from({ length: 300 }, (_, i) =>
-        transport.publish({ topic, key: `b-${i}`, orderingKey: 'one', body: {} }),
-      ),
-    );
-    // The client's own trace of each record it reads, this group's only.
+  /**
+   * Consumes `count` records of the topic with `options`, acking each batch, and answers how many
+   * records the client had read (its own trace of each, this group's only) as each batch was handed over.
+   */
+  const readAtEachBatch = async (
+    transport: ProxiedKafka['transport'],
+    count: number,
+    options: { concurrency: number; batchSize: number },
+  ): Promise<number[]> => {
     let received = 0;
     const onReceive = (context: unknown): void => {
       if ((context as { client?: { groupId?: string } }).client?.groupId === group) received++;
@@ -192,13 +192,25 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
             return Promise.resolve(envelopes.map((envelope) => ackOutcome(envelope)));
           },
         },
-        { concurrency: 200, batchSize: 100 },
+        options,
       );
-      await waitUntil(() => done === 300, 'every record');
+      await waitUntil(() => done === count, 'every record');
       await subscription.close();
     } finally {
       stopListening('tracing:plt:kafka:consumer:receives:start', onReceive);
     }
+    return receivedAtBatch;
+  };
+
+  it('starts a full batch while the client is still reading the rest of the fetch', async () => {
+    const { transport } = proxied;
+    // 300 records in one partition, all stored before the member joins: its first fetch brings them together.
+    await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        transport.publish({ topic, key: `b-${i}`, orderingKey: 'one', body: {} }),
+      ),
+    );
+    const receivedAtBatch = await readAtEachBatch(transport, 300, { concurrency: 200, batchSize: 100 });
     // The first batch was handed over as its hundredth record was read, not after the last of the fetch.
     expect(receivedAtBatch[0]).toBe(100);
   });
@@ -215,33 +227,11 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
           ),
         );
       }
-      let received = 0;
-      const onReceive = (context: unknown): void => {
-        if ((context as { client?: { groupId?: string } }).client?.groupId === group) received++;
-      };
-      const receivedAtBatch: number[] = [];
-      let done = 0;
-      listen('tracing:plt:kafka:consumer:receives:start', onReceive);
-      try {
-        const subscription = await small.transport.subscribe(
-          group,
-          [topic],
-          {
-            process: (envelope) => Promise.resolve(ackOutcome(envelope)),
-            processBatch: (envelopes) => {
-              receivedAtBatch.push(received);
-              done += envelopes.length;
-              return Promise.resolve(envelopes.map((envelope) => ackOutcome(envelope)));
-            },
-          },
-          // Room for the whole backlog at once: only the fetch size holds the first batch back.
-          { concurrency: 1000, batchSize: 1000 },
-        );
-        await waitUntil(() => done === 1000, 'every record');
-        await subscription.close();
-      } finally {
-        stopListening('tracing:plt:kafka:consumer:receives:start', onReceive);
-      }
+      // Room for the whole backlog at once: only the fetch size holds the first batch back.
+      const receivedAtBatch = await readAtEachBatch(small.transport, 1000, {
+        concurrency: 1000,
+        batchSize: 1000,
+      });
       // The ~600 KiB backlog fits in one fetch of the client's own 10 MiB: 64 KiB bring two batches at most.
       expect(receivedAtBatch[0]).toBeGreaterThan(0);
       expect(receivedAtBatch[0]).toBeLessThanOrEqual(100);
