@@ -39,6 +39,11 @@ describe('a batch handler applies the won events of a batch at once', () => {
     const events = [payment(1), payment(2), payment(3)];
     const first = await pipeline.processBatch(events.map((event) => paymentEnvelope(event)));
     expect(first.map((outcome) => outcome.kind)).toEqual(['executed', 'executed', 'executed']);
+    expect(first.map((outcome) => (outcome as { result?: unknown }).result)).toEqual([
+      'credited evt-1',
+      'credited evt-2',
+      'credited evt-3',
+    ]);
     expect(calls).toEqual([['evt-1', 'evt-2', 'evt-3']]);
     // Copies of two of them and a new one: the handler sees only the new one; copies replay their result.
     const again = await pipeline.processBatch([
@@ -47,7 +52,9 @@ describe('a batch handler applies the won events of a batch at once', () => {
       paymentEnvelope(payment(3), 'copy-3'),
     ]);
     expect(again.map((outcome) => outcome.kind)).toEqual(['duplicate', 'executed', 'duplicate']);
+    // Each copy replays its own key's result, stored by the batch.
     expect(again[0]).toMatchObject({ result: 'credited evt-1' });
+    expect(again[2]).toMatchObject({ result: 'credited evt-3' });
     expect(calls.at(-1)).toEqual(['evt-4']);
     expect(balance(db, 'user-1')).toBe(200); // evt-1 and evt-4
     await ledger.close();
