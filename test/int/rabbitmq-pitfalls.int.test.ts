@@ -183,6 +183,33 @@ describe.skipIf(!service.available)('RabbitMQ pitfalls', () => {
     await expect(publish).rejects.toMatchObject({ reason: 'unroutable' });
   });
 
+  it('sends a nacked publish again after a pause, not in the same millisecond: a full queue that rejects publishes takes the copy once it has room', async () => {
+    const bare = world.open({ retention: false });
+    // Declares the exchange (the topic has no queue yet: unroutable).
+    await bare.publish({ topic: 'full-topic', key: 'x', body: {} }).catch(() => undefined);
+    const { channel, close } = await operator();
+    // A queue of one message that nacks a publish when full (RabbitMQ nacks a copy routed to a quorum
+    // queue being deleted the same way: a partition-count drain deletes old queues under publishers).
+    const queue = `${world.prefix}.full`;
+    try {
+      await channel.assertQueue(queue, {
+        durable: true,
+        arguments: { 'x-queue-type': 'classic', 'x-max-length': 1, 'x-overflow': 'reject-publish' },
+      });
+      await channel.bindQueue(queue, world.prefix, 'full-topic');
+      await bare.publish({ topic: 'full-topic', key: 'a', body: {} });
+      const second = bare.publish({ topic: 'full-topic', key: 'b', body: {} });
+      await sleep(20);
+      expect(await channel.get(queue, { noAck: true })).not.toBe(false);
+      await expect(second).resolves.toMatchObject({ topic: 'full-topic' });
+      const stored = await channel.get(queue, { noAck: true });
+      expect(stored === false ? undefined : stored.properties.headers?.[KEY_HEADER]).toBe('b');
+    } finally {
+      await channel.deleteQueue(queue).catch(() => undefined);
+      await close();
+    }
+  });
+
   it('stores every publish persistent, with the key, the caller’s headers, a unique id, the topic and its exact bytes', async () => {
     await transport.publish({ topic, key: 'warm', body: {} });
     const admin = await operator();

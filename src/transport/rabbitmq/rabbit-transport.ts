@@ -25,6 +25,9 @@ import { partitionOf } from '../partitions.js';
 import { RabbitSubscription } from './rabbit-subscription.js';
 import { RabbitTopology } from './rabbit-topology.js';
 
+/** Wait before the n-th new copy of an unconfirmed publish: n times this. */
+export const PUBLISH_RETRY_MS = 50;
+
 /**
  * RabbitMQ through amqplib: a direct exchange whose routing keys are the topics; per group a durable
  * work queue bound to its topics, one retry queue per delay level and a dead-letter queue; per topic
@@ -148,6 +151,9 @@ export class RabbitTransport implements Transport {
           attempt,
           error: errorText(error),
         });
+        // Not at once: what refused the copy (a queue being deleted, a full queue that rejects
+        // publishes) refuses one sent in the same millisecond as well.
+        await new Promise((resolve) => setTimeout(resolve, PUBLISH_RETRY_MS * attempt));
       }
     }
   }
