@@ -160,7 +160,7 @@ function addWhere(tally: Tally, before: CpuSnapshot | undefined, after: CpuSnaps
     tally.where.others.set(name, (tally.where.others.get(name) ?? 0) + micros);
 }
 
-/** Other processes below this many microseconds per message are left out of `otherProcessesCpu`. */
+/** Other processes below this many microseconds per message are left out of `otherProcessesCpuMicrosPerMessage`. */
 const OTHERS_FLOOR = 1;
 
 function whereFields(t: Tally): Partial<BenchResult> {

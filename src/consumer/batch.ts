@@ -71,10 +71,10 @@ async function runTransactional<Tx, T>(
   for (const { delivery } of claimable) {
     envelopes.push(delivery.envelope);
     requests.push(delivery.request);
+    delivery.trace.claimStarted();
   }
   const stop = runner.keepAlive(envelopes);
   let claimed: readonly ClaimResult[] | undefined;
-  for (const { delivery } of claimable) delivery.trace.claimStarted();
   try {
     claimed = await runner.ledger.transactionMany(requests, async (tx, won) => {
       const items = won.map(({ index, claim }) => {

@@ -26,7 +26,7 @@ import { RabbitSubscription } from './rabbit-subscription.js';
 import { RabbitTopology } from './rabbit-topology.js';
 
 /** Wait before the n-th new copy of an unconfirmed publish: n times this. */
-export const PUBLISH_RETRY_MS = 50;
+const PUBLISH_RETRY_MS = 50;
 
 /**
  * RabbitMQ through amqplib: a direct exchange whose routing keys are the topics; per group a durable
