@@ -6,6 +6,7 @@ import {
   type DeliveryKeepAlive,
   type Envelope,
 } from '../../core/envelope.js';
+import { HeaderText, NON_KEY } from '../../core/header-text.js';
 import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 
 /** Header carrying the topic, which a retry copy's routing key (its work queue) no longer shows. */
@@ -39,20 +40,36 @@ export function brokerIdOf(message: AmqpMessageLike): string {
   return `amqp-sha256:${digest.slice(0, 32)}`;
 }
 
+/** What an AMQP table value that is no text is, for a dead letter's reason. */
+function amqpKind(value: unknown): string {
+  if (value === null) return 'an AMQP void (no value)';
+  if (Array.isArray(value)) return 'an AMQP array';
+  const tagged = (value as { readonly '!'?: unknown })['!'];
+  return typeof tagged === 'string' ? `an AMQP ${tagged}` : 'an AMQP table';
+}
+
 /**
- * AMQP headers as text: strings as they are, numbers and booleans printed, bytes as UTF-8. Tables
- * and arrays (`x-death`) are left out here; the raw headers keep them for dead letters.
+ * AMQP headers as text, each read exactly or not at all: strings as they are, integers within ±2^53 - 1
+ * printed, bytes when they are UTF-8. A long past 2^53 (amqplib hands it over rounded) or bytes that are
+ * not UTF-8 are left out; booleans and doubles are printed but are no key; tables, arrays, timestamps
+ * and decimals are left out here (the raw headers keep them for dead letters). Every header that is
+ * no key is named in `nonKey`, so that a business key read from it is refused.
  */
-export function textHeaders(raw: AmqpHeaders | undefined): Record<string, string> {
-  const headers: Record<string, string> = {};
-  if (raw === undefined) return headers;
+export function textHeaders(raw: AmqpHeaders | undefined): HeaderText {
+  const text = new HeaderText();
+  if (raw === undefined) return text;
   for (const [name, value] of Object.entries(raw)) {
-    if (typeof value === 'string') headers[name] = value;
-    else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
-      headers[name] = String(value);
-    } else if (Buffer.isBuffer(value)) headers[name] = value.toString('utf8');
+    if (typeof value === 'string') text.text(name, value);
+    else if (typeof value === 'number') {
+      if (Number.isSafeInteger(value)) text.text(name, String(value));
+      else if (Number.isInteger(value)) text.drop(name, NON_KEY.inexactNumber);
+      else text.textNotKey(name, String(value), 'an AMQP float or double');
+    } else if (typeof value === 'bigint') text.text(name, value.toString());
+    else if (typeof value === 'boolean') text.textNotKey(name, String(value), 'an AMQP boolean');
+    else if (Buffer.isBuffer(value)) text.bytes(name, value);
+    else text.drop(name, amqpKind(value));
   }
-  return headers;
+  return text;
 }
 
 /** Quorum queues count the earlier deliveries of a copy in `x-delivery-count`. */
@@ -64,7 +81,7 @@ function brokerDeliveryCount(message: AmqpMessageLike): number {
 
 /** The envelope of a delivery. */
 export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAlive): Envelope {
-  const headers = textHeaders(message.properties.headers);
+  const { headers, nonKey } = textHeaders(message.properties.headers);
   const timestamp = message.properties.timestamp;
   return createEnvelope({
     brokerId: brokerIdOf(message),
@@ -76,6 +93,7 @@ export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAli
     // AMQP timestamps are seconds.
     ...(typeof timestamp === 'number' ? { publishedAt: new Date(timestamp * 1000) } : {}),
     ...(keepAlive === undefined ? {} : { keepAlive }),
+    nonKeyHeaders: nonKey,
   });
 }
 

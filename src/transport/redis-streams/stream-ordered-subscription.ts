@@ -480,7 +480,7 @@ export class StreamOrderedSubscription implements Subscription {
       const delivery = deliveryOf(
         this.#site,
         stream,
-        { id: entry.id, fields: entry.fields },
+        { ...entry, fields: entry.fields },
         counts?.get(entry.id) ?? 1,
       );
       lane.deliveries.set(delivery.slot, delivery);
