@@ -3,6 +3,7 @@ import { KEY_HEADER, type Envelope } from '../core/envelope.js';
 import { PermanentError } from '../core/errors.js';
 import { compileKeySource, DEFAULT_KEY_SOURCE, normalizeKey } from '../core/key.js';
 import type { Outcome } from '../core/outcome.js';
+import { DEAD_LETTER_HEADERS, type DeadLetter } from '../transport/dead-letters.js';
 import type { TransportCase } from './transport-conformance.js';
 import { outcomeFor, sleep, type ForeignHeaderValue } from './transport-conformance-fixture.js';
 
@@ -127,5 +128,32 @@ export function describeTransportForeignCases(test: () => TransportCase): void {
     }
     await sleep(300);
     expect(read.size).toBe(samples.length);
+  });
+
+  it('keeps in a dead letter the business key the group read, wherever it read it from (deadLetter capability)', async (ctx) => {
+    const { group, topic, transport } = test();
+    if (!transport.capabilities.deadLetter) ctx.skip();
+    // No key header: the group reads the key from the body, as `key: { jsonPath: 'eventId' }` does.
+    await transport.publish({ topic, body: { eventId: 'body-key-1' } });
+    const withBodyKey = (envelope: Envelope): Outcome => {
+      const { eventId } = JSON.parse(decoder.decode(envelope.body)) as { eventId: string };
+      return { ...outcomeFor(envelope, 'dead-letter', 0), key: eventId };
+    };
+    await test().subscribeProcessor(group, { process: (envelope) => Promise.resolve(withBodyKey(envelope)) });
+    await test().waitFor(
+      async () => (await transport.deadLetters.list({ group })).length === 1,
+      'the dead letter',
+    );
+    const [letter] = await transport.deadLetters.list({ group });
+    expect(letter?.key).toBe('body-key-1');
+    // A replay is a fresh copy: the key is read again by the group, not carried as a dead-letter header.
+    await transport.deadLetters.replay(group, [letter?.id ?? '']);
+    let again: DeadLetter | undefined;
+    await test().waitFor(async () => {
+      [again] = (await transport.deadLetters.list({ group })).filter((next) => next.id !== letter?.id);
+      return again !== undefined;
+    }, 'the replayed copy dead-lettered again');
+    expect(again?.key).toBe('body-key-1');
+    expect(again?.headers[DEAD_LETTER_HEADERS.key]).toBe('body-key-1');
   });
 }

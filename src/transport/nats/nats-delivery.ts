@@ -173,7 +173,9 @@ export class NatsDelivery {
     await this.#guard(async () => {
       const outcome = 'outcome' in result ? result.outcome : undefined;
       if (outcome?.action === 'ack') return this.#send('ack');
-      if (outcome?.action === 'dead-letter') return this.#deadLetter(outcome.reason, outcome.error);
+      if (outcome?.action === 'dead-letter') {
+        return this.#deadLetter(outcome.reason, outcome.error, outcome.key);
+      }
       if (outcome?.action === 'retry' && outcome.nextDeliveryCount !== this.envelope.deliveryCount) {
         return this.#retryCopy(outcome.delayMs, outcome.nextDeliveryCount);
       }
@@ -186,6 +188,7 @@ export class NatsDelivery {
         return this.#deadLetter(
           MAX_DELIVERIES_REASON,
           `delivered ${this.msg.info.deliveryCount} times without being settled (maxDeliver ${settings.maxDeliver}); last: ${why}`,
+          outcome?.key ?? null,
         );
       }
       if (outcome === undefined) {
@@ -249,13 +252,13 @@ export class NatsDelivery {
   }
 
   /** A copy in the group's dead-letter subject, confirmed, then `+TERM` so the server never redelivers it. */
-  async #deadLetter(reason: DeadLetterReason, error: unknown): Promise<void> {
+  async #deadLetter(reason: DeadLetterReason, error: unknown, key: string | null): Promise<void> {
     const { envelope } = this;
     const { group, settings } = this.#ctx;
     await this.#ctx.publisher.send({
       subject: deadLetterSubject(settings, group),
       body: envelope.body,
-      headers: deadLetterHeaders(envelope, { group, reason, error }),
+      headers: deadLetterHeaders(envelope, { group, reason, error, key }),
       msgId: `dead:${group}:${envelope.brokerId}`,
     });
     if (!this.stale) await this.#send('term');

@@ -291,6 +291,7 @@ export class StreamSubscription implements Subscription {
           group: this.group,
           reason: outcome.reason,
           error: outcome.error,
+          key: outcome.key,
         });
       }
       if (!done)
