@@ -156,4 +156,35 @@ export function describeTransportForeignCases(test: () => TransportCase): void {
     expect(again?.key).toBe('body-key-1');
     expect(again?.headers[DEAD_LETTER_HEADERS.key]).toBe('body-key-1');
   });
+
+  it('gives two foreign messages with one body two broker ids, and a foreign copy redelivered its own again', async (ctx) => {
+    const { under, group, topic } = test();
+    const foreign = under.foreign;
+    if (foreign === undefined) ctx.skip();
+    const seen = new Map<string, string[]>();
+    await test().subscribeProcessor(group, {
+      process: (envelope) => {
+        const key = pipelineKey(envelope);
+        const name = 'key' in key ? key.key : key.refused;
+        const ids = seen.get(name) ?? [];
+        seen.set(name, [...ids, envelope.brokerId]);
+        // The first delivery of each fails before an outcome: the broker hands the same copy again.
+        if (ids.length === 0) return Promise.reject(new Error('conformance: processor down'));
+        return Promise.resolve(outcomeFor(envelope, 'ack', 0));
+      },
+    });
+    const body = encoder.encode('{"same":"body"}');
+    for (const key of ['twin-1', 'twin-2']) {
+      await foreign?.publish(topic, { headers: [[KEY_HEADER, text(key)]], body });
+    }
+    await test().waitFor(
+      () => (seen.get('twin-1')?.length ?? 0) >= 2 && (seen.get('twin-2')?.length ?? 0) >= 2,
+      'both foreign messages twice',
+    );
+    const [first, again] = seen.get('twin-1') ?? [];
+    const [second, secondAgain] = seen.get('twin-2') ?? [];
+    expect(again).toBe(first);
+    expect(secondAgain).toBe(second);
+    expect(second).not.toBe(first);
+  });
 }

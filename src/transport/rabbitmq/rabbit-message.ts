@@ -27,17 +27,37 @@ export const newBrokerId = (): string => randomUUID();
 /**
  * The broker id of a delivered copy: its AMQP `message-id`, which oncemq stamps on every copy it
  * stores and the broker keeps on every redelivery. A message from another producer without one
- * gets a digest of its routing key, headers' key and body (the same on each redelivery).
+ * gets a digest of its routing key, its headers (less those the broker adds on a redelivery) and its
+ * body: the same on each redelivery, different for two messages that differ in any of them (two
+ * messages equal in all three cannot be told apart, and count as one copy).
  */
 export function brokerIdOf(message: AmqpMessageLike): string {
   const id = message.properties.messageId;
   if (typeof id === 'string' && id !== '') return id;
-  const digest = createHash('sha256')
-    .update(message.fields.routingKey)
-    .update('\0')
-    .update(message.content)
-    .digest('hex');
-  return `amqp-sha256:${digest.slice(0, 32)}`;
+  const digest = createHash('sha256').update(message.fields.routingKey).update('\0');
+  const headers = message.properties.headers ?? {};
+  for (const name of Object.keys(headers).sort()) {
+    if (BROKER_HEADERS.has(name) || name.startsWith('x-death') || DEATH_HEADER.test(name)) continue;
+    digest.update(JSON.stringify([name, canonical(headers[name])])).update('\0');
+  }
+  return `amqp-sha256:${digest.update(message.content).digest('hex').slice(0, 32)}`;
+}
+
+/** Headers RabbitMQ adds when it dead-letters a message (`x-death` is in the check above). */
+const DEATH_HEADER = /^x-(first|last)-death-/;
+
+/** A header value in one spelling: tables with sorted names, bytes and numbers tagged by type. */
+function canonical(value: unknown): unknown {
+  if (Buffer.isBuffer(value)) return { bytes: value.toString('base64') };
+  if (typeof value === 'bigint') return { bigint: value.toString() };
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value !== null && typeof value === 'object') {
+    const table = value as Record<string, unknown>;
+    return Object.keys(table)
+      .sort()
+      .map((name) => [name, canonical(table[name])]);
+  }
+  return value;
 }
 
 /** What an AMQP table value that is no text is, for a dead letter's reason. */
