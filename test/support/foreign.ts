@@ -6,6 +6,7 @@ import { jetstream } from '@nats-io/jetstream';
 import type { ForeignHeaderValue, ForeignMessage, ForeignProducer } from 'oncemq/conformance';
 import { directConnection } from './nats.js';
 import type { RawRedis } from './redis-streams.js';
+import { Producer as RocketMQProducer } from 'rocketmq-client-nodejs';
 
 /** A foreign producer holding a connection of its own, closed after the case. */
 export interface ClosableForeign extends ForeignProducer {
@@ -119,6 +120,28 @@ export function kafkaForeign(bootstrap: string): ClosableForeign {
     async close() {
       const opened = await connection.opened();
       await opened?.close().catch(() => undefined);
+    },
+  };
+}
+
+/** Another RocketMQ producer: the Node client, headers as user properties (text, one value a name). */
+export function rocketmqForeign(endpoints: string): ClosableForeign {
+  const connection = lazy(async () => {
+    const producer = new RocketMQProducer({ endpoints, namespace: '' });
+    await producer.startup();
+    return producer;
+  });
+  return {
+    headerTypes: ['text'],
+    repeatedHeaders: false,
+    async publish(topic: string, message: ForeignMessage) {
+      const producer = await connection.get();
+      const properties = new Map(message.headers.map(([name, value]) => [name, asText(value)]));
+      await producer.send({ topic, body: Buffer.from(message.body), properties });
+    },
+    async close() {
+      const opened = await connection.opened()?.catch(() => undefined);
+      await opened?.shutdown().catch(() => undefined);
     },
   };
 }
