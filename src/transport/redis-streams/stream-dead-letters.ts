@@ -8,6 +8,7 @@ import {
   type DeadLetters,
 } from '../dead-letters.js';
 import type { StreamCommands } from './stream-commands.js';
+import type { CommandArg } from './stream-connection.js';
 import { readEntry, replayFields } from './stream-entry.js';
 import { ENTRY_ID_PATTERN, type StreamKeys } from './stream-keys.js';
 import { parseEntries, replyNumber, type RawEntry } from './stream-replies.js';
@@ -38,10 +39,18 @@ export class StreamDeadLetters implements DeadLetters {
     return commands;
   }
 
-  #letter(stream: string, entry: RawEntry): DeadLetter | undefined {
+  /** A dead letter, and its fields that are not text headers (a replay stores them again). */
+  #letter(
+    stream: string,
+    entry: RawEntry,
+  ): { readonly letter: DeadLetter; readonly unread: readonly CommandArg[] | undefined } | undefined {
     if (entry.fields === null) return undefined;
     const message = readEntry(stream, { ...entry, fields: entry.fields }, '');
-    return readDeadLetter(entry.id, message.headers, message.body, { stream });
+    const letter = readDeadLetter(entry.id, message.headers, message.body, {
+      stream,
+      ...(message.nonKey === undefined ? {} : { nonKeyHeaders: message.nonKey }),
+    });
+    return { letter, unread: message.unread };
   }
 
   /** The group's dead-letter stream length (`XLEN`). */
@@ -65,7 +74,7 @@ export class StreamDeadLetters implements DeadLetters {
         }),
       );
       for (const entry of page) {
-        const letter = this.#letter(stream, entry);
+        const letter = this.#letter(stream, entry)?.letter;
         if (letter === undefined || (query.reason !== undefined && letter.reason !== query.reason)) continue;
         letters.push(letter);
         if (letters.length === limit) break;
@@ -85,14 +94,15 @@ export class StreamDeadLetters implements DeadLetters {
       const [entry] = parseEntries(
         await commands.send(['XRANGE', stream, id, id], 'reading a dead letter', { bytes: true }),
       );
-      const letter = entry === undefined ? undefined : this.#letter(stream, entry);
-      if (letter === undefined) continue;
+      const read = entry === undefined ? undefined : this.#letter(stream, entry);
+      if (read === undefined) continue;
+      const { letter, unread } = read;
       // A dead letter of an ordered group goes back on its shard stream, for that group only.
       const shard = this.keys.shardOf(letter.brokerId);
       const done = await commands.script(
         REPLAY,
         [stream, shard ?? this.keys.retry(group)],
-        [id, ...replayFields(letter, shard === undefined ? undefined : group)],
+        [id, ...replayFields(letter, shard === undefined ? undefined : group, unread)],
       );
       replayed += replyNumber(done);
     }

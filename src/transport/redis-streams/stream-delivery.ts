@@ -2,6 +2,7 @@ import { createEnvelope, readDeliveryCount, type Envelope } from '../../core/env
 import { TransportUnavailableError } from '../../core/errors.js';
 import { readEntry } from './stream-entry.js';
 import { streamBrokerId } from './stream-keys.js';
+import type { CommandArg } from './stream-connection.js';
 import type { RawEntry } from './stream-replies.js';
 
 /** One entry handed to the processor, in the connection generation it was read in. */
@@ -12,6 +13,8 @@ export interface Delivery {
   readonly slot: string;
   readonly generation: number;
   readonly envelope: Envelope;
+  /** The entry's fields that are not text headers, stored again on its retry and dead-letter copies. */
+  readonly unread?: readonly CommandArg[] | undefined;
 }
 
 /** How the envelope of a delivery keeps its entry (see {@link deliveryOf}). */
@@ -43,6 +46,7 @@ export function deliveryOf(
     id: entry.id,
     slot,
     generation,
+    unread: message.unread,
     envelope: createEnvelope({
       brokerId: slot,
       topic: message.topic,

@@ -56,6 +56,11 @@ export interface EntryMessage {
   readonly headers: Readonly<Record<string, string>>;
   /** Fields no business key is read from (bytes that are not UTF-8, a field held twice): the envelope's `nonKeyHeaders`. */
   readonly nonKey: Readonly<Record<string, string>> | undefined;
+  /**
+   * The fields left out of {@link headers}, as the entry held them (name, bytes, …): a retry, dead-letter or
+   * replay copy stores them again, so no copy loses what the producer sent.
+   */
+  readonly unread: readonly CommandArg[] | undefined;
   readonly body: Uint8Array;
   readonly publishedAt: Date | undefined;
 }
@@ -70,10 +75,16 @@ export function readEntry(
   topic: string | undefined,
 ): EntryMessage {
   const text = new HeaderText();
+  let unread: CommandArg[] | undefined;
   for (const [name, value] of entry.fields) {
     if (RESERVED_FIELDS.has(name)) continue;
-    if (entry.repeated?.has(name) === true) text.drop(name, NON_KEY.repeated);
+    const values = entry.repeated?.get(name);
+    if (values !== undefined) text.drop(name, NON_KEY.repeated);
     else text.bytes(name, value);
+    if (text.headers[name] === undefined) {
+      unread ??= [];
+      for (const each of values ?? [value]) unread.push(name, each);
+    }
   }
   const { headers, nonKey } = text;
   const field = (name: string): string | undefined => {
@@ -85,17 +96,23 @@ export function readEntry(
     topic: topic ?? field(TOPIC_FIELD) ?? stream,
     headers,
     nonKey,
+    unread,
     body: entry.fields.get(BODY_FIELD) ?? EMPTY,
     publishedAt: Number.isSafeInteger(publishedMs) && publishedMs > 0 ? new Date(publishedMs) : undefined,
   };
 }
 
 /** The fields of the copy a retry stores: the delivery's, charged `deliveryCount`, and where it came from. */
-export function retryFields(envelope: Envelope, deliveryCount: number): CommandArg[] {
+export function retryFields(
+  envelope: Envelope,
+  deliveryCount: number,
+  unread: readonly CommandArg[] = [],
+): CommandArg[] {
   const fields = messageFields(
     { ...envelope.headers, [DELIVERY_COUNT_HEADER]: String(deliveryCount) },
     envelope.body,
   );
+  fields.push(...unread);
   fields.push(TOPIC_FIELD, envelope.topic);
   if (envelope.publishedAt !== undefined)
     fields.push(PUBLISHED_FIELD, String(envelope.publishedAt.getTime()));
@@ -103,16 +120,25 @@ export function retryFields(envelope: Envelope, deliveryCount: number): CommandA
 }
 
 /** The fields of a dead letter: the delivery's body, its headers and the standard dead-letter headers. */
-export function deadLetterFields(envelope: Envelope, cause: DeadLetterCause): CommandArg[] {
-  return messageFields(deadLetterHeaders(envelope, cause), envelope.body);
+export function deadLetterFields(
+  envelope: Envelope,
+  cause: DeadLetterCause,
+  unread: readonly CommandArg[] = [],
+): CommandArg[] {
+  return [...messageFields(deadLetterHeaders(envelope, cause), envelope.body), ...unread];
 }
 
 /**
  * The fields of a replayed dead letter: a fresh copy at delivery count 1, for its topic; onto a shard
  * stream, for `group` only.
  */
-export function replayFields(letter: DeadLetter, group?: string): CommandArg[] {
+export function replayFields(
+  letter: DeadLetter,
+  group?: string,
+  unread: readonly CommandArg[] = [],
+): CommandArg[] {
   const fields = messageFields(replayHeaders(letter), letter.body);
+  fields.push(...unread);
   fields.push(TOPIC_FIELD, letter.topic);
   if (group !== undefined) fields.push(REPLAY_GROUP_FIELD, group);
   return fields;

@@ -572,7 +572,13 @@ export class StreamOrderedSubscription implements Subscription {
     const done = await this.#member.commands.script(
       ORDERED_DEAD_LETTER,
       [this.#partitionOf(delivery.stream), delivery.stream, keys.deadLetters(this.group)],
-      [this.token, this.group, this.consumer, delivery.id, ...deadLetterFields(delivery.envelope, cause)],
+      [
+        this.token,
+        this.group,
+        this.consumer,
+        delivery.id,
+        ...deadLetterFields(delivery.envelope, cause, delivery.unread),
+      ],
     );
     this.#owner(replyNumber(done), delivery.slot);
   }

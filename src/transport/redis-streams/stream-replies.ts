@@ -10,8 +10,11 @@ import { TransportUnavailableError } from '../../core/errors.js';
 export interface RawEntry {
   readonly id: string;
   readonly fields: ReadonlyMap<string, Uint8Array> | null;
-  /** Fields the entry holds more than once with different values (`XADD` allows it); absent when none. */
-  readonly repeated?: ReadonlySet<string> | undefined;
+  /**
+   * Fields the entry holds more than once with different values (`XADD` allows it), each with every
+   * value in entry order (`fields` has the last); absent when none.
+   */
+  readonly repeated?: ReadonlyMap<string, readonly Uint8Array[]> | undefined;
 }
 
 const sameBytes = (a: Uint8Array, b: Uint8Array): boolean =>
@@ -68,12 +71,16 @@ export function parseEntries(reply: unknown): RawEntry[] {
     if (flat === null || flat === undefined) return { id: text, fields: null };
     const pairs = array(flat, 'the fields of an entry');
     const fields = new Map<string, Uint8Array>();
-    let repeated: Set<string> | undefined;
+    let repeated: Map<string, Uint8Array[]> | undefined;
     for (let i = 0; i + 1 < pairs.length; i += 2) {
       const name = replyText(pairs[i]) ?? '';
       const value = replyBytes(pairs[i + 1]);
       const earlier = fields.get(name);
-      if (earlier !== undefined && !sameBytes(earlier, value)) (repeated ??= new Set()).add(name);
+      if (earlier !== undefined) {
+        const values = repeated?.get(name);
+        if (values !== undefined) values.push(value);
+        else if (!sameBytes(earlier, value)) (repeated ??= new Map()).set(name, [earlier, value]);
+      }
       fields.set(name, value);
     }
     return repeated === undefined ? { id: text, fields } : { id: text, fields, repeated };

@@ -1,6 +1,7 @@
 import type { Envelope } from '../../core/envelope.js';
 import type { DeadLetterCause } from '../dead-letters.js';
 import type { StreamCommands } from './stream-commands.js';
+import type { CommandArg } from './stream-connection.js';
 import { deadLetterFields, retryFields } from './stream-entry.js';
 import type { StreamKeys } from './stream-keys.js';
 import { replyNumber } from './stream-replies.js';
@@ -11,6 +12,7 @@ export interface SettleTarget {
   readonly stream: string;
   readonly id: string;
   readonly envelope: Envelope;
+  readonly unread?: readonly CommandArg[] | undefined;
 }
 
 interface AckBatch {
@@ -83,7 +85,13 @@ export class StreamSettler {
     const done = await this.commands.script(
       RETRY,
       [target.stream, this.keys.delayed(this.group)],
-      [this.group, this.consumer, target.id, delay, ...retryFields(target.envelope, deliveryCount)],
+      [
+        this.group,
+        this.consumer,
+        target.id,
+        delay,
+        ...retryFields(target.envelope, deliveryCount, target.unread),
+      ],
     );
     return replyNumber(done) === 1;
   }
@@ -96,7 +104,7 @@ export class StreamSettler {
     const done = await this.commands.script(
       DEAD_LETTER,
       [target.stream, this.keys.deadLetters(this.group)],
-      [this.group, this.consumer, target.id, ...deadLetterFields(target.envelope, cause)],
+      [this.group, this.consumer, target.id, ...deadLetterFields(target.envelope, cause, target.unread)],
     );
     return replyNumber(done) === 1;
   }
