@@ -77,6 +77,8 @@ export interface LeaseCounts {
   readonly renewals: number;
   readonly renewMaxMs: number;
   readonly rivalClaims: number;
+  /** Why the lost keys' signals aborted (the cause's text, digits as `N`), and how often. */
+  readonly lostReasons: Readonly<Record<string, number>>;
 }
 
 export interface SuiteOptions {

@@ -20,6 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPipeline } from '../src/consumer/pipeline.js';
 import { createEnvelope } from '../src/core/envelope.js';
+import { errorText } from '../src/core/errors.js';
 import type { Claim, Ledger } from '../src/ledger/ledger.js';
 import type { BenchResult, Suite } from './harness.js';
 import type { RivalOrder, RivalReport } from './lease-rival.js';
@@ -116,6 +117,7 @@ async function runRow(row: Row, namespace: LeaseNamespace): Promise<BenchResult>
   let lost = 0;
   let rivalClaims = 0;
   let held = 0;
+  const lostReasons: Record<string, number> = {};
   const started = performance.now();
   try {
     await rival.ready;
@@ -135,6 +137,11 @@ async function runRow(row: Row, namespace: LeaseNamespace): Promise<BenchResult>
           const timer = setTimeout(resolve, row.holdMs);
           ctx.signal.addEventListener('abort', () => {
             aborted.set(key, Date.now());
+            const reason = errorText((ctx.signal.reason as Error).cause ?? ctx.signal.reason).replace(
+              /\d+/g,
+              'N',
+            );
+            lostReasons[reason] = (lostReasons[reason] ?? 0) + 1;
             clearTimeout(timer);
             resolve();
           });
@@ -195,6 +202,7 @@ async function runRow(row: Row, namespace: LeaseNamespace): Promise<BenchResult>
       renewals: latencies.length,
       renewMaxMs: round2(sorted.at(-1) ?? 0),
       rivalClaims,
+      lostReasons,
     },
   };
 }
