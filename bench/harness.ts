@@ -54,6 +54,31 @@ export interface BenchResult {
   readonly peakRssMb?: number;
   /** Drains: the largest growth of the resident set during one of this row's drains, in MiB. */
   readonly rssGrowthMb?: number;
+  /**
+   * The `leases` suite (bench/leases.ts): what became of the keys held under a rival's claims.
+   * `messagesPerSecond` is then keys held per second, `p50Ms`/`p99Ms` the renewals' latency.
+   */
+  readonly leases?: LeaseCounts;
+}
+
+/** A `leases` row: keys held while a rival claimed them, and what became of them. */
+export interface LeaseCounts {
+  readonly backend: string;
+  readonly leaseMs: number;
+  readonly renewEveryMs: number;
+  /** How long each owner's handler ran, unless its signal aborted first. */
+  readonly holdMs: number;
+  /** Keys held (rounds × keys). */
+  readonly held: number;
+  /** Keys the rival won before their owner's signal aborted: the owner kept working on a taken key. */
+  readonly stolen: number;
+  /** Keys whose owner's signal aborted (no renewal landed in time): safe, the work was wasted. */
+  readonly lost: number;
+  readonly renewals: number;
+  readonly renewMaxMs: number;
+  readonly rivalClaims: number;
+  /** Why the lost keys' signals aborted (the cause's text, digits as `N`), and how often. */
+  readonly lostReasons: Readonly<Record<string, number>>;
 }
 
 export interface SuiteOptions {

@@ -23,8 +23,14 @@ export class HeldDelivery implements SignalSource {
    * ledger's own lease ends no earlier, so a rival can take the key only after this instant.
    */
   leaseDeadline: number;
-  renewedAt: number;
+  /**
+   * When the next renewal is sent: `renewEvery` after the last successful one was *sent* (so the time
+   * it took to land does not push the next one later), or a short backoff after a failed one.
+   */
+  renewAt: number;
   renewing = false;
+  /** Renewals failed in a row (not counting a lost lease). */
+  failures = 0;
   readonly keepAlive: DeliveryKeepAlive | undefined;
   extendedAt: number;
   extending = false;
@@ -35,11 +41,12 @@ export class HeldDelivery implements SignalSource {
     claim: Claim | undefined,
     sentAt: number,
     leaseMs: number,
+    renewEveryMs: number,
     keepAlive: DeliveryKeepAlive | undefined,
   ) {
     this.claim = claim;
     this.leaseDeadline = sentAt + leaseMs;
-    this.renewedAt = sentAt;
+    this.renewAt = sentAt + renewEveryMs;
     this.keepAlive = keepAlive;
     this.extendedAt = Date.now();
   }
@@ -68,22 +75,37 @@ export class HeldDelivery implements SignalSource {
   }
 }
 
-/** Shortest timer period of a keeper. */
-const MIN_TICK_MS = 5;
+/**
+ * First wait before a failed renewal is sent again; it doubles with each failure in a row, up to a
+ * quarter of `renewEvery`, so several retries fit before the lease is given up.
+ */
+export const RENEW_RETRY_MS = 10;
+
+/**
+ * How long before the local end of a lease the keeper gives it up when no renewal has landed: a
+ * quarter of the time a renewal has to land (`lease - renewEvery`), at least 1 ms. It covers a timer
+ * that fires late on a busy event loop, so the signal aborts before any rival can take the key.
+ */
+export function leaseGuardMs(leaseMs: number, renewEveryMs: number): number {
+  return Math.max(1, Math.floor((leaseMs - renewEveryMs) / 4));
+}
 
 /**
  * Renews the leases of a pipeline's running leased handlers, and keeps their deliveries alive at
- * the broker, from one timer instead of one per message: a lease is renewed once `renewEveryMs`
- * has passed since its last renewal, a delivery extended once its keep-alive period has passed. A
- * handler that finishes sooner never costs either. A lease that is lost — the ledger says another
- * owner has the key, or no renewal landed before the lease would end — aborts the handler's signal
- * before any rival can take the key.
+ * the broker, from one timer instead of one per message; the timer is set for the earliest thing due.
+ * A lease is renewed `renewEvery` after its last renewal was *sent*; one that fails is sent again
+ * after a short backoff ({@link RENEW_RETRY_MS}, doubling up to `renewEvery / 4`), and one that came
+ * back later than `renewEvery` is followed by the next at once. A delivery is extended once its
+ * keep-alive period has passed. A handler that finishes sooner never costs either. A lease that is lost — the ledger says another
+ * owner has the key, or no renewal landed by {@link leaseGuardMs} before the lease would end — aborts
+ * the handler's signal before any rival can take the key.
  */
 export class LeaseKeeper {
   readonly #held = new Set<HeldDelivery>();
-  readonly #leaseTickMs: number;
-  #tickMs: number;
-  #timer: ReturnType<typeof setInterval> | undefined;
+  readonly #guardMs: number;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the timer fires. */
+  #timerAt = Infinity;
 
   constructor(
     private readonly ledger: Ledger,
@@ -91,10 +113,7 @@ export class LeaseKeeper {
     private readonly renewEveryMs: number,
     private readonly logger: Logger,
   ) {
-    // A renewal starts between renewEvery and renewEvery + tick after the last one, and a lost lease
-    // is noticed at most a tick late: keep both inside the lease.
-    this.#leaseTickMs = Math.max(MIN_TICK_MS, Math.floor(Math.min(renewEveryMs, leaseMs - renewEveryMs) / 2));
-    this.#tickMs = this.#leaseTickMs;
+    this.#guardMs = leaseGuardMs(leaseMs, renewEveryMs);
   }
 
   /**
@@ -102,79 +121,113 @@ export class LeaseKeeper {
    * broker keep-alive, either of which may be absent.
    */
   hold(claim: Claim | undefined, sentAt: number, keepAlive?: DeliveryKeepAlive): HeldDelivery {
-    const held = new HeldDelivery(claim, sentAt, this.leaseMs, keepAlive);
+    const held = new HeldDelivery(claim, sentAt, this.leaseMs, this.renewEveryMs, keepAlive);
     this.#held.add(held);
-    const wanted =
-      keepAlive === undefined
-        ? this.#tickMs
-        : Math.max(MIN_TICK_MS, Math.min(this.#tickMs, Math.floor(keepAlive.everyMs / 2)));
-    if (this.#timer === undefined || wanted < this.#tickMs) this.#start(wanted);
+    this.#schedule();
     return held;
   }
 
   release(held: HeldDelivery): void {
+    // The timer is left as it is: when it fires with nothing due it is not set again, so a busy
+    // pipeline at concurrency 1 does not make and clear a timer for every message.
     this.#held.delete(held);
   }
 
-  #start(tickMs: number): void {
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#tickMs = tickMs;
-    this.#timer = setInterval(() => {
-      this.#tick();
-    }, tickMs);
+  /** When `held` next needs the keeper: a renewal, giving up its lease, or a keep-alive. */
+  #dueAt(held: HeldDelivery): number {
+    let due = Infinity;
+    if (held.claim !== undefined && !held.lost) {
+      due = held.leaseDeadline - this.#guardMs;
+      if (!held.renewing) due = Math.min(due, held.renewAt);
+    }
+    if (held.keepAlive !== undefined && !held.extending) {
+      due = Math.min(due, held.extendedAt + held.keepAlive.everyMs);
+    }
+    return due;
+  }
+
+  /** Sets the one timer for the earliest instant any held delivery is due, unless it fires sooner. */
+  #schedule(): void {
+    let next = Infinity;
+    for (const held of this.#held) next = Math.min(next, this.#dueAt(held));
+    if (next === Infinity || (this.#timer !== undefined && this.#timerAt <= next)) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timerAt = next;
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#timerAt = Infinity;
+        this.#tick();
+      },
+      Math.max(0, next - Date.now()),
+    );
     this.#timer.unref();
   }
 
   #tick(): void {
-    if (this.#held.size === 0 && this.#timer !== undefined) {
-      // Stopped here rather than in release(): a busy pipeline at concurrency 1 would otherwise make
-      // and clear a timer for every message.
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-      this.#tickMs = this.#leaseTickMs;
-      return;
-    }
     const now = Date.now();
     for (const held of this.#held) {
       if (held.claim !== undefined && !held.lost) this.#keepLease(held, held.claim, now);
       if (held.keepAlive !== undefined) this.#extend(held, held.keepAlive, now);
     }
+    this.#schedule();
   }
 
   #keepLease(held: HeldDelivery, claim: Claim, now: number): void {
-    if (now >= held.leaseDeadline - this.#tickMs) {
-      // No renewal landed in time: by the next tick a rival could reclaim the key. Stop the handler now.
+    if (now >= held.leaseDeadline - this.#guardMs) {
+      // No renewal landed in time: a rival may soon reclaim the key. Stop the handler now, even if a
+      // renewal is still on its way: the ledger may not have it yet.
       held.lose(
         new LeaseLostError(claim.group, claim.key, claim.attempt, {
-          cause: new Error(`no lease renewal succeeded within the lease (${this.leaseMs}ms)`),
+          cause: new Error(
+            `no lease renewal landed in time: the lease (${this.leaseMs}ms) would end in ${held.leaseDeadline - now}ms`,
+          ),
         }),
       );
       return;
     }
-    if (held.renewing || now - held.renewedAt < this.renewEveryMs) return;
+    if (held.renewing || now < held.renewAt) return;
     held.renewing = true;
     const sentAt = Date.now();
     this.ledger.renew(claim, this.leaseMs).then(
       (renewed) => {
         held.renewing = false;
+        held.failures = 0;
         if (held.lost) return;
         held.claim = renewed;
-        held.renewedAt = Date.now();
         held.leaseDeadline = sentAt + this.leaseMs;
+        held.renewAt = sentAt + this.renewEveryMs;
+        const tookMs = Date.now() - sentAt;
+        if (tookMs >= this.renewEveryMs) {
+          this.logger.debug('oncemq: a lease renewal landed late; renewing again at once', {
+            group: claim.group,
+            key: claim.key,
+            tookMs,
+          });
+        }
+        this.#schedule();
       },
       (error: unknown) => {
         held.renewing = false;
         if (error instanceof LeaseLostError) {
           held.lose(error);
-        } else {
-          this.logger.warn('oncemq: lease renewal failed; retrying until the lease would end', {
-            group: claim.group,
-            key: claim.key,
-            error: errorText(error),
-          });
+          return;
         }
+        held.failures++;
+        held.renewAt = Date.now() + this.#retryDelayMs(held.failures);
+        this.logger.warn('oncemq: lease renewal failed; retrying until the lease would end', {
+          group: claim.group,
+          key: claim.key,
+          error: errorText(error),
+        });
+        this.#schedule();
       },
     );
+  }
+
+  /** Wait before sending a failed renewal again: {@link RENEW_RETRY_MS}, doubling, at most a quarter of `renewEvery`. */
+  #retryDelayMs(failures: number): number {
+    return Math.min(Math.max(RENEW_RETRY_MS, this.renewEveryMs / 4), RENEW_RETRY_MS * 2 ** (failures - 1));
   }
 
   #extend(held: HeldDelivery, keepAlive: DeliveryKeepAlive, now: number): void {
@@ -186,19 +239,17 @@ export class LeaseKeeper {
     } catch (error) {
       extension = Promise.reject(error instanceof Error ? error : new Error(errorText(error)));
     }
-    extension.then(
-      () => {
-        held.extending = false;
-        held.extendedAt = Date.now();
-      },
-      (error: unknown) => {
-        held.extending = false;
-        held.extendedAt = Date.now();
-        this.logger.warn('oncemq: could not keep the delivery at the broker; it may come again', {
-          key: held.claim?.key,
-          error: errorText(error),
-        });
-      },
-    );
+    const settled = (): void => {
+      held.extending = false;
+      held.extendedAt = Date.now();
+      this.#schedule();
+    };
+    extension.then(settled, (error: unknown) => {
+      settled();
+      this.logger.warn('oncemq: could not keep the delivery at the broker; it may come again', {
+        key: held.claim?.key,
+        error: errorText(error),
+      });
+    });
   }
 }

@@ -48,8 +48,11 @@ export interface PipelineConfig<Tx, T = unknown> {
   /** Lease of a leased claim; a crashed owner's key is reclaimable after it. @default '30s' */
   readonly lease?: Duration;
   /**
-   * How often a running handler's lease is renewed: at most half the lease, so that a renewal still
-   * lands in time when it takes as long again. @default a third of the lease
+   * How often a running handler's lease is renewed: at most a third of the lease. The lease keeper
+   * gives a lease up (aborting `ctx.signal`) a quarter of `lease - renewEvery` before it ends, so a
+   * renewal and its retries have `(lease - renewEvery) * 3/4` to land: half the lease at a third,
+   * room for a renewal delayed by contended writes (`npm run bench -- leases`, docs/pipeline.md).
+   * @default a third of the lease
    */
   readonly renewEvery?: Duration;
   /** Leased mode, after a failed execution: keep the row as FAIL with the error, or delete it. @default 'fail' */
@@ -75,6 +78,12 @@ export interface PipelineConfig<Tx, T = unknown> {
    */
   readonly outbox?: Outbox<Tx>;
 }
+
+/**
+ * The lease is at least this many times `renewEvery` (and `renewEvery` defaults to lease / this). At
+ * half the lease, renewals slowed by a rival's writes came back too late to keep it (docs/pipeline.md).
+ */
+export const MIN_LEASE_PER_RENEWAL = 3;
 
 export const DEFAULT_PIPELINE_CONFIG = Object.freeze({
   decode: 'json',
@@ -186,11 +195,15 @@ export function resolvePipelineConfig<Tx, T>(config: PipelineConfig<Tx, T>): Res
   });
   const leaseMs = parseDuration(config.lease ?? DEFAULT_PIPELINE_CONFIG.lease, 'lease');
   if (leaseMs < 10) throw new ConfigError('lease', `must be at least 10ms, got ${leaseMs}ms`);
-  const renewEveryMs = parseDuration(config.renewEvery ?? Math.floor(leaseMs / 3), 'renewEvery');
-  if (renewEveryMs < 1 || renewEveryMs > leaseMs / 2) {
+  const renewEveryMs = parseDuration(
+    config.renewEvery ?? Math.floor(leaseMs / MIN_LEASE_PER_RENEWAL),
+    'renewEvery',
+  );
+  if (renewEveryMs < 1 || renewEveryMs > leaseMs / MIN_LEASE_PER_RENEWAL) {
+    const most = Math.floor(leaseMs / MIN_LEASE_PER_RENEWAL);
     throw new ConfigError(
       'renewEvery',
-      `must be between 1ms and half the lease (${Math.floor(leaseMs / 2)}ms), got ${renewEveryMs}ms: a renewal must have time to land before the lease ${leaseMs}ms ends`,
+      `must be between 1ms and a third of the lease (${most}ms), got ${renewEveryMs}ms: a renewal must have time to land, and be retried, before the lease ${leaseMs}ms is given up; renew every ${most}ms or lengthen the lease`,
     );
   }
   const onFailure = config.onFailure ?? DEFAULT_PIPELINE_CONFIG.onFailure;

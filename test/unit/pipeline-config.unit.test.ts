@@ -66,12 +66,16 @@ describe('pipeline configuration', () => {
     // Just under the lease leaves no time for a renewal to land.
     expect(() =>
       createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '299ms' }),
-    ).toThrow(/half the lease \(150ms\)/);
+    ).toThrow(/a third of the lease \(100ms\)/);
+    // Half the lease leaves a late renewal too little time: it was the accepted maximum once.
     expect(() =>
-      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '151ms' }),
+      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '150ms' }),
+    ).toThrow(/renewEvery: .*renew every 100ms or lengthen the lease/);
+    expect(() =>
+      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '101ms' }),
     ).toThrow(/renewEvery/);
     expect(
-      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '150ms' }).mode,
+      createPipeline({ ledger: declared({}), group: 'g', handler, lease: '300ms', renewEvery: '100ms' }).mode,
     ).toBe('leased');
   });
 
