@@ -11,7 +11,11 @@ import {
   type Subscription,
 } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { openRecordStream } from '../../src/transport/kafka/kafka-client.js';
+import { errorText, TransportUnavailableError } from '../../src/core/errors.js';
+import { createAdmin, loadKafkaDriver, openRecordStream } from '../../src/transport/kafka/kafka-client.js';
+import { resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js';
+import { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';
+import { KafkaTransport } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
 import { deleteTopics, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
 import { ackOutcome, outcomeBase, waitUntil } from '../support/local-points.js';
@@ -375,6 +379,56 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       }
     },
   );
+
+  it('four members of a new group subscribing at once all join: the topic they race to create exists for all', async () => {
+    // Separate transports, as separate processes would be: each creates the topics it finds missing.
+    const members = [
+      proxied.transport,
+      ...[1, 2, 3].map(
+        () =>
+          new KafkaTransport({ brokers: [kafka.bootstrap], prefix: proxied.prefix, failureBackoff: '200ms' }),
+      ),
+    ];
+    const seen = new Set<string>();
+    const processor = (envelope: Envelope): Promise<Outcome> => {
+      seen.add(envelope.brokerId);
+      return Promise.resolve(ackOutcome(envelope));
+    };
+    try {
+      const joined = await Promise.allSettled(
+        members.map((member) => member.subscribe(group, [topic], processor, { concurrency: 4 })),
+      );
+      for (const result of joined) if (result.status === 'fulfilled') subscriptions.push(result.value);
+      expect(
+        joined.map((result) => (result.status === 'rejected' ? errorText(result.reason) : 'joined')),
+      ).toEqual(['joined', 'joined', 'joined', 'joined']);
+      const receipts: PublishReceipt[] = [];
+      for (let i = 0; i < 20; i++)
+        receipts.push(await proxied.transport.publish({ topic, key: `m-${i}`, body: {} }));
+      await waitUntil(
+        () => receipts.every((receipt) => seen.has(receipt.brokerId)),
+        'every record delivered',
+      );
+    } finally {
+      await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+      await Promise.all(members.slice(1).map((member) => member.close()));
+    }
+  }, 60_000);
+
+  it('a topic the broker refuses to create still fails the subscribe, naming the broker’s reason', async () => {
+    const settings = resolveKafkaSettings({ brokers: [kafka.bootstrap], timeout: '2s' });
+    const admin = createAdmin(await loadKafkaDriver(), settings);
+    try {
+      // The transport checks names before it gets here; the broker's own refusal is what is tested.
+      const refused = new KafkaTopology(admin, settings).ensure('not a topic name!');
+      await expect(refused).rejects.toBeInstanceOf(TransportUnavailableError);
+      await expect(refused).rejects.toThrow(
+        /kafka: cannot create topic 'not a topic name!': .*\(INVALID_TOPIC_EXCEPTION: /,
+      );
+    } finally {
+      await admin.close();
+    }
+  });
 
   it('a message stream whose consumer closes as the stream is made fails to its listener, not to the process', async () => {
     await proxied.transport.publish({ topic, key: 'k', body: {} });
