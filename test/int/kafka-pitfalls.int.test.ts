@@ -17,7 +17,7 @@ import { resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js'
 import { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';
 import { KafkaTransport } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
-import { deleteTopics, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
+import { deleteTopics, kafkaAdmin, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
 import { ackOutcome, outcomeBase, waitUntil } from '../support/local-points.js';
 import { sleep } from '../support/points.js';
 import { findPostgres, pointsSchema } from '../support/postgres.js';
@@ -329,6 +329,66 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     // record in flight is finished, so the new owner may run it again (docs/transports/kafka.md): a copy
     // the ledger absorbs.
     expect(new Set(seen)).toEqual(new Set(receipts.map((receipt) => receipt.brokerId)));
+  }, 90_000);
+
+  it('a member whose session ran out with a commit held on the wire does not move the group’s offset back when it returns and closes', async () => {
+    // A (through a proxy) is paused as by SIGSTOP: its connections hang, shorter than its request timeout,
+    // longer than its session. B takes the partition over and commits past A's last finished record.
+    const a = await proxiedKafka(kafka.bootstrap, { partitions: 1, sessionTimeout: '6s', timeout: '40s' });
+    const b = new KafkaTransport({
+      brokers: [kafka.bootstrap],
+      prefix: a.prefix,
+      partitions: 1,
+      failureBackoff: '200ms',
+    });
+    const admin = kafkaAdmin(kafka.bootstrap);
+    const commits = commitStarts();
+    try {
+      const publish = async (count: number, phase: string): Promise<PublishReceipt[]> => {
+        const receipts: PublishReceipt[] = [];
+        for (let i = 0; i < count; i++)
+          receipts.push(await b.publish({ topic, key: `${phase}-${i}`, body: { phase } }));
+        return receipts;
+      };
+      const [firstReceipt] = await publish(5, 'done');
+      const first = BigInt(firstReceipt?.position?.offset ?? -1);
+      const held = gate();
+      let seenByA = 0;
+      const memberA = await a.transport.subscribe(group, [topic], async (envelope: Envelope) => {
+        seenByA++;
+        if ((envelope.body as { phase?: string }).phase === 'held') await held.opened;
+        return ackOutcome(envelope);
+      });
+      await waitUntil(async () => (await committed(0)) === first + 5n, 'A commits the first five');
+      await publish(5, 'held');
+      await waitUntil(() => seenByA === 10, 'A holds five records in flight');
+      const before = commits.starts.length;
+      a.proxy.stall(true);
+      held.open();
+      // A finished the five: its commit of first + 10 is sent, and hangs in the proxy.
+      await waitUntil(() => commits.starts.length > before, 'A starts a commit');
+      await waitUntil(
+        async () => ((await admin.describeGroups({ groups: [group] })).get(group)?.members.size ?? 0) === 0,
+        'the broker to drop A from the group',
+        30_000,
+      );
+      const memberB = await b.subscribe(group, [topic], (envelope: Envelope) =>
+        Promise.resolve(ackOutcome(envelope)),
+      );
+      await publish(5, 'after');
+      await waitUntil(async () => (await committed(0)) === first + 15n, 'B commits all fifteen');
+      await memberB.close();
+      // A runs again and closes at once: its held commit arrives with a generation that is gone.
+      a.proxy.stall(false);
+      await memberA.close();
+      expect(await committed(0)).toBe(first + 15n);
+    } finally {
+      a.proxy.stall(false);
+      commits.stop();
+      await admin.close();
+      await b.close();
+      await a.close();
+    }
   }, 90_000);
 
   it.skipIf(!postgres.available)(
