@@ -1,13 +1,33 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { NATS_SERVICE, natsUnderTest } from '../support/nats.js';
+import { NatsTransport } from 'oncemq/nats';
+import { NATS_SERVICE, QUICK_NATS, natsUnderTest } from '../support/nats.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(NATS_SERVICE);
 
 describe.skipIf(!service.available)('NatsTransport', () => {
-  describeTransportConformance('nats', () => natsUnderTest(service.url), {
-    // A copy whose ack was dropped with its connection comes back after the ack wait.
-    subscribe: { visibility: '2s' },
-  });
+  describeTransportConformance(
+    'nats',
+    async () => {
+      const under = await natsUnderTest(service.url);
+      return {
+        ...under,
+        // Another process of the application: its own connection, straight to the server, the same names.
+        peer: () =>
+          Promise.resolve(
+            new NatsTransport({
+              ...QUICK_NATS,
+              streamPrefix: under.streamPrefix,
+              subjectPrefix: under.subjectPrefix,
+              servers: service.url,
+            }),
+          ),
+      };
+    },
+    {
+      // A copy whose ack was dropped with its connection comes back after the ack wait.
+      subscribe: { visibility: '2s' },
+    },
+  );
 });
