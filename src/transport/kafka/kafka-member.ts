@@ -481,8 +481,10 @@ export class KafkaMember {
     }
     this.#sending = offsets;
     try {
-      // `offsets` is the request's own array: a rejoin meanwhile takes out what this member may no
-      // longer commit (see #onAssignment), and what is left is what was committed.
+      // `offsets` is the request's own array, which the client (1.35) reads again when it resends the
+      // request after rejoining: a rejoin meanwhile takes out what this member may no longer commit (see
+      // #onAssignment), and what is left is what was committed. A client that copied it would fail the
+      // held-commit test of kafka-pitfalls.
       await this.#init.consumer.commit({ offsets });
       for (const { topic, partition, offset } of offsets) {
         partitions.get(this.#partitionKey(topic, partition))?.committed(offset);
