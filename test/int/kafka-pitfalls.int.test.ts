@@ -483,7 +483,7 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     }
   }, 60_000);
 
-  it('a topic the broker refuses to create still fails the subscribe, naming the broker’s reason', async () => {
+  it('a topic the broker refuses to create is a TransportUnavailableError naming the broker’s reason', async () => {
     const settings = resolveKafkaSettings({ brokers: [kafka.bootstrap], timeout: '2s' });
     const admin = createAdmin(await loadKafkaDriver(), settings);
     try {
