@@ -12,6 +12,13 @@ export interface TransportUnderTest {
    * for the local broker, the members crash and rejoin. The transport must recover on its own.
    */
   readonly dropConnections?: (subscriptions: readonly Subscription[]) => Promise<void>;
+  /**
+   * Another transport on the same broker and in the same namespace as `transport`, with clients of its
+   * own, as another process of the application would have: cases whose members of one group must not
+   * share clients (racing to create what a new group needs) subscribe through peers. The case closes
+   * what it makes, before `transport` is closed. Without it, the members share `transport`.
+   */
+  readonly peer?: () => Promise<Transport>;
   /** Runs after the transport is closed: removes what the case created. */
   readonly cleanup?: () => Promise<void> | void;
   /**

@@ -4,6 +4,7 @@ import type { Outcome } from '../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription, Transport } from '../transport/transport.js';
 import { describeTransportFaultCases } from './transport-conformance-faults.js';
 import { describeTransportForeignCases } from './transport-conformance-foreign.js';
+import { describeTransportMembershipCases } from './transport-conformance-membership.js';
 import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
 import {
   keyOf,
@@ -230,6 +231,7 @@ export function describeTransportConformance(
     describeLifecycleCases(test);
     describeTransportFaultCases(test);
     describeTransportForeignCases(test);
+    describeTransportMembershipCases(test);
     describeTransportOrderingCases(test);
   });
 }

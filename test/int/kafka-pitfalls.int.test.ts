@@ -11,9 +11,13 @@ import {
   type Subscription,
 } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { openRecordStream } from '../../src/transport/kafka/kafka-client.js';
+import { errorText, TransportUnavailableError } from '../../src/core/errors.js';
+import { createAdmin, loadKafkaDriver, openRecordStream } from '../../src/transport/kafka/kafka-client.js';
+import { resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js';
+import { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';
+import { KafkaTransport } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
-import { deleteTopics, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
+import { deleteTopics, kafkaAdmin, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
 import { ackOutcome, outcomeBase, waitUntil } from '../support/local-points.js';
 import { sleep } from '../support/points.js';
 import { findPostgres, pointsSchema } from '../support/postgres.js';
@@ -327,6 +331,74 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
     expect(new Set(seen)).toEqual(new Set(receipts.map((receipt) => receipt.brokerId)));
   }, 90_000);
 
+  it('a member whose session ran out with a commit held on the wire does not move the group’s offset back when it returns and closes', async () => {
+    // A (through a proxy) is paused as by SIGSTOP: its connections hang, shorter than its request timeout,
+    // longer than its session. B takes the partition over and commits past A's last finished record.
+    const a = await proxiedKafka(kafka.bootstrap, { partitions: 1, sessionTimeout: '6s', timeout: '40s' });
+    const b = new KafkaTransport({
+      brokers: [kafka.bootstrap],
+      prefix: a.prefix,
+      partitions: 1,
+      failureBackoff: '200ms',
+    });
+    const admin = kafkaAdmin(kafka.bootstrap);
+    const commits = commitStarts();
+    const answered = { count: 0 };
+    const onAnswer = (context: unknown): void => {
+      if ((context as { client?: { groupId?: string } }).client?.groupId === group) answered.count++;
+    };
+    listen('tracing:plt:kafka:consumer:commits:asyncEnd', onAnswer);
+    try {
+      const publish = async (count: number, phase: string): Promise<PublishReceipt[]> => {
+        const receipts: PublishReceipt[] = [];
+        for (let i = 0; i < count; i++)
+          receipts.push(await b.publish({ topic, key: `${phase}-${i}`, body: { phase } }));
+        return receipts;
+      };
+      const [firstReceipt] = await publish(5, 'done');
+      const first = BigInt(firstReceipt?.position?.offset ?? -1);
+      const held = gate();
+      let seenByA = 0;
+      const memberA = await a.transport.subscribe(group, [topic], async (envelope: Envelope) => {
+        seenByA++;
+        if ((envelope.body as { phase?: string }).phase === 'held') await held.opened;
+        return ackOutcome(envelope);
+      });
+      await waitUntil(async () => (await committed(0)) === first + 5n, 'A commits the first five');
+      await publish(5, 'held');
+      await waitUntil(() => seenByA === 10, 'A holds five records in flight');
+      // The broker may show a commit before A has its answer: the answer must not be held in the proxy.
+      await waitUntil(() => answered.count === commits.starts.length, 'A has the answer of every commit');
+      const before = commits.starts.length;
+      a.proxy.stall(true);
+      held.open();
+      // A finished the five: its commit of first + 10 is sent, and hangs in the proxy.
+      await waitUntil(() => commits.starts.length > before, 'A starts a commit');
+      await waitUntil(
+        async () => ((await admin.describeGroups({ groups: [group] })).get(group)?.members.size ?? 0) === 0,
+        'the broker to drop A from the group',
+        30_000,
+      );
+      const memberB = await b.subscribe(group, [topic], (envelope: Envelope) =>
+        Promise.resolve(ackOutcome(envelope)),
+      );
+      await publish(5, 'after');
+      await waitUntil(async () => (await committed(0)) === first + 15n, 'B commits all fifteen');
+      await memberB.close();
+      // A runs again and closes at once: its held commit arrives with a generation that is gone.
+      a.proxy.stall(false);
+      await memberA.close();
+      expect(await committed(0)).toBe(first + 15n);
+    } finally {
+      a.proxy.stall(false);
+      commits.stop();
+      stopListening('tracing:plt:kafka:consumer:commits:asyncEnd', onAnswer);
+      await admin.close();
+      await b.close();
+      await a.close();
+    }
+  }, 90_000);
+
   it.skipIf(!postgres.available)(
     'a commit lost with the connection redelivers the record, and the ledger absorbs the copy',
     async () => {
@@ -375,6 +447,56 @@ describe.skipIf(!kafka.available)('Kafka pitfalls', () => {
       }
     },
   );
+
+  it('four members of a new group subscribing at once all join: the topic they race to create exists for all', async () => {
+    // Separate transports, as separate processes would be: each creates the topics it finds missing.
+    const members = [
+      proxied.transport,
+      ...[1, 2, 3].map(
+        () =>
+          new KafkaTransport({ brokers: [kafka.bootstrap], prefix: proxied.prefix, failureBackoff: '200ms' }),
+      ),
+    ];
+    const seen = new Set<string>();
+    const processor = (envelope: Envelope): Promise<Outcome> => {
+      seen.add(envelope.brokerId);
+      return Promise.resolve(ackOutcome(envelope));
+    };
+    try {
+      const joined = await Promise.allSettled(
+        members.map((member) => member.subscribe(group, [topic], processor, { concurrency: 4 })),
+      );
+      for (const result of joined) if (result.status === 'fulfilled') subscriptions.push(result.value);
+      expect(
+        joined.map((result) => (result.status === 'rejected' ? errorText(result.reason) : 'joined')),
+      ).toEqual(['joined', 'joined', 'joined', 'joined']);
+      const receipts: PublishReceipt[] = [];
+      for (let i = 0; i < 20; i++)
+        receipts.push(await proxied.transport.publish({ topic, key: `m-${i}`, body: {} }));
+      await waitUntil(
+        () => receipts.every((receipt) => seen.has(receipt.brokerId)),
+        'every record delivered',
+      );
+    } finally {
+      await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+      await Promise.all(members.slice(1).map((member) => member.close()));
+    }
+  }, 60_000);
+
+  it('a topic the broker refuses to create is a TransportUnavailableError naming the broker’s reason', async () => {
+    const settings = resolveKafkaSettings({ brokers: [kafka.bootstrap], timeout: '2s' });
+    const admin = createAdmin(await loadKafkaDriver(), settings);
+    try {
+      // The transport checks names before it gets here; the broker's own refusal is what is tested.
+      const refused = new KafkaTopology(admin, settings).ensure('not a topic name!');
+      await expect(refused).rejects.toBeInstanceOf(TransportUnavailableError);
+      await expect(refused).rejects.toThrow(
+        /kafka: cannot create topic 'not a topic name!': .*\(INVALID_TOPIC_EXCEPTION: /,
+      );
+    } finally {
+      await admin.close();
+    }
+  });
 
   it('a message stream whose consumer closes as the stream is made fails to its listener, not to the process', async () => {
     await proxied.transport.publish({ topic, key: 'k', body: {} });

@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
+import { KafkaTransport } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
 import { proxiedKafka } from '../support/kafka.js';
 import { kafkaForeign } from '../support/foreign.js';
@@ -16,6 +17,15 @@ describe.skipIf(!kafka.available)('Kafka transport', () => {
         transport: proxied.transport,
         foreign,
         dropConnections: () => proxied.dropConnections(),
+        // Another process of the application: its own clients, straight to the broker, the same prefix.
+        peer: () =>
+          Promise.resolve(
+            new KafkaTransport({
+              brokers: [kafka.bootstrap],
+              prefix: proxied.prefix,
+              failureBackoff: '200ms',
+            }),
+          ),
         // The group's own topics go with the prefix; the suite's topics stay (another run may share the
         // broker and its `conformance-` names, so nothing is deleted by a pattern broader than this run's).
         cleanup: async () => {

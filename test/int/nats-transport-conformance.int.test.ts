@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { NATS_SERVICE, natsUnderTest } from '../support/nats.js';
+import { NatsTransport } from 'oncemq/nats';
+import { NATS_SERVICE, QUICK_NATS, natsUnderTest } from '../support/nats.js';
 import { findService } from '../support/services.js';
 import { natsForeign } from '../support/foreign.js';
 
@@ -15,6 +16,16 @@ describe.skipIf(!service.available)('NatsTransport', () => {
       return {
         ...under,
         foreign,
+        // Another process of the application: its own connection, straight to the server, the same names.
+        peer: () =>
+          Promise.resolve(
+            new NatsTransport({
+              ...QUICK_NATS,
+              streamPrefix: under.streamPrefix,
+              subjectPrefix: under.subjectPrefix,
+              servers: service.url,
+            }),
+          ),
         cleanup: async () => {
           await foreign.close();
           await under.cleanup();

@@ -19,6 +19,8 @@ if (service.available) {
           world.proxy.dropConnections();
           return Promise.resolve();
         },
+        // Another process of the application: its own connection (through the same proxy), the same prefix.
+        peer: () => Promise.resolve(world.open()),
         cleanup: async () => {
           await foreign.close();
           await world.cleanup();

@@ -1,7 +1,8 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
-import { proxiedStreams } from '../support/redis-streams.js';
+import { RedisStreamsTransport } from 'oncemq/redis-streams';
+import { proxiedStreams, rawRedis, type RawRedis } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';
 import { streamsForeign } from '../support/foreign.js';
 
@@ -11,11 +12,25 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
   for (const kind of REDIS_CLIENT_KINDS) {
     describeTransportConformance(`redis-streams with ${kind}`, async () => {
       const streams = await proxiedStreams(kind, service.url, { failureBackoff: '200ms' });
+      const peers: RawRedis[] = [];
       return {
         transport: streams.transport,
         foreign: streamsForeign(streams.admin, streams.prefix),
         dropConnections: () => streams.dropConnections(),
-        cleanup: () => streams.close(),
+        // Another process of the application: its own client, straight to the server, the same prefix.
+        peer: async () => {
+          const client = await rawRedis(kind, service.url);
+          peers.push(client);
+          return new RedisStreamsTransport({
+            prefix: streams.prefix,
+            failureBackoff: '200ms',
+            client: client.client,
+          });
+        },
+        cleanup: async () => {
+          await streams.close();
+          for (const peer of peers) peer.close();
+        },
       };
     });
   }

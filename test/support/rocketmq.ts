@@ -22,5 +22,9 @@ export function rocketmqUnderTest(
   url: string,
   config: RocketMQTransportConfig = {},
 ): Promise<TransportUnderTest> {
-  return Promise.resolve({ transport: new RocketMQTransport({ url, ...QUICK_ROCKETMQ, ...config }) });
+  return Promise.resolve({
+    transport: new RocketMQTransport({ url, ...QUICK_ROCKETMQ, ...config }),
+    // Another process of the application: a client of its own on the same proxy.
+    peer: () => Promise.resolve(new RocketMQTransport({ url, ...QUICK_ROCKETMQ, ...config })),
+  });
 }

@@ -1,4 +1,4 @@
-import type { Consumer } from '@platformatic/kafka';
+import type { Consumer, ConsumerGroupJoinPayload } from '@platformatic/kafka';
 import { GateClosedError } from '../../consumer/ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
@@ -67,6 +67,20 @@ export const ORDERED_PENDING_PER_SLOT = 16;
  */
 export const COMMIT_INTERVAL_MS = 50;
 
+/** One partition's offset in a commit request. */
+interface CommitOffset {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: bigint;
+  readonly leaderEpoch: number;
+}
+
+/** Who the member was in the group when it last joined. */
+interface Membership {
+  readonly memberId: string;
+  readonly generationId: number | undefined;
+}
+
 /**
  * One Kafka consumer in one Kafka group: fetches, hands records out up to `concurrency` at a time,
  * and commits per partition only the contiguous prefix of finished records, never past one in flight.
@@ -83,6 +97,10 @@ export class KafkaMember {
   #quietUntil = 0;
   /** Partitions the group currently assigns this member (`undefined` until the first assignment). */
   #assigned: Set<string> | undefined;
+  /** The member id and generation of the last assignment. */
+  #membership: Membership | undefined;
+  /** The offsets of the commit request out (the client may send it again after rejoining). */
+  #sending: CommitOffset[] | undefined;
   #inFlight = 0;
   #closing = false;
   #dueTimer: NodeJS.Timeout | undefined;
@@ -123,7 +141,7 @@ export class KafkaMember {
   /** Joins the group and starts reading from the committed offsets (the earliest, for a new group). */
   async start(): Promise<void> {
     const consumer = this.#init.consumer;
-    consumer.on('consumer:group:join', (payload) => this.#onAssignment(payload.assignments));
+    consumer.on('consumer:group:join', (payload) => this.#onAssignment(payload));
     consumer.on('client:broker:disconnect', () => void this.#connectionLost());
     await this.#openStream();
     if (this.#init.drain !== undefined) void this.#afterDrain(this.#init.drain);
@@ -154,19 +172,28 @@ export class KafkaMember {
     if (this.#closing || this.#resetting || Date.now() < this.#quietUntil) return;
     this.#resetting = true;
     try {
-      this.#partitions = new Map();
-      this.#queue.length = 0;
-      const lane = this.#lane;
-      if (lane !== undefined) {
-        // What waits in the old lane comes again from the committed offsets, to the new one.
-        lane.close();
-        void lane.drained().then(() => this.#lanes.delete(lane));
-        this.#lane = this.#newLane();
-      }
+      this.#forgetAll();
       const stream = this.#stream;
       if (stream !== undefined) await this.#reopen(stream);
     } finally {
       this.#resetting = false;
+    }
+  }
+
+  /**
+   * Forgets every partition's offsets and the records not started: what this member received comes
+   * again from the group's committed offsets. Records in flight finish into the forgotten offsets,
+   * which are never committed.
+   */
+  #forgetAll(): void {
+    this.#partitions = new Map();
+    this.#queue.length = 0;
+    const lane = this.#lane;
+    if (lane !== undefined && !this.#closing) {
+      // What waits in the old lane comes again from the committed offsets, to the new one.
+      lane.close();
+      void lane.drained().then(() => this.#lanes.delete(lane));
+      this.#lane = this.#newLane();
     }
   }
 
@@ -217,11 +244,35 @@ export class KafkaMember {
     }
   }
 
-  #onAssignment(assignments: readonly { topic: string; partitions: number[] }[] | undefined): void {
+  /**
+   * A new assignment. The offsets this member keeps of a partition stay valid only if the member
+   * held it without a break: the same member id, in the generation right after the last one. A member
+   * that missed a generation (its session ran out while it was paused, and it joined again) may get a
+   * partition back that another member read and committed past meanwhile: what it kept is forgotten.
+   * The client sends a commit refused for a stale generation again after rejoining, with the same
+   * offsets and the new generation, which Kafka takes from any member for any partition: the commit
+   * out keeps only the partitions held without a break.
+   */
+  #onAssignment(payload: ConsumerGroupJoinPayload): void {
     const assigned = new Set<string>();
-    for (const assignment of assignments ?? []) {
+    for (const assignment of payload.assignments ?? []) {
       for (const partition of assignment.partitions)
         assigned.add(this.#partitionKey(assignment.topic, partition));
+    }
+    const previous = this.#membership;
+    this.#membership = { memberId: payload.memberId, generationId: payload.generationId };
+    const unbroken =
+      previous !== undefined &&
+      previous.memberId === payload.memberId &&
+      previous.generationId !== undefined &&
+      payload.generationId === previous.generationId + 1;
+    if (previous !== undefined && !unbroken) this.#forgetAll();
+    const sending = this.#sending;
+    if (sending !== undefined) {
+      const kept = unbroken
+        ? sending.filter(({ topic, partition }) => assigned.has(this.#partitionKey(topic, partition)))
+        : [];
+      sending.splice(0, sending.length, ...kept);
     }
     this.#assigned = assigned;
     // Records of a partition that went and were not started yet are the new owner's now.
@@ -414,7 +465,7 @@ export class KafkaMember {
   /** Commits the finished prefix of every partition. A failed commit is tried at the next one. */
   async #commit(): Promise<void> {
     const partitions = this.#partitions;
-    const offsets: { topic: string; partition: number; offset: bigint; leaderEpoch: number }[] = [];
+    const offsets: CommitOffset[] = [];
     const assigned = this.#assigned;
     for (const [key, partition] of partitions) {
       // Only partitions this member owns now (see #forgetRevoked).
@@ -428,7 +479,12 @@ export class KafkaMember {
       this.#forgetRevoked();
       return;
     }
+    this.#sending = offsets;
     try {
+      // `offsets` is the request's own array, which the client (1.35) reads again when it resends the
+      // request after rejoining: a rejoin meanwhile takes out what this member may no longer commit (see
+      // #onAssignment), and what is left is what was committed. A client that copied it would fail the
+      // held-commit test of kafka-pitfalls.
       await this.#init.consumer.commit({ offsets });
       for (const { topic, partition, offset } of offsets) {
         partitions.get(this.#partitionKey(topic, partition))?.committed(offset);
@@ -438,6 +494,8 @@ export class KafkaMember {
       // Not committed: after a rebalance the new owner gets these records again, and the ledger absorbs them.
       this.#init.logger.warn('oncemq: a Kafka offset commit failed', { error: errorText(error) });
       if (!this.#closing) setTimeout(() => this.#scheduleCommit(), this.#init.failureBackoffMs).unref();
+    } finally {
+      this.#sending = undefined;
     }
   }
 

@@ -3,8 +3,41 @@ import { ConfigError, errorText } from '../../core/errors.js';
 import { TransportUnavailableError } from '../../core/errors.js';
 import type { KafkaSettings } from './kafka-config.js';
 
+/** Kafka's protocol error code for a topic that exists already (`TOPIC_ALREADY_EXISTS`). */
+const TOPIC_ALREADY_EXISTS = 36;
+
+/**
+ * The errors `error` holds, itself first: `@platformatic/kafka` reports a topic's own error nested,
+ * a `ProtocolError` (with `apiId` and `apiCode`) in the `errors` of the request's `ResponseError`,
+ * itself in the `errors` of a `MultipleErrors` when the request was tried more than once.
+ */
+function nestedErrors(error: unknown, depth = 0): unknown[] {
+  if (typeof error !== 'object' || error === null || depth > 8) return [error];
+  const found: unknown[] = [error];
+  const { errors, cause } = error as { errors?: unknown; cause?: unknown };
+  if (Array.isArray(errors)) for (const inner of errors) found.push(...nestedErrors(inner, depth + 1));
+  if (cause !== undefined) found.push(...nestedErrors(cause, depth + 1));
+  return found;
+}
+
+/** Whether a CreateTopics failure says the topic exists (another client created it first), at any depth. */
 function alreadyExists(error: unknown): boolean {
-  return /TOPIC_ALREADY_EXISTS|already exists/i.test(errorText(error));
+  return nestedErrors(error).some((inner) => {
+    if (typeof inner !== 'object' || inner === null) return false;
+    const { apiId, apiCode } = inner as { apiId?: unknown; apiCode?: unknown };
+    return apiCode === TOPIC_ALREADY_EXISTS || apiId === 'TOPIC_ALREADY_EXISTS';
+  });
+}
+
+/** The error's text, and the broker's reasons nested in it (`INVALID_REPLICATION_FACTOR: …`). */
+function reasons(error: unknown): string {
+  const nested = nestedErrors(error)
+    .slice(1)
+    .filter((inner): inner is { apiId: string; message: string } => {
+      return typeof (inner as { apiId?: unknown } | null)?.apiId === 'string';
+    })
+    .map((inner) => `${inner.apiId}: ${inner.message}`);
+  return nested.length === 0 ? errorText(error) : `${errorText(error)} (${[...new Set(nested)].join('; ')})`;
 }
 
 /**
@@ -60,7 +93,7 @@ export class KafkaTopology {
       await this.admin.createTopics({ topics: [topic], partitions: this.settings.partitions, replicas: -1 });
     } catch (error) {
       if (!alreadyExists(error)) {
-        throw new TransportUnavailableError(`kafka: cannot create topic '${topic}': ${errorText(error)}`, {
+        throw new TransportUnavailableError(`kafka: cannot create topic '${topic}': ${reasons(error)}`, {
           cause: error,
         });
       }
