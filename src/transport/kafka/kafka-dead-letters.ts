@@ -20,7 +20,7 @@ import {
   SETTLED_HEADER,
 } from './kafka-names.js';
 import type { KafkaPublisher } from './kafka-publisher.js';
-import { bytesOf, readHeaders, type KafkaMessage } from './kafka-record.js';
+import { bytesOf, readHeaderText, unreadHeaders, type KafkaMessage } from './kafka-record.js';
 import type { KafkaTopology } from './kafka-topology.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -38,6 +38,8 @@ interface DeadLetterTopic {
  * only that group reads, then appends the marker.
  */
 export class KafkaDeadLetters implements DeadLetters {
+  /** The headers of a listed dead letter that are not text, as its record carries them (a replay stores them again). */
+  readonly #unread = new WeakMap<DeadLetter, [Buffer, Buffer][]>();
   constructor(
     readonly settings: KafkaSettings,
     readonly open: () => Promise<{
@@ -117,24 +119,26 @@ export class KafkaDeadLetters implements DeadLetters {
   }
 
   #collect(message: KafkaMessage, letters: DeadLetter[], settled: Set<string>): void {
-    const headers = readHeaders(message);
+    const { headers, nonKey } = readHeaderText(message);
     const marker = headers[SETTLED_HEADER];
     if (marker !== undefined) {
       settled.add(marker);
       return;
     }
     const value = bytesOf(message);
-    letters.push(
-      readDeadLetter(
-        kafkaBrokerId(message.topic, message.partition, message.offset),
-        headers,
-        new Uint8Array(value.buffer, value.byteOffset, value.byteLength),
-        {
-          partition: headers[ORIGINAL_PARTITION_HEADER] ?? null,
-          offset: headers[ORIGINAL_OFFSET_HEADER] ?? null,
-        },
-      ),
+    const letter = readDeadLetter(
+      kafkaBrokerId(message.topic, message.partition, message.offset),
+      headers,
+      new Uint8Array(value.buffer, value.byteOffset, value.byteLength),
+      {
+        partition: headers[ORIGINAL_PARTITION_HEADER] ?? null,
+        offset: headers[ORIGINAL_OFFSET_HEADER] ?? null,
+        ...(nonKey === undefined ? {} : { nonKeyHeaders: nonKey }),
+      },
     );
+    const raw = unreadHeaders(message, { headers, nonKeyHeaders: nonKey });
+    if (raw !== undefined) this.#unread.set(letter, raw);
+    letters.push(letter);
   }
 
   async #open(group: string): Promise<DeadLetter[]> {
@@ -172,6 +176,7 @@ export class KafkaDeadLetters implements DeadLetters {
         topic: this.settings.names.retryTopic(group, 0),
         key: letter.headers[ORDERING_KEY_HEADER] ?? letter.headers[KEY_HEADER],
         headers: { ...replayHeaders(letter), [ORIGINAL_TOPIC_HEADER]: letter.topic },
+        rawHeaders: this.#unread.get(letter),
         body: letter.body,
       });
       await this.#mark(group, letter.id, 'replayed');

@@ -13,6 +13,11 @@ export interface KafkaRecordOut {
   /** The record key: it picks the partition (Java's murmur2 partitioner, so Java clients agree). */
   readonly key: string | undefined;
   readonly headers: Readonly<Record<string, string>>;
+  /**
+   * Headers stored as they are, after `headers`: those of a record from another producer that are not
+   * text (bytes that are not UTF-8, a name carried twice), kept on the copies the transport stores again.
+   */
+  readonly rawHeaders?: readonly (readonly [Buffer, Buffer])[] | undefined;
   readonly body: Uint8Array;
 }
 
@@ -47,6 +52,8 @@ function encode(record: KafkaRecordOut): { encoded: Encoded; bytes: number } {
   const key = record.key === undefined ? undefined : Buffer.from(record.key, 'utf8');
   const value = Buffer.from(record.body.buffer, record.body.byteOffset, record.body.byteLength);
   const headers = writeHeaders(record.headers);
+  // Each name a Buffer of its own: a name carried twice stays two headers.
+  for (const [name, value] of record.rawHeaders ?? []) headers.set(Buffer.from(name), value);
   let bytes = value.length + (key?.length ?? 0);
   for (const [name, headerValue] of headers) bytes += name.length + headerValue.length;
   return { encoded: { key, value, headers }, bytes };

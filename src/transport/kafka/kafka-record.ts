@@ -47,6 +47,28 @@ export function readHeaderText(message: KafkaMessage): HeaderText {
   return text;
 }
 
+/**
+ * The headers of a record that are not in its envelope's text headers (see {@link readHeaderText}),
+ * as the record carries them, every value of a repeated name included: a retry or dead-letter copy
+ * stores them again.
+ */
+export function unreadHeaders(
+  message: KafkaMessage,
+  envelope: Pick<Envelope, 'headers' | 'nonKeyHeaders'>,
+): [Buffer, Buffer][] | undefined {
+  if (envelope.nonKeyHeaders === undefined) return undefined;
+  const raw: [Buffer, Buffer][] = [];
+  message.headers.forEach((value, name) => {
+    const text = name.toString('utf8');
+    if (envelope.headers[text] === undefined && envelope.nonKeyHeaders?.[text] !== undefined) {
+      // A header without a value comes as null from some producers, whatever the client's types say.
+      const bytes = value as Buffer | null;
+      raw.push([name, bytes === null ? Buffer.alloc(0) : bytes]);
+    }
+  });
+  return raw;
+}
+
 /** Headers as the producer sends them. */
 export function writeHeaders(headers: Readonly<Record<string, string>>): Map<Buffer, Buffer> {
   const map = new Map<Buffer, Buffer>();

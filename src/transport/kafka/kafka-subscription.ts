@@ -16,7 +16,7 @@ import {
   RETRY_DUE_HEADER,
 } from './kafka-names.js';
 import type { KafkaPublisher } from './kafka-publisher.js';
-import { kafkaEnvelope, type KafkaMessage } from './kafka-record.js';
+import { kafkaEnvelope, unreadHeaders, type KafkaMessage } from './kafka-record.js';
 import type { KafkaTopology } from './kafka-topology.js';
 
 /** How often a draining member reads the group's committed offsets. */
@@ -240,6 +240,7 @@ export class KafkaSubscription implements Subscription {
           [DELIVERY_COUNT_HEADER]: String(outcome.nextDeliveryCount),
           [RETRY_DUE_HEADER]: String(Date.now() + delayMs),
         },
+        rawHeaders: unreadHeaders(message, envelope),
         body: envelope.body,
       });
       return;
@@ -253,6 +254,7 @@ export class KafkaSubscription implements Subscription {
         ...deadLetterHeaders(envelope, { group: this.group, reason, error, key: outcome.key }),
         ...origin,
       },
+      rawHeaders: unreadHeaders(message, envelope),
       body: envelope.body,
     });
   }
