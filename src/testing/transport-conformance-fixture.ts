@@ -12,6 +12,12 @@ export interface TransportUnderTest {
    * for the local broker, the members crash and rejoin. The transport must recover on its own.
    */
   readonly dropConnections?: (subscriptions: readonly Subscription[]) => Promise<void>;
+  /**
+   * The largest message, headers and body together, the broker stores as the factory configured it
+   * (NATS `max_payload` or a stream's `max_msg_size`, Kafka's `max.message.bytes`). Absent where the
+   * broker has no limit a test can reach (Redis Streams, the local broker): the limit cases skip.
+   */
+  readonly maxMessageBytes?: number;
   /** Runs after the transport is closed: removes what the case created. */
   readonly cleanup?: () => Promise<void> | void;
 }

@@ -3,6 +3,7 @@ import type { Envelope } from '../core/envelope.js';
 import type { Outcome } from '../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription, Transport } from '../transport/transport.js';
 import { describeTransportFaultCases } from './transport-conformance-faults.js';
+import { describeTransportLimitCases } from './transport-conformance-limits.js';
 import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
 import {
   keyOf,
@@ -224,6 +225,7 @@ export function describeTransportConformance(
     describeDeadLetterCases(test);
     describeLifecycleCases(test);
     describeTransportFaultCases(test);
+    describeTransportLimitCases(test);
     describeTransportOrderingCases(test);
   });
 }

@@ -1,13 +1,20 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { NATS_SERVICE, natsUnderTest } from '../support/nats.js';
+import { NATS_SERVICE, natsUnderTest, serverMaxPayload } from '../support/nats.js';
 import { findService } from '../support/services.js';
 
 const service = await findService(NATS_SERVICE);
 
+/** The server's `max_payload` (headers and body): the dead-letter stream has no smaller limit. */
+const maxMessageBytes = service.available ? await serverMaxPayload(service.url) : undefined;
+
 describe.skipIf(!service.available)('NatsTransport', () => {
-  describeTransportConformance('nats', () => natsUnderTest(service.url), {
-    // A copy whose ack was dropped with its connection comes back after the ack wait.
-    subscribe: { visibility: '2s' },
-  });
+  describeTransportConformance(
+    'nats',
+    async () => ({ ...(await natsUnderTest(service.url)), maxMessageBytes }),
+    {
+      // A copy whose ack was dropped with its connection comes back after the ack wait.
+      subscribe: { visibility: '2s' },
+    },
+  );
 });
