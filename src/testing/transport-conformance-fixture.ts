@@ -18,6 +18,12 @@ export interface TransportUnderTest {
    * broker has no limit a test can reach (Redis Streams, the local broker): the limit cases skip.
    */
   readonly maxMessageBytes?: number;
+  /**
+   * The largest header block the broker (or its client) takes, where it is smaller than the message
+   * limit (RabbitMQ: amqplib's 64 KiB header table, within one `frame_max` frame); else `maxMessageBytes`
+   * is the headers' limit too. Absent with `maxMessageBytes` absent: the header case skips.
+   */
+  readonly maxHeaderBytes?: number;
   /** Runs after the transport is closed: removes what the case created. */
   readonly cleanup?: () => Promise<void> | void;
 }

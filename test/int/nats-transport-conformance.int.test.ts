@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
+import { JETSTREAM_MAX_HEADER_BYTES } from 'oncemq/nats';
 import { NATS_SERVICE, natsUnderTest, serverMaxPayload } from '../support/nats.js';
 import { findService } from '../support/services.js';
 
@@ -11,7 +12,11 @@ const maxMessageBytes = service.available ? await serverMaxPayload(service.url) 
 describe.skipIf(!service.available)('NatsTransport', () => {
   describeTransportConformance(
     'nats',
-    async () => ({ ...(await natsUnderTest(service.url)), maxMessageBytes }),
+    async () => ({
+      ...(await natsUnderTest(service.url)),
+      maxMessageBytes,
+      maxHeaderBytes: JETSTREAM_MAX_HEADER_BYTES,
+    }),
     {
       // A copy whose ack was dropped with its connection comes back after the ack wait.
       subscribe: { visibility: '2s' },

@@ -62,13 +62,19 @@ function deliveryContext(group: string, settings: NatsSettings, open: Open): Del
     // The server refuses a message (headers and body) over max_payload, the stream one over its max_msg_size.
     const maxPayload = connection.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
     const streamMax = (await open.topology.deadLetterStream()).config.max_msg_size;
-    return { maxBytes: streamMax > 0 ? Math.min(maxPayload, streamMax) : maxPayload };
+    return {
+      maxBytes: streamMax > 0 ? Math.min(maxPayload, streamMax) : maxPayload,
+      maxHeaderBytes: JETSTREAM_MAX_HEADER_BYTES,
+    };
   };
   return { group, settings, connection, session, publisher, confirms, deadLetterLimit };
 }
 
 /** The server's `max_payload` when the connection has not said it: the NATS default, 1 MiB. */
 const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** JetStream refuses a message with more header bytes than this ("header size exceeds maximum allowed of 64k"). */
+export const JETSTREAM_MAX_HEADER_BYTES = 65_535;
 
 /** How a member of a group reads its part (see docs/transports/nats.md). */
 export type NatsSubscribeOptions = SubscribeOptions;
