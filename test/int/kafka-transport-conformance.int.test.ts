@@ -1,5 +1,6 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
+import { DEFAULT_KAFKA_TRANSPORT_CONFIG } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
 import { proxiedKafka } from '../support/kafka.js';
 
@@ -16,6 +17,8 @@ describe.skipIf(!kafka.available)('Kafka transport', () => {
         // The group's own topics go with the prefix; the suite's topics stay (another run may share the
         // broker and its `conformance-` names, so nothing is deleted by a pattern broader than this run's).
         cleanup: () => proxied.close(),
+        // The topics' max.message.bytes (Kafka's default; the transport's maxMessageBytes): headers count in it too.
+        maxMessageBytes: DEFAULT_KAFKA_TRANSPORT_CONFIG.maxMessageBytes,
       };
     },
     { waitMs: 30_000 },
