@@ -15,7 +15,7 @@ import type { RocketMQPublisher } from './rocketmq-publisher.js';
 import { deadLetterTopic } from './rocketmq-names.js';
 import type { UnchargedRetries } from './uncharged-retries.js';
 
-/** The broker's and the proxy's default `maxMessageSize` (body and properties): 4 MiB. */
+/** The broker's and the proxy's default `maxMessageSize`, of the body alone: 4 MiB. */
 export const ROCKETMQ_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 /** The proxy's default `maxUserPropertySize`: the properties of one message, 16 KiB. */
@@ -133,10 +133,14 @@ export class RocketMQDelivery implements SettleableDelivery {
   /** Writes the dead-letter copy with its reason to `%DLQ%<group>`, confirmed, then acks the original. */
   async #deadLetter(reason: DeadLetterReason, error: unknown): Promise<void> {
     const { group, publisher, consumer, uncharged } = this.#ctx;
-    // Too large to store as it is (a body near maxMessageSize, properties near the proxy's limit): stored cut.
+    // Properties too large to store as they are (the original's near the proxy's limit): stored without the
+    // original's own. The body is the original's, which the broker took: its limit counts the body alone.
     const copy = fitDeadLetter(
       { headers: deadLetterHeaders(this.envelope, { group, reason, error }), body: this.envelope.body },
-      { maxBytes: ROCKETMQ_MAX_MESSAGE_BYTES, maxHeaderBytes: ROCKETMQ_MAX_PROPERTY_BYTES },
+      {
+        maxBytes: ROCKETMQ_MAX_MESSAGE_BYTES + ROCKETMQ_MAX_PROPERTY_BYTES,
+        maxHeaderBytes: ROCKETMQ_MAX_PROPERTY_BYTES,
+      },
     );
     await publisher.send({
       topic: deadLetterTopic(group),
