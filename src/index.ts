@@ -122,13 +122,26 @@ export type {
 } from './transport/transport.js';
 export {
   DEAD_LETTER_HEADERS,
+  DEAD_LETTER_SIZE_RESERVE,
+  DeadLetterCutError,
   deadLetterHeaders,
+  DeadLetterTooLargeError,
   DEFAULT_DEAD_LETTER_LIMIT,
+  fitDeadLetter,
   noDeadLetters,
   readDeadLetter,
+  refuseCutReplay,
   replayHeaders,
 } from './transport/dead-letters.js';
-export type { DeadLetter, DeadLetterCause, DeadLetterQuery, DeadLetters } from './transport/dead-letters.js';
+export type {
+  DeadLetter,
+  DeadLetterCause,
+  DeadLetterCopy,
+  DeadLetterCut,
+  DeadLetterQuery,
+  DeadLetters,
+  DeadLetterSizeLimit,
+} from './transport/dead-letters.js';
 export { createOutbox } from './outbox/outbox.js';
 export type { Outbox, OutboxEntry } from './outbox/outbox.js';
 export { DEFAULT_OUTBOX_CONFIG, MAX_OUTBOX_TABLE_LENGTH } from './outbox/outbox-config.js';

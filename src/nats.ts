@@ -1,4 +1,4 @@
-export { NatsTransport } from './transport/nats/nats-transport.js';
+export { JETSTREAM_MAX_HEADER_BYTES, NatsTransport } from './transport/nats/nats-transport.js';
 export type { NatsSubscribeOptions } from './transport/nats/nats-transport.js';
 export { DEFAULT_NATS_TRANSPORT_CONFIG, MAX_DELIVER_GRACE } from './transport/nats/nats-config.js';
 export type { NatsTopology, NatsTransportConfig } from './transport/nats/nats-config.js';

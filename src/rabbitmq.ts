@@ -13,6 +13,7 @@ export {
   TOPIC_HEADER,
 } from './transport/rabbitmq/rabbit-message.js';
 export { UnconfirmedPublishError } from './transport/rabbitmq/rabbit-channel.js';
+export { AMQP_MAX_HEADER_BYTES } from './transport/rabbitmq/rabbit-settle.js';
 export type { UnconfirmedReason } from './transport/rabbitmq/rabbit-channel.js';
 export type {
   AmqpChannelLike,

@@ -11,6 +11,10 @@ export type { RocketMQTransportConfig } from './transport/rocketmq/rocketmq-conf
 export { RocketMQSubscription } from './transport/rocketmq/rocketmq-subscription.js';
 export { RocketMQDeadLetters } from './transport/rocketmq/rocketmq-dead-letters.js';
 export {
+  ROCKETMQ_MAX_MESSAGE_BYTES,
+  ROCKETMQ_MAX_PROPERTY_BYTES,
+} from './transport/rocketmq/rocketmq-delivery.js';
+export {
   PRODUCER_GROUP_PROPERTY,
   RocketMQTransactionProducer,
 } from './transport/rocketmq/rocketmq-transaction-producer.js';

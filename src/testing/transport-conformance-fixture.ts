@@ -19,6 +19,18 @@ export interface TransportUnderTest {
    * what it makes, before `transport` is closed. Without it, the members share `transport`.
    */
   readonly peer?: () => Promise<Transport>;
+  /**
+   * The largest message, headers and body together, the broker stores as the factory configured it
+   * (NATS `max_payload` or a stream's `max_msg_size`, Kafka's `max.message.bytes`). Absent where the
+   * broker has no limit a test can reach (Redis Streams, the local broker): the limit cases skip.
+   */
+  readonly maxMessageBytes?: number;
+  /**
+   * The largest header block the broker (or its client) takes, where it is smaller than the message
+   * limit (RabbitMQ: amqplib's 64 KiB header table, within one `frame_max` frame); else `maxMessageBytes`
+   * is the headers' limit too. Absent with `maxMessageBytes` absent: the header case skips.
+   */
+  readonly maxHeaderBytes?: number;
   /** Runs after the transport is closed: removes what the case created. */
   readonly cleanup?: () => Promise<void> | void;
   /**

@@ -5,6 +5,7 @@ import type { Processor, SubscribeOptions, Subscription, Transport } from '../tr
 import { describeTransportFaultCases } from './transport-conformance-faults.js';
 import { describeTransportForeignCases } from './transport-conformance-foreign.js';
 import { describeTransportMembershipCases } from './transport-conformance-membership.js';
+import { describeTransportLimitCases } from './transport-conformance-limits.js';
 import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
 import {
   keyOf,
@@ -232,6 +233,7 @@ export function describeTransportConformance(
     describeTransportFaultCases(test);
     describeTransportForeignCases(test);
     describeTransportMembershipCases(test);
+    describeTransportLimitCases(test);
     describeTransportOrderingCases(test);
   });
 }

@@ -32,6 +32,22 @@ export interface DeadLetter {
   readonly body: Uint8Array;
   /** What the broker adds in its own terms (RabbitMQ's `x-death`, the original queue or partition). */
   readonly details?: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * Set when the copy was too large for the broker to store as it was and was stored cut
+   * ({@link fitDeadLetter}): `body` is then the first `keptBodyBytes` of the original's
+   * `bodyBytes`, and `replay` refuses it. Absent for a letter stored as it was.
+   */
+  readonly cut?: DeadLetterCut | undefined;
+}
+
+/** What a dead letter stored cut left out (see {@link DeadLetter.cut}). */
+export interface DeadLetterCut {
+  /** Size of the original body, in bytes. */
+  readonly bodyBytes: number;
+  /** How much of it the dead letter kept (its first bytes). */
+  readonly keptBodyBytes: number;
+  /** How many of the original's own headers were left out (oncemq's are always kept). */
+  readonly droppedHeaders: number;
 }
 
 /** Input of {@link DeadLetters.list}. */
@@ -95,6 +111,10 @@ export const DEAD_LETTER_HEADERS = Object.freeze({
   deadAt: 'oncemq-dead-at',
   key: 'oncemq-dead-key',
   deliveryCount: DELIVERY_COUNT_HEADER,
+  /** Only on a copy stored cut: the size of the original body, in bytes. */
+  bodyBytes: 'oncemq-dead-body-bytes',
+  /** Only on a copy stored cut: how many of the original's own headers were left out. */
+  droppedHeaders: 'oncemq-dead-dropped-headers',
 } as const);
 
 /** Longest error text kept in a dead letter's header. */
@@ -147,6 +167,15 @@ export function readDeadLetter(
 ): DeadLetter {
   const h = DEAD_LETTER_HEADERS;
   const deadAt = new Date(headers[h.deadAt] ?? Number.NaN);
+  const bodyBytes = headers[h.bodyBytes];
+  const cut: DeadLetterCut | undefined =
+    bodyBytes === undefined
+      ? undefined
+      : {
+          bodyBytes: Number(bodyBytes) || 0,
+          keptBodyBytes: body.length,
+          droppedHeaders: Number(headers[h.droppedHeaders] ?? 0) || 0,
+        };
   return {
     id,
     group: headers[h.group] ?? '',
@@ -160,7 +189,101 @@ export function readDeadLetter(
     headers,
     body,
     details,
+    ...(cut === undefined ? {} : { cut }),
   };
+}
+
+/** A dead letter as a transport is about to store it. */
+export interface DeadLetterCopy {
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+}
+
+/** How large a message the broker stores, as the transport knows it. */
+export interface DeadLetterSizeLimit {
+  /** Largest message, headers and body together, in bytes (NATS `max_payload`, Kafka `max.message.bytes`). */
+  readonly maxBytes: number;
+  /** Largest header block, where the broker has a limit of its own for it (RabbitMQ: one frame of `frame_max`). */
+  readonly maxHeaderBytes?: number;
+}
+
+/**
+ * Bytes {@link fitDeadLetter} leaves free under a limit for what the broker adds around the headers and
+ * body (a subject, a `Nats-Msg-Id`, AMQP properties and frame ends, a Kafka record batch).
+ */
+export const DEAD_LETTER_SIZE_RESERVE = 1024;
+
+/** Bytes one header is counted for: its name and value in UTF-8 plus 8 for the broker's framing of it. */
+function headerBytes(headers: Readonly<Record<string, string>>): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(headers))
+    bytes += Buffer.byteLength(name) + Buffer.byteLength(value) + 8;
+  return bytes;
+}
+
+/** A dead letter that does not fit the broker's limit even with its body and own headers left out. */
+export class DeadLetterTooLargeError extends OncemqError {
+  override name = 'DeadLetterTooLargeError';
+
+  constructor(headerBytes: number, limit: number) {
+    super(
+      'permanent',
+      `a dead letter's oncemq headers alone (${headerBytes} bytes) do not fit the broker's limit of ${limit} bytes`,
+    );
+  }
+}
+
+/**
+ * The rule for a dead letter the broker cannot store as it is (every transport with a size limit uses it):
+ * a copy that fits `limit` (less {@link DEAD_LETTER_SIZE_RESERVE}) is returned unchanged. Otherwise the copy
+ * keeps every oncemq header (key, ordering key, count, and the dead-letter ones: group, reason, error, topic,
+ * original broker id, time) and the original's own headers if they fit, else none of them; its body is cut
+ * to the first bytes that fit (possibly none); and it says so in {@link DEAD_LETTER_HEADERS} `bodyBytes`
+ * (the original body's size) and `droppedHeaders`. Such a letter is listed with {@link DeadLetter.cut} and
+ * never replayed ({@link refuseCutReplay}). When even the oncemq headers do not fit, it throws
+ * {@link DeadLetterTooLargeError}, and the transport leaves the original unacked, as for any dead letter
+ * it could not store.
+ */
+export function fitDeadLetter(copy: DeadLetterCopy, limit: DeadLetterSizeLimit): DeadLetterCopy {
+  const maxBytes = limit.maxBytes - DEAD_LETTER_SIZE_RESERVE;
+  const maxHeaderBytes = Math.min(maxBytes, (limit.maxHeaderBytes ?? Infinity) - DEAD_LETTER_SIZE_RESERVE);
+  const whole = headerBytes(copy.headers);
+  if (whole <= maxHeaderBytes && whole + copy.body.length <= maxBytes) return copy;
+  const marks = {
+    [DEAD_LETTER_HEADERS.bodyBytes]: String(copy.body.length),
+    [DEAD_LETTER_HEADERS.droppedHeaders]: '0',
+  };
+  let headers: Record<string, string> = { ...copy.headers, ...marks };
+  if (headerBytes(headers) > maxHeaderBytes) {
+    const own = Object.entries(copy.headers).filter(([name]) => name.toLowerCase().startsWith('oncemq-'));
+    headers = Object.fromEntries(own);
+    headers[DEAD_LETTER_HEADERS.bodyBytes] = String(copy.body.length);
+    headers[DEAD_LETTER_HEADERS.droppedHeaders] = String(Object.keys(copy.headers).length - own.length);
+  }
+  const used = headerBytes(headers);
+  if (used > maxHeaderBytes) throw new DeadLetterTooLargeError(used, limit.maxBytes);
+  return { headers, body: copy.body.subarray(0, Math.min(copy.body.length, maxBytes - used)) };
+}
+
+/** A replay refused: the dead letter was stored cut, so its copy would be a different message. */
+export class DeadLetterCutError extends OncemqError {
+  override name = 'DeadLetterCutError';
+}
+
+/**
+ * Throws {@link DeadLetterCutError} for a letter stored cut ({@link DeadLetter.cut}): replaying the part
+ * that was kept would deliver a different message than the one that failed. Replay calls it before
+ * publishing anything for the letter.
+ */
+export function refuseCutReplay(letter: DeadLetter): void {
+  const { cut } = letter;
+  if (cut === undefined) return;
+  throw new DeadLetterCutError(
+    'permanent',
+    `dead letter ${letter.id} of group ${letter.group} was stored cut (it kept ${cut.keptBodyBytes} of its ${cut.bodyBytes} body bytes` +
+      `${cut.droppedHeaders > 0 ? ` and none of its ${cut.droppedHeaders} own headers` : ''}, the message being too large for the broker): ` +
+      `a replay would deliver a different message; have its producer (broker id ${letter.brokerId}, key ${letter.key ?? 'none'}) send it again, then purge it`,
+  );
 }
 
 /**

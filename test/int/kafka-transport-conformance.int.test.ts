@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { KafkaTransport } from 'oncemq/kafka';
+import { DEFAULT_KAFKA_TRANSPORT_CONFIG } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
 import { proxiedKafka } from '../support/kafka.js';
 import { kafkaForeign } from '../support/foreign.js';
@@ -32,6 +33,8 @@ describe.skipIf(!kafka.available)('Kafka transport', () => {
           await foreign.close();
           await proxied.close();
         },
+        // The topics' max.message.bytes (Kafka's default; the transport's maxMessageBytes): headers count in it too.
+        maxMessageBytes: DEFAULT_KAFKA_TRANSPORT_CONFIG.maxMessageBytes,
       };
     },
     { waitMs: 30_000 },

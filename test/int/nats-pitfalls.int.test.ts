@@ -3,7 +3,13 @@ import { SILENT_LOGGER, type Envelope, type Logger, type Outcome } from 'oncemq'
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
-import { NATS_SERVICE, natsTestBed, QUICK_NATS, type NatsUnderTest } from '../support/nats.js';
+import {
+  NATS_SERVICE,
+  natsTestBed,
+  QUICK_NATS,
+  serverMaxPayload,
+  type NatsUnderTest,
+} from '../support/nats.js';
 import { sleep } from '../support/points.js';
 import { findService } from '../support/services.js';
 
@@ -193,6 +199,37 @@ describe.skipIf(!service.available)('NATS JetStream pitfalls', () => {
     await sleep(2000);
     expect(deliveries).toBe(1);
     expect((await bed.admin.consumers.info(topicStream(test), 'g')).num_ack_pending).toBe(0);
+  });
+
+  it("dead-letters a message near the server's max_payload whose copy with the dead-letter headers is over it: listed cut, with its reason and original size, never delivered again (#4)", async () => {
+    const test = await open({ maxDeliver: 3 });
+    const maxPayload = await serverMaxPayload(service.url);
+    // As large as the server takes with the original's few headers; the dead-letter headers make it too large.
+    const body = new Uint8Array(maxPayload - 256).fill(7);
+    await test.transport.publish({ topic: 'orders', key: 'huge', body });
+    let deliveries = 0;
+    await test.transport.subscribe(
+      'g',
+      ['orders'],
+      answering(() => (deliveries++, 'dead-letter')),
+      { visibility: 1000 },
+    );
+    await waitUntil(() => deliveries === 1, 'the delivery');
+    await waitUntil(
+      async () => (await test.transport.deadLetters.list({ group: 'g' })).length === 1,
+      'the dead letter',
+    );
+    const [letter] = await test.transport.deadLetters.list({ group: 'g' });
+    expect(letter).toMatchObject({ key: 'huge', topic: 'orders', reason: 'permanent-error' });
+    expect(letter?.cut).toMatchObject({ bodyBytes: body.length });
+    expect(letter?.body.length).toBeLessThan(body.length);
+    await sleep(3000);
+    expect(deliveries).toBe(1);
+    expect((await bed.admin.consumers.info(topicStream(test), 'g')).num_ack_pending).toBe(0);
+    await expect(test.transport.deadLetters.replay('g', [letter?.id ?? ''])).rejects.toThrow(
+      new RegExp(`dead letter ${letter?.id} of group g .*cut`),
+    );
+    expect(await test.transport.deadLetters.list({ group: 'g' })).toHaveLength(1);
   });
 
   it('keeps the original unacked when its charged retry copy cannot be stored: the same copy comes back, its count unchanged', async () => {

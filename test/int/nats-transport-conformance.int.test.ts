@@ -1,11 +1,14 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { NatsTransport } from 'oncemq/nats';
-import { NATS_SERVICE, QUICK_NATS, natsUnderTest } from '../support/nats.js';
+import { JETSTREAM_MAX_HEADER_BYTES, NatsTransport } from 'oncemq/nats';
+import { NATS_SERVICE, QUICK_NATS, natsUnderTest, serverMaxPayload } from '../support/nats.js';
 import { findService } from '../support/services.js';
 import { natsForeign } from '../support/foreign.js';
 
 const service = await findService(NATS_SERVICE);
+
+/** The server's `max_payload` (headers and body): the dead-letter stream has no smaller limit. */
+const maxMessageBytes = service.available ? await serverMaxPayload(service.url) : undefined;
 
 describe.skipIf(!service.available)('NatsTransport', () => {
   describeTransportConformance(
@@ -16,6 +19,8 @@ describe.skipIf(!service.available)('NatsTransport', () => {
       return {
         ...under,
         foreign,
+        maxMessageBytes,
+        maxHeaderBytes: JETSTREAM_MAX_HEADER_BYTES,
         // Another process of the application: its own connection, straight to the server, the same names.
         peer: () =>
           Promise.resolve(

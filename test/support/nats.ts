@@ -27,6 +27,18 @@ export async function directConnection(url: string): Promise<NatsConnection> {
   return connect({ servers: url });
 }
 
+/** The server's `max_payload`: the largest message (headers and body) it takes. */
+export async function serverMaxPayload(url: string): Promise<number> {
+  const connection = await directConnection(url);
+  try {
+    const max = connection.info?.max_payload;
+    if (max === undefined) throw new Error(`the NATS server at ${url} did not say its max_payload`);
+    return max;
+  } finally {
+    await connection.close();
+  }
+}
+
 /** Deletes every stream whose name starts with `prefix` (with their consumers), through a direct connection. */
 export async function deleteStreams(url: string, prefix: string): Promise<void> {
   const connection = await directConnection(url);

@@ -39,6 +39,12 @@ function printLetters(letters: readonly DeadLetter[]): void {
       `#${letter.id}  ${letter.topic}  key ${letter.key ?? '-'}  ${letter.reason}  attempt ${letter.deliveryCount}  ${letter.deadAt.toISOString()}`,
     );
     if (letter.error !== null) console.log(`      ${letter.error.slice(0, 200)}`);
+    const { cut } = letter;
+    if (cut !== undefined) {
+      console.log(
+        `      stored cut, too large for the broker: ${cut.keptBodyBytes} of ${cut.bodyBytes} body bytes kept, ${cut.droppedHeaders} of its own headers left out; not replayable`,
+      );
+    }
   }
 }
 

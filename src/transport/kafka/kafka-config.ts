@@ -26,6 +26,12 @@ export interface KafkaTransportConfig {
   readonly topology?: 'create' | 'check';
   /** Partitions of the topics the transport creates. @default 4 */
   readonly partitions?: number;
+  /**
+   * The largest record the dead-letter topics take: their `max.message.bytes` (Kafka's default,
+   * 1048588). A dead letter over it is stored cut (docs/transports/dead-letters.md) instead of being
+   * refused (MESSAGE_TOO_LARGE) on every delivery while its partition waits. @default 1048588
+   */
+  readonly maxMessageBytes?: number;
   /** Longest wait for one request (a publish's confirm, a commit). @default '10s' */
   readonly timeout?: Duration;
   /** Wait before a delivery whose processor threw, or whose settle failed, is processed again. @default '1s' */
@@ -61,6 +67,7 @@ export const DEFAULT_KAFKA_TRANSPORT_CONFIG = Object.freeze({
   prefix: 'oncemq',
   topology: 'create',
   partitions: 4,
+  maxMessageBytes: 1_048_588,
   timeout: '10s',
   failureBackoff: '1s',
   retryDiscoveryInterval: '5s',
@@ -82,6 +89,7 @@ export interface KafkaSettings {
   readonly names: KafkaNames;
   readonly topology: 'create' | 'check';
   readonly partitions: number;
+  readonly maxMessageBytes: number;
   readonly timeoutMs: number;
   readonly failureBackoffMs: number;
   readonly retryDiscoveryMs: number;
@@ -147,6 +155,7 @@ export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSetting
     names: new KafkaNames(config.prefix ?? d.prefix),
     topology,
     partitions: wholeNumber(config.partitions ?? d.partitions, 'partitions', 1),
+    maxMessageBytes: wholeNumber(config.maxMessageBytes ?? d.maxMessageBytes, 'maxMessageBytes', 4096),
     timeoutMs: durationMs(config.timeout ?? d.timeout, 'timeout', 1),
     failureBackoffMs: durationMs(config.failureBackoff ?? d.failureBackoff, 'failureBackoff', 1),
     retryDiscoveryMs: durationMs(

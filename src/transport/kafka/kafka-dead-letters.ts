@@ -5,6 +5,7 @@ import { validateGroup } from '../../core/group.js';
 import {
   DEFAULT_DEAD_LETTER_LIMIT,
   readDeadLetter,
+  refuseCutReplay,
   replayHeaders,
   type DeadLetter,
   type DeadLetterQuery,
@@ -170,6 +171,8 @@ export class KafkaDeadLetters implements DeadLetters {
   async replay(group: string, ids: readonly string[]): Promise<number> {
     const wanted = new Set(ids);
     const letters = (await this.#open(group)).filter((letter) => wanted.has(letter.id));
+    // Before any is replayed: a call naming a letter stored cut replays none.
+    for (const letter of letters) refuseCutReplay(letter);
     const { publisher } = await this.open();
     for (const letter of letters) {
       await publisher.send({

@@ -2,7 +2,7 @@ import type { Envelope } from '../../core/envelope.js';
 import { DELIVERY_COUNT_HEADER, ORDERING_KEY_HEADER, KEY_HEADER } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
-import { deadLetterHeaders } from '../dead-letters.js';
+import { DEAD_LETTER_HEADERS, deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
 import { OrderingGate } from '../../consumer/ordering-gate.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import { createConsumer, type KafkaDriver } from './kafka-client.js';
@@ -247,15 +247,24 @@ export class KafkaSubscription implements Subscription {
     }
     const reason = outcome.reason;
     const error = 'error' in outcome ? outcome.error : undefined;
+    // Too large for the dead-letter topic as it is: stored cut, so that the partition can go on.
+    const copy = fitDeadLetter(
+      {
+        headers: {
+          ...deadLetterHeaders(envelope, { group: this.group, reason, error, key: outcome.key }),
+          ...origin,
+        },
+        body: envelope.body,
+      },
+      { maxBytes: this.#init.settings.maxMessageBytes },
+    );
+    // The headers that are not text go along unless the copy had to be cut (they are the producer's own).
+    const cut = copy.headers[DEAD_LETTER_HEADERS.bodyBytes] !== undefined;
     await this.#init.publisher.send({
       topic: names.deadLetterTopic(this.group),
       key,
-      headers: {
-        ...deadLetterHeaders(envelope, { group: this.group, reason, error, key: outcome.key }),
-        ...origin,
-      },
-      rawHeaders: unreadHeaders(message, envelope),
-      body: envelope.body,
+      ...copy,
+      rawHeaders: cut ? undefined : unreadHeaders(message, envelope),
     });
   }
 

@@ -5,6 +5,7 @@ import { validateGroup } from '../../core/group.js';
 import {
   DEFAULT_DEAD_LETTER_LIMIT,
   readDeadLetter,
+  refuseCutReplay,
   replayHeaders,
   type DeadLetter,
   type DeadLetterQuery,
@@ -95,6 +96,7 @@ export class NatsDeadLetters implements DeadLetters {
       const message = await this.#find(parts, group, id);
       if (message === null) continue;
       const letter = this.#letter(deadLetterStream(parts.settings), message);
+      refuseCutReplay(letter);
       if (ordered) {
         const topic = validNatsTopic(letter.topic);
         await parts.topology.topicStream(topic);

@@ -8,7 +8,7 @@ import {
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
 import { HeaderText } from '../../core/header-text.js';
 import type { DeadLetterReason, Outcome } from '../../core/outcome.js';
-import { deadLetterHeaders } from '../dead-letters.js';
+import { deadLetterHeaders, fitDeadLetter, type DeadLetterSizeLimit } from '../dead-letters.js';
 import type { DeliveryResult } from '../settle-batch.js';
 import type { NatsSettings } from './nats-config.js';
 import type { NatsConfirms } from './nats-confirms.js';
@@ -37,6 +37,8 @@ export interface DeliveryContext {
   readonly session: NatsSession;
   readonly publisher: NatsPublisher;
   readonly confirms: NatsConfirms;
+  /** How large a dead-letter copy the server stores: `max_payload`, or the dead-letter stream's `max_msg_size` if smaller. */
+  readonly deadLetterLimit: () => Promise<DeadLetterSizeLimit>;
 }
 
 /** What a delivery reads of the message it carries (a JetStream message of nats.js has it too). */
@@ -251,14 +253,22 @@ export class NatsDelivery {
     if (!this.stale) await this.#send('ack');
   }
 
-  /** A copy in the group's dead-letter subject, confirmed, then `+TERM` so the server never redelivers it. */
+  /**
+   * A copy in the group's dead-letter subject (cut to the server's limit when it is too large, see
+   * `fitDeadLetter`), confirmed, then `+TERM` so the server never redelivers it.
+   */
   async #deadLetter(reason: DeadLetterReason, error: unknown, key: string | null): Promise<void> {
     const { envelope } = this;
     const { group, settings } = this.#ctx;
+    // A copy too large to store as it is (a message near max_payload) is stored cut; one that cannot be
+    // stored at all throws, and the original stays unacked.
+    const copy = fitDeadLetter(
+      { headers: deadLetterHeaders(envelope, { group, reason, error, key }), body: envelope.body },
+      await this.#ctx.deadLetterLimit(),
+    );
     await this.#ctx.publisher.send({
       subject: deadLetterSubject(settings, group),
-      body: envelope.body,
-      headers: deadLetterHeaders(envelope, { group, reason, error, key }),
+      ...copy,
       msgId: `dead:${group}:${envelope.brokerId}`,
     });
     if (!this.stale) await this.#send('term');

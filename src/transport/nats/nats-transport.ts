@@ -21,6 +21,7 @@ import {
 import { resolveNatsSettings, type NatsSettings, type NatsTransportConfig } from './nats-config.js';
 import { wholeNumber } from '../config-checks.js';
 import { NatsDeadLetters } from './nats-dead-letters.js';
+import type { DeadLetterSizeLimit } from '../dead-letters.js';
 import type { DeliveryContext, DeliverySource } from './nats-delivery.js';
 import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
 import {
@@ -57,8 +58,23 @@ interface Open {
 /** What the deliveries of one group's subscription settle through. */
 function deliveryContext(group: string, settings: NatsSettings, open: Open): DeliveryContext {
   const { connection, session, publisher, confirms } = open;
-  return { group, settings, connection, session, publisher, confirms };
+  const deadLetterLimit = async (): Promise<DeadLetterSizeLimit> => {
+    // The server refuses a message (headers and body) over max_payload, the stream one over its max_msg_size.
+    const maxPayload = connection.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+    const streamMax = (await open.topology.deadLetterStream()).config.max_msg_size;
+    return {
+      maxBytes: streamMax > 0 ? Math.min(maxPayload, streamMax) : maxPayload,
+      maxHeaderBytes: JETSTREAM_MAX_HEADER_BYTES,
+    };
+  };
+  return { group, settings, connection, session, publisher, confirms, deadLetterLimit };
 }
+
+/** The server's `max_payload` when the connection has not said it: the NATS default, 1 MiB. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** JetStream refuses a message with more header bytes than this ("header size exceeds maximum allowed of 64k"). */
+export const JETSTREAM_MAX_HEADER_BYTES = 65_535;
 
 /** How a member of a group reads its part (see docs/transports/nats.md). */
 export type NatsSubscribeOptions = SubscribeOptions;

@@ -1,6 +1,7 @@
 import { ROCKETMQ_DELAY_LEVELS } from '../../consumer/retry-policy.js';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
+import { wholeNumber } from '../config-checks.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import type { AmqpConnectionLike } from './amqp-like.js';
 import { RABBIT_SLOTS } from './rabbit-names.js';
@@ -49,6 +50,12 @@ export interface RabbitTransportConfig {
   readonly publishAttempts?: number;
   /** Longest wait of a publish for a connection and its confirm. @default '30s' */
   readonly publishTimeout?: Duration;
+  /**
+   * The server's `max_message_size` in bytes (RabbitMQ 3.10's default: 128 MiB): a dead-letter copy
+   * over it, or whose headers are over what one content-header frame carries, is stored cut
+   * (docs/transports/dead-letters.md) instead of being refused on every delivery. @default 134217728
+   */
+  readonly maxMessageSize?: number;
   /** First wait before re-opening a lost channel; doubles up to `maxReconnectDelay`. @default '100ms' */
   readonly reconnectDelay?: Duration;
   /** @default '5s' */
@@ -84,6 +91,7 @@ export const DEFAULT_RABBIT_TRANSPORT_CONFIG = Object.freeze({
   delayLevels: DEFAULT_RABBITMQ_DELAY_LEVELS,
   publishAttempts: 3,
   publishTimeout: '30s',
+  maxMessageSize: 134_217_728,
   reconnectDelay: '100ms',
   maxReconnectDelay: '5s',
   closeTimeout: '5s',
@@ -103,6 +111,7 @@ export interface RabbitSettings {
   readonly delayLevelsMs: readonly number[];
   readonly publishAttempts: number;
   readonly publishTimeoutMs: number;
+  readonly maxMessageSize: number;
   readonly reconnectDelayMs: number;
   readonly maxReconnectDelayMs: number;
   readonly closeTimeoutMs: number;
@@ -193,6 +202,7 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
     delayLevelsMs: Object.freeze(levels),
     publishAttempts,
     publishTimeoutMs,
+    maxMessageSize: wholeNumber(config.maxMessageSize ?? d.maxMessageSize, 'maxMessageSize', 4096),
     reconnectDelayMs: Math.max(1, reconnectDelayMs),
     maxReconnectDelayMs: Math.max(1, maxReconnectDelayMs),
     closeTimeoutMs,

@@ -2,6 +2,7 @@ import {
   DEAD_LETTER_HEADERS,
   DEFAULT_DEAD_LETTER_LIMIT,
   readDeadLetter,
+  refuseCutReplay,
   type DeadLetter,
   type DeadLetterQuery,
   type DeadLetters,
@@ -92,7 +93,8 @@ export class RabbitDeadLetters implements DeadLetters {
    */
   replay(group: string, ids: readonly string[]): Promise<number> {
     const work = this.#topology.names.work(group);
-    return this.#acting(group, ids, async (channel, { message }) => {
+    return this.#acting(group, ids, async (channel, { message, letter }) => {
+      refuseCutReplay(letter);
       const { headers } = textHeaders(message.properties.headers);
       const original = headers[ORIGINAL_QUEUE_HEADER];
       const queue =

@@ -1,7 +1,7 @@
 import type { DeliveryKeepAlive, Envelope } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
-import { deadLetterHeaders, type DeadLetterCause } from '../dead-letters.js';
+import { deadLetterHeaders, fitDeadLetter, type DeadLetterCause } from '../dead-letters.js';
 import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
@@ -17,6 +17,13 @@ import type { RabbitTopology } from './rabbit-topology.js';
 
 /** How often a long handler's lease keeper checks that its delivery's channel is still open. */
 export const KEEP_ALIVE_EVERY_MS = 5_000;
+
+/**
+ * Most bytes of headers one message can carry: amqplib encodes a header table in a scratch buffer of
+ * 64 KiB (a larger one throws at publish), below RabbitMQ's default `frame_max` of 128 KiB, which
+ * bounds the content-header frame they travel in.
+ */
+export const AMQP_MAX_HEADER_BYTES = 65_536;
 
 /** One delivery and the channel that delivered it: its tag is good on that channel only. */
 export interface Delivery {
@@ -126,7 +133,20 @@ export class Settler {
       [TOPIC_HEADER]: envelope.topic,
       [ORIGINAL_QUEUE_HEADER]: delivery.queue ?? this.#topology.names.work(this.#group),
     };
-    await this.#store(delivery, queue, copyOptions(message, headers));
+    const options = copyOptions(message, headers);
+    // Too large to store as it is (headers over one frame, a body over max_message_size): stored cut.
+    const whole = { headers: headerTexts(options.headers ?? {}), body: message.content };
+    const fitted = fitDeadLetter(whole, {
+      maxBytes: this.#settings.maxMessageSize,
+      maxHeaderBytes: AMQP_MAX_HEADER_BYTES,
+    });
+    if (fitted === whole) return this.#store(delivery, queue, options);
+    await this.#store(
+      delivery,
+      queue,
+      { ...options, headers: { ...fitted.headers } },
+      Buffer.from(fitted.body),
+    );
   }
 
   /**
@@ -138,9 +158,10 @@ export class Settler {
     delivery: Delivery,
     queue: string,
     options: AmqpPublishOptions & { messageId: string },
+    content: Buffer = delivery.message.content,
   ): Promise<void> {
     try {
-      await delivery.channel.publish('', queue, delivery.message.content, options);
+      await delivery.channel.publish('', queue, content, options);
     } catch (error) {
       if (error instanceof UnconfirmedPublishError && error.reason === 'unroutable')
         this.#topology.forget(queue);
@@ -161,4 +182,12 @@ export class Settler {
     });
     return 'stale';
   }
+}
+
+/** AMQP header values as text, for measuring them (a table such as `x-death` as its JSON). */
+function headerTexts(headers: Readonly<Record<string, unknown>>): Record<string, string> {
+  const texts: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers))
+    texts[name] = typeof value === 'string' ? value : JSON.stringify(value ?? null);
+  return texts;
 }

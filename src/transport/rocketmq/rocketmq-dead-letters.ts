@@ -5,6 +5,7 @@ import {
   DEAD_LETTER_HEADERS,
   DEFAULT_DEAD_LETTER_LIMIT,
   readDeadLetter,
+  refuseCutReplay,
   replayHeaders,
   type DeadLetter,
   type DeadLetterQuery,
@@ -103,6 +104,7 @@ export class RocketMQDeadLetters implements DeadLetters {
     for (const id of new Set(ids)) {
       const letter = letters.find((candidate) => candidate.id === id);
       if (letter === undefined) continue;
+      refuseCutReplay(letter);
       const headers: Record<string, string> = { ...replayHeaders(letter), [REPLAY_GROUP_PROPERTY]: group };
       const orderingKey = headers[ORDERING_KEY_HEADER] ?? letter.key ?? undefined;
       await parts.publisher.send({

@@ -7,13 +7,19 @@ import {
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { DeadLetterReason } from '../../core/outcome.js';
-import { deadLetterHeaders } from '../dead-letters.js';
+import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
 import type { DeliveryResult, SettleableDelivery } from '../settle-batch.js';
 import { MIN_INVISIBLE_MS } from './rocketmq-config.js';
 import type { MessageViewLike, SimpleConsumerLike } from './rocketmq-driver.js';
 import type { RocketMQPublisher } from './rocketmq-publisher.js';
 import { deadLetterTopic } from './rocketmq-names.js';
 import type { UnchargedRetries } from './uncharged-retries.js';
+
+/** The broker's and the proxy's default `maxMessageSize`, of the body alone: 4 MiB. */
+export const ROCKETMQ_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+
+/** The proxy's default `maxUserPropertySize`: the properties of one message, 16 KiB. */
+export const ROCKETMQ_MAX_PROPERTY_BYTES = 16 * 1024;
 
 /** What the deliveries of one subscription share. */
 export interface DeliveryContext {
@@ -127,10 +133,19 @@ export class RocketMQDelivery implements SettleableDelivery {
   /** Writes the dead-letter copy with its reason to `%DLQ%<group>`, confirmed, then acks the original. */
   async #deadLetter(reason: DeadLetterReason, error: unknown, key: string | null): Promise<void> {
     const { group, publisher, consumer, uncharged } = this.#ctx;
+    // Properties too large to store as they are (the original's near the proxy's limit): stored without the
+    // original's own. The body is the original's, which the broker took: its limit counts the body alone.
+    const copy = fitDeadLetter(
+      { headers: deadLetterHeaders(this.envelope, { group, reason, error, key }), body: this.envelope.body },
+      {
+        maxBytes: ROCKETMQ_MAX_MESSAGE_BYTES + ROCKETMQ_MAX_PROPERTY_BYTES,
+        maxHeaderBytes: ROCKETMQ_MAX_PROPERTY_BYTES,
+      },
+    );
     await publisher.send({
       topic: deadLetterTopic(group),
-      body: Buffer.from(this.envelope.body),
-      properties: deadLetterHeaders(this.envelope, { group, reason, error, key }),
+      body: Buffer.from(copy.body),
+      properties: copy.headers,
       keys: this.view.keys,
     });
     await consumer.ack(this.view);
