@@ -187,4 +187,41 @@ export function describeTransportForeignCases(test: () => TransportCase): void {
     expect(secondAgain).toBe(second);
     expect(second).not.toBe(first);
   });
+
+  it('keeps a foreign message’s headers that are not text on its retry, dead-letter and replay copies', async (ctx) => {
+    const { under, group, topic, transport } = test();
+    const foreign = under.foreign;
+    const types = new Set(foreign?.headerTypes);
+    const odd: (readonly [string, ForeignHeaderValue])[] = [];
+    if (types.has('bytes')) odd.push(['x-raw', bytes(0x6b, 0xff)]);
+    if (foreign?.repeatedHeaders === true) odd.push(['x-twice', text('one')], ['x-twice', text('two')]);
+    if (foreign === undefined || odd.length === 0 || !transport.capabilities.deadLetter) ctx.skip();
+    const expected = [...new Set(odd.map(([name]) => name))].sort();
+    const seen: string[][] = [];
+    let replayed = false;
+    await test().subscribe(group, (envelope) => {
+      // Only the producer's own: a broker adds headers of its own on some hops (RabbitMQ's `x-death`).
+      seen.push(
+        Object.keys(envelope.nonKeyHeaders ?? {})
+          .filter((name) => expected.includes(name))
+          .sort(),
+      );
+      if (replayed) return 'ack';
+      return seen.length === 1 ? 'retry' : 'dead-letter';
+    });
+    await foreign?.publish(topic, {
+      headers: [[KEY_HEADER, text('keep-1')], ...odd],
+      body: encoder.encode('{}'),
+    });
+    await test().waitFor(
+      async () => (await transport.deadLetters.list({ group })).length === 1,
+      'the dead letter',
+    );
+    const [letter] = await transport.deadLetters.list({ group });
+    replayed = true;
+    expect(await transport.deadLetters.replay(group, [letter?.id ?? ''])).toBe(1);
+    await test().waitFor(() => seen.length >= 3, 'the replayed copy');
+    // The first delivery, its retry copy and its replay: each still carries what the producer sent.
+    expect(seen.slice(0, 3)).toEqual([expected, expected, expected]);
+  });
 }

@@ -1,6 +1,7 @@
 import type { JetStreamManager, MsgRequest, NextMsgRequest, StoredMsg } from '@nats-io/jetstream';
 import { DELIVERY_COUNT_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
+import { HeaderText } from '../../core/header-text.js';
 import { validateGroup } from '../../core/group.js';
 import {
   DEFAULT_DEAD_LETTER_LIMIT,
@@ -24,7 +25,7 @@ import {
   validNatsTopic,
 } from './nats-names.js';
 import { readPartitionCount } from './nats-partition-count.js';
-import type { NatsPublisher } from './nats-publisher.js';
+import { repeatedHeaders, type NatsPublisher } from './nats-publisher.js';
 import type { NatsTopology } from './nats-topology.js';
 
 /** What the dead-letter queue needs, once the transport is open. */
@@ -35,10 +36,13 @@ export interface NatsDeadLetterParts {
   readonly publisher: NatsPublisher;
 }
 
-function textHeaders(message: StoredMsg): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const name of message.header.keys()) headers[name] = message.header.get(name);
-  return headers;
+/** A stored dead letter's headers read exactly: a name with several different values is no text header. */
+function textHeaders(message: StoredMsg): HeaderText {
+  const text = new HeaderText();
+  for (const name of message.header.keys()) {
+    for (const value of message.header.values(name)) text.text(name, value);
+  }
+  return text;
 }
 
 function unavailable(what: string, error: unknown): TransportUnavailableError {
@@ -96,6 +100,7 @@ export class NatsDeadLetters implements DeadLetters {
       const message = await this.#find(parts, group, id);
       if (message === null) continue;
       const letter = this.#letter(deadLetterStream(parts.settings), message);
+      const repeated = repeatedHeaders(message.header, letter.headers);
       refuseCutReplay(letter);
       if (ordered) {
         const topic = validNatsTopic(letter.topic);
@@ -104,6 +109,7 @@ export class NatsDeadLetters implements DeadLetters {
           subject: slotSubject(parts.settings, topic, letter.headers[ORDERING_KEY_HEADER]),
           body: letter.body,
           headers: { ...replayHeaders(letter), [DELIVERY_COUNT_HEADER]: '1', [REPLAY_GROUP_HEADER]: group },
+          repeated,
           msgId: `replay:${deadLetterStream(parts.settings)}:${message.seq}`,
         });
         if (await this.#delete(parts, message.seq)) replayed++;
@@ -119,6 +125,7 @@ export class NatsDeadLetters implements DeadLetters {
           [RETRY_DUE_HEADER]: String(Date.now()),
           [RETRY_PUBLISHED_HEADER]: String(Date.now()),
         },
+        repeated,
         // Unique to this dead letter: a replay repeated after a crash inside the window is dropped.
         msgId: `replay:${deadLetterStream(parts.settings)}:${message.seq}`,
       });
@@ -145,9 +152,11 @@ export class NatsDeadLetters implements DeadLetters {
   }
 
   #letter(stream: string, message: StoredMsg): DeadLetter {
-    return readDeadLetter(String(message.seq), textHeaders(message), message.data, {
+    const { headers, nonKey } = textHeaders(message);
+    return readDeadLetter(String(message.seq), headers, message.data, {
       stream,
       seq: message.seq,
+      ...(nonKey === undefined ? {} : { nonKeyHeaders: nonKey }),
     });
   }
 

@@ -8,7 +8,12 @@ import {
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
 import { HeaderText } from '../../core/header-text.js';
 import type { DeadLetterReason, Outcome } from '../../core/outcome.js';
-import { deadLetterHeaders, fitDeadLetter, type DeadLetterSizeLimit } from '../dead-letters.js';
+import {
+  DEAD_LETTER_HEADERS,
+  deadLetterHeaders,
+  fitDeadLetter,
+  type DeadLetterSizeLimit,
+} from '../dead-letters.js';
 import type { DeliveryResult } from '../settle-batch.js';
 import type { NatsSettings } from './nats-config.js';
 import type { NatsConfirms } from './nats-confirms.js';
@@ -23,7 +28,7 @@ import {
   RETRY_TOPIC_HEADER,
   retrySubject,
 } from './nats-names.js';
-import type { NatsPublisher } from './nats-publisher.js';
+import { repeatedHeaders, type NatsPublisher } from './nats-publisher.js';
 import type { NatsSession } from './nats-session.js';
 
 /** Reason of a copy dead-lettered by the `maxDeliver` backstop. */
@@ -81,10 +86,14 @@ function textHeaders(msg: DeliveredMessage): Record<string, string> {
  * The headers an envelope shows: every header but oncemq's internal ones and the server's `Nats-*`; a
  * name the message carries with several different values is no header text and no business key.
  */
+/** oncemq's own headers of a retry copy and the server's `Nats-*`: never the envelope's. */
+const internal = (name: string): boolean =>
+  INTERNAL_HEADERS.has(name) || name.toLowerCase().startsWith('nats-');
+
 function envelopeHeaders(msg: DeliveredMessage): HeaderText {
   const text = new HeaderText();
   for (const name of msg.headers?.keys() ?? []) {
-    if (INTERNAL_HEADERS.has(name) || name.toLowerCase().startsWith('nats-')) continue;
+    if (internal(name)) continue;
     for (const value of msg.headers?.values(name) ?? []) text.text(name, value);
   }
   return text;
@@ -107,6 +116,8 @@ export class NatsDelivery {
   /** Retry copies only: when the copy is due, in milliseconds since the epoch. */
   readonly dueAt: number | undefined;
   readonly #ctx: DeliveryContext;
+  /** Headers the message carries with several different values (not in the envelope's), stored again on its copies. */
+  readonly #repeated: [string, string][] | undefined;
   #settled = false;
   /**
    * Called once the settle's last request (the ack, nak or term) has gone out: the delivery needs
@@ -120,6 +131,7 @@ export class NatsDelivery {
     this.generation = ctx.session.generation;
     const raw = textHeaders(msg);
     const { headers, nonKey } = envelopeHeaders(msg);
+    this.#repeated = nonKey === undefined ? undefined : repeatedHeaders(msg.headers, headers, internal);
     this.dueAt = source.topic === null ? epochMs(raw[RETRY_DUE_HEADER]) : undefined;
     const publishedAt = source.topic === null ? epochMs(raw[RETRY_PUBLISHED_HEADER]) : msg.time.getTime();
     this.envelope = createEnvelope({
@@ -247,6 +259,7 @@ export class NatsDelivery {
         [RETRY_DUE_HEADER]: String(Date.now() + delayMs),
         [RETRY_PUBLISHED_HEADER]: String((envelope.publishedAt ?? new Date()).getTime()),
       },
+      repeated: this.#repeated,
       // The same id when this copy fails again after a lost ack: the window drops the second retry copy.
       msgId: `retry:${group}:${envelope.brokerId}:${nextDeliveryCount}`,
     });
@@ -269,6 +282,8 @@ export class NatsDelivery {
     await this.#ctx.publisher.send({
       subject: deadLetterSubject(settings, group),
       ...copy,
+      // The producer's own headers with several values go along unless the copy had to be cut.
+      repeated: copy.headers[DEAD_LETTER_HEADERS.bodyBytes] === undefined ? this.#repeated : undefined,
       msgId: `dead:${group}:${envelope.brokerId}`,
     });
     if (!this.stale) await this.#send('term');

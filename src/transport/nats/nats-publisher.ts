@@ -1,4 +1,5 @@
 import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
+import type { MsgHdrs } from '@nats-io/transport-node';
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import type { NatsSettings } from './nats-config.js';
 import type { NatsDriver } from './nats-driver.js';
@@ -14,8 +15,30 @@ export interface NatsOutgoing {
   readonly subject: string;
   readonly body: Uint8Array;
   readonly headers: Readonly<Record<string, string>>;
+  /**
+   * Headers stored after `headers`, each value appended: a name another producer sent with several
+   * values, kept on the copies the transport stores again.
+   */
+  readonly repeated?: readonly (readonly [string, string])[] | undefined;
   /** `Nats-Msg-Id`: a resend with the same id inside the stream's duplicate window is dropped by the server. */
   readonly msgId: string;
+}
+
+/**
+ * The headers of a message that are not in `text` because the message carries them with several
+ * different values, every value in order: what a copy stores again after its text headers.
+ */
+export function repeatedHeaders(
+  headers: MsgHdrs | undefined,
+  text: Readonly<Record<string, string>>,
+  skip: (name: string) => boolean = () => false,
+): [string, string][] | undefined {
+  let repeated: [string, string][] | undefined;
+  for (const name of headers?.keys() ?? []) {
+    if (text[name] !== undefined || skip(name)) continue;
+    for (const value of headers?.values(name) ?? []) (repeated ??= []).push([name, value]);
+  }
+  return repeated;
 }
 
 /** Publishes with the server's confirm (`PubAck`). */
@@ -37,6 +60,7 @@ export class NatsPublisher {
     const headers = this.#driver.headers();
     try {
       for (const [name, value] of Object.entries(message.headers)) headers.set(name, value);
+      for (const [name, value] of message.repeated ?? []) headers.append(name, value);
     } catch (error) {
       throw new ConfigError('headers', `NATS refuses a header: ${errorText(error)}`, { cause: error });
     }
