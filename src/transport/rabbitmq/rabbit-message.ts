@@ -6,6 +6,8 @@ import {
   type DeliveryKeepAlive,
   type Envelope,
 } from '../../core/envelope.js';
+import { MAX_RETRY_DELAY_MS } from '../../core/outcome.js';
+import { checkDeliveryCount, checkNamedTopic, type HeaderCheck, type HeaderFault } from '../header-guard.js';
 import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 
 /** Header carrying the topic, which a retry copy's routing key (its work queue) no longer shows. */
@@ -39,6 +41,15 @@ export function brokerIdOf(message: AmqpMessageLike): string {
   return `amqp-sha256:${digest.slice(0, 32)}`;
 }
 
+/** One AMQP header value as text: a string as it is, a number or boolean printed, bytes as UTF-8. */
+function textValue(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return String(value);
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  return undefined;
+}
+
 /**
  * AMQP headers as text: strings as they are, numbers and booleans printed, bytes as UTF-8. Tables
  * and arrays (`x-death`) are left out here; the raw headers keep them for dead letters.
@@ -47,10 +58,8 @@ export function textHeaders(raw: AmqpHeaders | undefined): Record<string, string
   const headers: Record<string, string> = {};
   if (raw === undefined) return headers;
   for (const [name, value] of Object.entries(raw)) {
-    if (typeof value === 'string') headers[name] = value;
-    else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
-      headers[name] = String(value);
-    } else if (Buffer.isBuffer(value)) headers[name] = value.toString('utf8');
+    const text = textValue(value);
+    if (text !== undefined) headers[name] = text;
   }
   return headers;
 }
@@ -62,13 +71,24 @@ function brokerDeliveryCount(message: AmqpMessageLike): number {
   return Number.isFinite(earlier) ? earlier + 1 : 1;
 }
 
+/**
+ * The topic of a delivery: a copy oncemq stored in a queue of its own through the default exchange (a
+ * retry, a replay, a back-fill) names it in {@link TOPIC_HEADER}; a message routed by the exchange was
+ * published to its routing key, whatever its header says (a header naming another topic is a fault,
+ * see {@link rabbitHeaderCheck}).
+ */
+function topicOf(message: AmqpMessageLike, headers: Readonly<Record<string, string>>): string {
+  if (message.fields.exchange !== '') return message.fields.routingKey;
+  return headers[TOPIC_HEADER] ?? message.fields.routingKey;
+}
+
 /** The envelope of a delivery. */
 export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAlive): Envelope {
   const headers = textHeaders(message.properties.headers);
   const timestamp = message.properties.timestamp;
   return createEnvelope({
     brokerId: brokerIdOf(message),
-    topic: headers[TOPIC_HEADER] ?? message.fields.routingKey,
+    topic: topicOf(message, headers),
     headers,
     body: new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength),
     deliveryCount: readDeliveryCount(headers),
@@ -123,9 +143,59 @@ export function retryHeaders(
   };
 }
 
-/** When a retry copy is due, if it carries a due time. */
-export function retryDue(message: AmqpMessageLike): number | undefined {
-  const raw = message.properties.headers?.[RETRY_DUE_HEADER];
-  const due = typeof raw === 'string' || typeof raw === 'number' ? Number(raw) : Number.NaN;
-  return Number.isFinite(due) ? due : undefined;
+/**
+ * How much later than now plus {@link MAX_RETRY_DELAY_MS} a retry copy's due time may be: the clocks of
+ * the member that wrote it and the member that reads it may differ by this much.
+ */
+export const RETRY_DUE_MARGIN_MS = 5 * 60_000;
+
+/**
+ * {@link RETRY_DUE_HEADER} as the transport writes it: epoch milliseconds in decimal digits, no later
+ * than now + {@link MAX_RETRY_DELAY_MS} + {@link RETRY_DUE_MARGIN_MS}. A past due time is due now.
+ */
+export function checkRetryDue(
+  headers: Readonly<Record<string, string | undefined>>,
+  now = Date.now(),
+): HeaderFault | undefined {
+  const value = headers[RETRY_DUE_HEADER];
+  if (value === undefined) return undefined;
+  if (!/^\d{1,16}$/.test(value))
+    return { header: RETRY_DUE_HEADER, value, why: 'is not a time in epoch milliseconds' };
+  const latest = now + MAX_RETRY_DELAY_MS + RETRY_DUE_MARGIN_MS;
+  if (Number(value) > latest)
+    return {
+      header: RETRY_DUE_HEADER,
+      value,
+      why: `is later than any retry is scheduled (now + 7d + 5m = ${new Date(latest).toISOString()})`,
+    };
+  return undefined;
+}
+
+/** When a retry copy is due, if it carries a valid due time (an invalid one is dead-lettered, not parked). */
+export function retryDue(message: AmqpMessageLike, now = Date.now()): number | undefined {
+  const value = textValue(message.properties.headers?.[RETRY_DUE_HEADER]);
+  if (value === undefined) return undefined;
+  const headers = { [RETRY_DUE_HEADER]: value };
+  return checkRetryDue(headers, now) === undefined ? Number(value) : undefined;
+}
+
+/**
+ * The `oncemq-*` headers a RabbitMQ subscription of `topics` reads, checked as the transport writes
+ * them: the delivery count, a retry copy's due time, and its topic (one of the group's topics, and the
+ * routing key it was published with when routed by the exchange).
+ */
+export function rabbitHeaderCheck(topics: readonly string[]): HeaderCheck {
+  return (envelope) => {
+    const { headers } = envelope;
+    const named = headers[TOPIC_HEADER];
+    const topicFault =
+      named !== undefined && named !== envelope.topic
+        ? {
+            header: TOPIC_HEADER,
+            value: named,
+            why: `names another topic than '${envelope.topic}', the one it was published to`,
+          }
+        : checkNamedTopic(TOPIC_HEADER, named, topics);
+    return checkDeliveryCount(headers) ?? checkRetryDue(headers) ?? topicFault;
+  };
 }

@@ -1,6 +1,6 @@
 import type { DeliveryKeepAlive, Envelope } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
-import type { Outcome } from '../../core/outcome.js';
+import { MAX_RETRY_DELAY_MS, type Outcome } from '../../core/outcome.js';
 import { deadLetterHeaders } from '../dead-letters.js';
 import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
@@ -109,7 +109,8 @@ export class Settler {
     await this.#store(
       delivery,
       queue,
-      copyOptions(message, retryHeaders(envelope, next, Date.now() + delayMs)),
+      // Its due time stays within what a consumer reads as one (a longer wait is a foreign header).
+      copyOptions(message, retryHeaders(envelope, next, Date.now() + Math.min(delayMs, MAX_RETRY_DELAY_MS))),
     );
   }
 
