@@ -40,6 +40,7 @@ import { NatsConfirms } from './nats-confirms.js';
 import { NatsSession } from './nats-session.js';
 import { NatsSubscription } from './nats-subscription.js';
 import { NatsTopology } from './nats-topology.js';
+import { checkDeliveryCount, guardHeaders } from '../header-guard.js';
 
 /** What an open transport holds. */
 interface Open {
@@ -215,7 +216,14 @@ export class NatsTransport implements Transport {
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validNatsTopic(topic);
-    const target = toProcessor(processor);
+    // Only the delivery count is read from a topic stream's headers (the retry headers are read on the
+    // group's retry stream alone, the replay group is for ordered groups' replays).
+    const target = guardHeaders(
+      toProcessor(processor),
+      group,
+      (envelope) => checkDeliveryCount(envelope.headers),
+      this.#settings.logger,
+    );
     const concurrency = wholeNumber(
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
       'concurrency',
