@@ -1,7 +1,7 @@
 import { DELIVERY_COUNT_HEADER, MAX_DELIVERY_COUNT, type Envelope } from '../core/envelope.js';
 import { PermanentError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import { unprocessedBase, type DeadOutcome, type Outcome } from '../core/outcome.js';
+import { MAX_RETRY_DELAY_MS, unprocessedBase, type DeadOutcome, type Outcome } from '../core/outcome.js';
 import type { Processor } from './transport.js';
 
 /**
@@ -64,6 +64,33 @@ export function checkNamedTopic(
 ): HeaderFault | undefined {
   if (value === undefined || topics.includes(value)) return undefined;
   return { header, value, why: `names a topic this group does not subscribe to (${topics.join(', ')})` };
+}
+
+/**
+ * How much later than now plus {@link MAX_RETRY_DELAY_MS} a retry copy's due time may be: the clocks of
+ * the member that wrote it and the member that reads it may differ by this much.
+ */
+export const RETRY_DUE_MARGIN_MS = 5 * 60_000;
+
+/**
+ * A retry copy's due time as transports write it: epoch milliseconds in decimal digits, no later than
+ * now + {@link MAX_RETRY_DELAY_MS} + {@link RETRY_DUE_MARGIN_MS}. A past due time is due now.
+ */
+export function checkRetryDue(
+  header: string,
+  value: string | undefined,
+  now = Date.now(),
+): HeaderFault | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{1,16}$/.test(value)) return { header, value, why: 'is not a time in epoch milliseconds' };
+  const latest = now + MAX_RETRY_DELAY_MS + RETRY_DUE_MARGIN_MS;
+  if (Number(value) > latest)
+    return {
+      header,
+      value,
+      why: `is later than any retry is scheduled (now + 7d + 5m = ${new Date(latest).toISOString()})`,
+    };
+  return undefined;
 }
 
 /** The first fault any of `checks` finds. */

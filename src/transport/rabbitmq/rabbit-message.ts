@@ -6,8 +6,7 @@ import {
   type DeliveryKeepAlive,
   type Envelope,
 } from '../../core/envelope.js';
-import { MAX_RETRY_DELAY_MS } from '../../core/outcome.js';
-import { checkDeliveryCount, checkNamedTopic, type HeaderCheck, type HeaderFault } from '../header-guard.js';
+import { checkDeliveryCount, checkNamedTopic, checkRetryDue, type HeaderCheck } from '../header-guard.js';
 import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 
 /** Header carrying the topic, which a retry copy's routing key (its work queue) no longer shows. */
@@ -143,40 +142,11 @@ export function retryHeaders(
   };
 }
 
-/**
- * How much later than now plus {@link MAX_RETRY_DELAY_MS} a retry copy's due time may be: the clocks of
- * the member that wrote it and the member that reads it may differ by this much.
- */
-export const RETRY_DUE_MARGIN_MS = 5 * 60_000;
-
-/**
- * {@link RETRY_DUE_HEADER} as the transport writes it: epoch milliseconds in decimal digits, no later
- * than now + {@link MAX_RETRY_DELAY_MS} + {@link RETRY_DUE_MARGIN_MS}. A past due time is due now.
- */
-export function checkRetryDue(
-  headers: Readonly<Record<string, string | undefined>>,
-  now = Date.now(),
-): HeaderFault | undefined {
-  const value = headers[RETRY_DUE_HEADER];
-  if (value === undefined) return undefined;
-  if (!/^\d{1,16}$/.test(value))
-    return { header: RETRY_DUE_HEADER, value, why: 'is not a time in epoch milliseconds' };
-  const latest = now + MAX_RETRY_DELAY_MS + RETRY_DUE_MARGIN_MS;
-  if (Number(value) > latest)
-    return {
-      header: RETRY_DUE_HEADER,
-      value,
-      why: `is later than any retry is scheduled (now + 7d + 5m = ${new Date(latest).toISOString()})`,
-    };
-  return undefined;
-}
-
 /** When a retry copy is due, if it carries a valid due time (an invalid one is dead-lettered, not parked). */
 export function retryDue(message: AmqpMessageLike, now = Date.now()): number | undefined {
   const value = textValue(message.properties.headers?.[RETRY_DUE_HEADER]);
   if (value === undefined) return undefined;
-  const headers = { [RETRY_DUE_HEADER]: value };
-  return checkRetryDue(headers, now) === undefined ? Number(value) : undefined;
+  return checkRetryDue(RETRY_DUE_HEADER, value, now) === undefined ? Number(value) : undefined;
 }
 
 /**
@@ -196,6 +166,8 @@ export function rabbitHeaderCheck(topics: readonly string[]): HeaderCheck {
             why: `names another topic than '${envelope.topic}', the one it was published to`,
           }
         : checkNamedTopic(TOPIC_HEADER, named, topics);
-    return checkDeliveryCount(headers) ?? checkRetryDue(headers) ?? topicFault;
+    return (
+      checkDeliveryCount(headers) ?? checkRetryDue(RETRY_DUE_HEADER, headers[RETRY_DUE_HEADER]) ?? topicFault
+    );
   };
 }
