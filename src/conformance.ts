@@ -9,4 +9,11 @@ export type {
 } from './testing/ledger-conformance-fixture.js';
 export { HOSTILE_STRINGS, HOSTILE_TABLE_NAMES } from './testing/ledger-conformance-hostile.js';
 export { describeTransportConformance } from './testing/transport-conformance.js';
-export type { TransportFactory } from './testing/transport-conformance.js';
+export type {
+  ForeignHeaderType,
+  ForeignHeaderValue,
+  ForeignMessage,
+  ForeignProducer,
+  TransportFactory,
+  TransportUnderTest,
+} from './testing/transport-conformance.js';

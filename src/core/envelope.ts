@@ -57,6 +57,14 @@ export interface Envelope {
   readonly orderingKey?: string | undefined;
   /** Set by transports whose broker must be told that a long handler is still running. */
   readonly keepAlive?: DeliveryKeepAlive | undefined;
+  /**
+   * Headers no business key is read from, each with what the broker carried: bytes that are not
+   * UTF-8, a number past 2^53, a name sent twice with different values (those are not in
+   * {@link headers}: they have no exact text), or a value that is text only by printing it (an AMQP
+   * boolean or double, which stays in `headers`). A key source naming one is an `invalid-key` dead
+   * letter, never a lossy reading that would make two different keys one.
+   */
+  readonly nonKeyHeaders?: Readonly<Record<string, string>> | undefined;
 }
 
 /** Input of {@link createEnvelope}: a body may be bytes, text, or a value to encode as JSON. */
@@ -70,6 +78,7 @@ export interface EnvelopeInit {
   publishedAt?: Date;
   orderingKey?: string;
   keepAlive?: DeliveryKeepAlive;
+  nonKeyHeaders?: Readonly<Record<string, string>> | undefined;
 }
 
 const encoder = new TextEncoder();
@@ -123,5 +132,6 @@ function buildEnvelope(
     publishedAt: init.publishedAt,
     orderingKey: init.orderingKey ?? headers[ORDERING_KEY_HEADER],
     keepAlive: init.keepAlive,
+    nonKeyHeaders: init.nonKeyHeaders,
   });
 }

@@ -126,7 +126,16 @@ export function compileKeySource(source: KeySource, field = 'key'): KeyExtractor
     const header = source.header;
     if (typeof header !== 'string' || header === '')
       throw new ConfigError(`${field}.header`, 'must be a non-empty header name');
-    return extractor(false, (envelope) => scalarKey(envelope.headers[header], `header '${header}'`));
+    return extractor(false, (envelope) => {
+      const why = envelope.nonKeyHeaders?.[header];
+      if (why !== undefined) {
+        throw new PermanentError(
+          'invalid-key',
+          `the business key in header '${header}' is ${why}; send the key as UTF-8 text`,
+        );
+      }
+      return scalarKey(envelope.headers[header], `header '${header}'`);
+    });
   }
   if ('jsonPath' in source) {
     const paths = typeof source.jsonPath === 'string' ? [source.jsonPath] : source.jsonPath;
@@ -148,17 +157,28 @@ export function compileKeySource(source: KeySource, field = 'key'): KeyExtractor
   throw new ConfigError(field, 'expected { header }, { jsonPath }, { brokerId: true } or a function');
 }
 
+const REPLACEMENT = '\uFFFD';
+
 // eslint-disable-next-line no-control-regex -- control characters are exactly what this looks for
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/u;
 
 /**
  * The form of a key stored in the ledger: the key itself when it is at most {@link MAX_KEY_BYTES}
  * UTF-8 bytes and free of control characters, else `sha256:` and its digest. Never truncated,
- * so two keys never collide by sharing a prefix.
+ * so two keys never collide by sharing a prefix. A key holding an unpaired surrogate or U+FFFD (the
+ * mark of a lossy decoding) is refused as `invalid-key`.
  */
 export function normalizeKey(raw: string): string {
   if (!raw.isWellFormed()) {
     throw new PermanentError('invalid-key', 'the business key contains an unpaired UTF-16 surrogate');
+  }
+  // U+FFFD is what a lossy decoder (a client library's, a producer's) leaves for bytes that are not
+  // UTF-8: keys that differed only in those bytes would be one key here, so none is taken.
+  if (raw.includes(REPLACEMENT)) {
+    throw new PermanentError(
+      'invalid-key',
+      'the business key contains U+FFFD, the character a decoder leaves for bytes that are not UTF-8 (two different keys may have become one); send the key as UTF-8 text',
+    );
   }
   if (
     raw.startsWith(HASHED_KEY_PREFIX) ||

@@ -14,6 +14,46 @@ export interface TransportUnderTest {
   readonly dropConnections?: (subscriptions: readonly Subscription[]) => Promise<void>;
   /** Runs after the transport is closed: removes what the case created. */
   readonly cleanup?: () => Promise<void> | void;
+  /**
+   * Publishes as a producer that is not oncemq's would, with the broker's own client: the foreign
+   * message cases run where the factory gives this.
+   */
+  readonly foreign?: ForeignProducer;
+}
+
+/** A header value as another producer sets it, in one of the types a broker's client can carry. */
+export type ForeignHeaderValue =
+  /** A text header (AMQP long string, a NATS header, a RocketMQ property). */
+  | { readonly type: 'text'; readonly value: string }
+  /** Raw bytes (AMQP byte array, a Kafka header, a Redis Streams field), UTF-8 or not. */
+  | { readonly type: 'bytes'; readonly value: Uint8Array }
+  /** A signed 64-bit integer (AMQP `l`). */
+  | { readonly type: 'integer'; readonly value: bigint }
+  /** A double (AMQP `d`). */
+  | { readonly type: 'float'; readonly value: number }
+  /** A boolean (AMQP `t`). */
+  | { readonly type: 'boolean'; readonly value: boolean };
+
+export type ForeignHeaderType = ForeignHeaderValue['type'];
+
+/** A message as another producer stores it: these headers (each name once, or several times) and this body. */
+export interface ForeignMessage {
+  /** Header name and value; a name with several values is sent once per value, where the broker allows it. */
+  readonly headers: readonly (readonly [string, ForeignHeaderValue])[];
+  readonly body: Uint8Array;
+}
+
+/** The broker's own client, publishing as a foreign producer would. */
+export interface ForeignProducer {
+  /** Header value types the broker's client can carry; the cases send only these. */
+  readonly headerTypes: readonly ForeignHeaderType[];
+  /** Whether one message can carry the same header name twice (NATS, Kafka, Redis Streams fields). */
+  readonly repeatedHeaders: boolean;
+  /**
+   * Stores one message on `topic` where the transport's subscribers of that topic read it, with exactly
+   * these headers (no oncemq header but those given); resolves once the broker confirmed it.
+   */
+  publish(topic: string, message: ForeignMessage): Promise<void>;
 }
 
 /** Makes a fresh transport for one test. */

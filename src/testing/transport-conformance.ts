@@ -3,6 +3,7 @@ import type { Envelope } from '../core/envelope.js';
 import type { Outcome } from '../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription, Transport } from '../transport/transport.js';
 import { describeTransportFaultCases } from './transport-conformance-faults.js';
+import { describeTransportForeignCases } from './transport-conformance-foreign.js';
 import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
 import {
   keyOf,
@@ -17,6 +18,10 @@ import {
 } from './transport-conformance-fixture.js';
 
 export type {
+  ForeignHeaderType,
+  ForeignHeaderValue,
+  ForeignMessage,
+  ForeignProducer,
   TransportConformanceOptions,
   TransportFactory,
   TransportUnderTest,
@@ -224,6 +229,7 @@ export function describeTransportConformance(
     describeDeadLetterCases(test);
     describeLifecycleCases(test);
     describeTransportFaultCases(test);
+    describeTransportForeignCases(test);
     describeTransportOrderingCases(test);
   });
 }

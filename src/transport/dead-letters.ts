@@ -15,7 +15,10 @@ export interface DeadLetter {
   readonly group: string;
   /** The topic it was published to. */
   readonly topic: string;
-  /** The business key, when the message had one. */
+  /**
+   * The business key as the ledger stores it, wherever the group read it from (a header, the body, a
+   * function); `null` when none could be read (a `missing-key` or `invalid-key` dead letter).
+   */
   readonly key: string | null;
   /** The broker id of the copy that was dead-lettered. */
   readonly brokerId: string;
@@ -90,6 +93,7 @@ export const DEAD_LETTER_HEADERS = Object.freeze({
   topic: 'oncemq-original-topic',
   brokerId: 'oncemq-original-broker-id',
   deadAt: 'oncemq-dead-at',
+  key: 'oncemq-dead-key',
   deliveryCount: DELIVERY_COUNT_HEADER,
 } as const);
 
@@ -109,6 +113,8 @@ export interface DeadLetterCause {
   readonly group: string;
   readonly reason: DeadLetterReason;
   readonly error: unknown;
+  /** The outcome's business key (`outcome.key`), read by the group's own key source. */
+  readonly key?: string | null | undefined;
 }
 
 /** The headers of the dead-letter copy of `envelope`: its own headers plus {@link DEAD_LETTER_HEADERS}. */
@@ -127,6 +133,8 @@ export function deadLetterHeaders(
     [DEAD_LETTER_HEADERS.brokerId]: envelope.brokerId,
     [DEAD_LETTER_HEADERS.deadAt]: now.toISOString(),
     [DEAD_LETTER_HEADERS.deliveryCount]: String(envelope.deliveryCount),
+    // Normalized keys are single-line (a key with control characters is stored as its digest).
+    ...(cause.key === undefined || cause.key === null ? {} : { [DEAD_LETTER_HEADERS.key]: cause.key }),
   };
 }
 
@@ -143,7 +151,7 @@ export function readDeadLetter(
     id,
     group: headers[h.group] ?? '',
     topic: headers[h.topic] ?? '',
-    key: headers[KEY_HEADER] ?? null,
+    key: headers[h.key] ?? headers[KEY_HEADER] ?? null,
     brokerId: headers[h.brokerId] ?? '',
     reason: headers[h.reason] ?? 'unknown',
     error: headers[h.error] || null,

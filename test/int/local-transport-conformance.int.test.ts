@@ -20,6 +20,16 @@ describeTransportConformance('local', () => {
       }
       return Promise.resolve();
     },
+    // The local broker's only producer is its own: another program writes what `publish` writes.
+    foreign: {
+      headerTypes: ['text'],
+      repeatedHeaders: false,
+      publish: async (topic, message) => {
+        const headers: Record<string, string> = {};
+        for (const [name, value] of message.headers) headers[name] = String(value.value);
+        await transport.publish({ topic, body: message.body, headers });
+      },
+    },
     cleanup: scratch.remove,
   });
 });

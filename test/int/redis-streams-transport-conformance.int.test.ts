@@ -3,6 +3,7 @@ import { describeTransportConformance } from 'oncemq/conformance';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
 import { proxiedStreams } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';
+import { streamsForeign } from '../support/foreign.js';
 
 const service = await findService(REDIS_SERVICE);
 
@@ -12,6 +13,7 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
       const streams = await proxiedStreams(kind, service.url, { failureBackoff: '200ms' });
       return {
         transport: streams.transport,
+        foreign: streamsForeign(streams.admin, streams.prefix),
         dropConnections: () => streams.dropConnections(),
         cleanup: () => streams.close(),
       };

@@ -17,8 +17,8 @@ import type { RedisClientKind } from './redis.js';
 export interface RawRedis {
   readonly kind: RedisClientKind;
   readonly client: NodeRedisStreamsClientLike | IoredisStreamsClientLike;
-  /** Sends one command, text replies. */
-  send(...args: string[]): Promise<unknown>;
+  /** Sends one command (arguments as text or bytes), text replies. */
+  send(...args: (string | Buffer)[]): Promise<unknown>;
   close(): void;
 }
 
@@ -38,7 +38,7 @@ export async function rawRedis(kind: RedisClientKind, url: string): Promise<RawR
   return {
     kind,
     client,
-    send: (command, ...rest) => client.call(command, ...rest),
+    send: (command, ...rest) => client.call(command as string, ...rest),
     close: () => client.disconnect(),
   };
 }

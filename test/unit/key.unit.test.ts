@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, createEnvelope, HASHED_KEY_PREFIX, PermanentError } from 'oncemq';
 import { sha256Hex } from '../../src/core/fingerprint.js';
+import { HeaderText, NON_KEY } from '../../src/core/header-text.js';
 import { compileKeySource, normalizeKey, parseJsonPath } from '../../src/core/key.js';
 
 const envelope = createEnvelope({
@@ -134,5 +135,47 @@ describe('key normalization', () => {
 
   it('refuses a key with an unpaired surrogate, which UTF-8 cannot carry', () => {
     expect(permanentReason(() => normalizeKey('bad\ud800'))).toBe('invalid-key');
+  });
+
+  it('refuses a key holding U+FFFD, the mark a lossy decoder leaves for bytes that are not UTF-8', () => {
+    const lossy = new TextDecoder();
+    const first = lossy.decode(Uint8Array.of(0x6b, 0xff));
+    const second = lossy.decode(Uint8Array.of(0x6b, 0xfe));
+    expect(first).toBe(second); // the two keys already are one
+    expect(permanentReason(() => normalizeKey(first))).toBe('invalid-key');
+    expect(() => normalizeKey(first)).toThrow(/U\+FFFD/);
+  });
+});
+
+describe('headers no key is read from', () => {
+  it('refuses a key header the transport could not read exactly, naming what it was', () => {
+    const foreign = createEnvelope({
+      brokerId: 'b',
+      topic: 't',
+      headers: { 'x-flag': 'true' },
+      nonKeyHeaders: { 'oncemq-key': 'bytes that are not UTF-8', 'x-flag': 'an AMQP boolean' },
+      body: {},
+    });
+    const byDefault = compileKeySource({ header: 'oncemq-key' });
+    expect(permanentReason(() => byDefault(foreign, undefined))).toBe('invalid-key');
+    expect(() => byDefault(foreign, undefined)).toThrow(/'oncemq-key' is bytes that are not UTF-8/);
+    // A header with a text form that is still no key is refused too, while the handler still sees it.
+    expect(permanentReason(() => compileKeySource({ header: 'x-flag' })(foreign, undefined))).toBe(
+      'invalid-key',
+    );
+    expect(foreign.headers['x-flag']).toBe('true');
+  });
+
+  it('reads the text headers of a delivery exactly: UTF-8 bytes as text, others and conflicting repeats out', () => {
+    const text = new HeaderText();
+    text.bytes('a', new TextEncoder().encode('ключ'));
+    text.bytes('b', Uint8Array.of(0x6b, 0xff));
+    text.text('c', 'one');
+    text.text('c', 'one');
+    text.text('d', 'one');
+    text.text('d', 'two');
+    text.text('d', 'one');
+    expect(text.headers).toEqual({ a: 'ключ', c: 'one' });
+    expect(text.nonKey).toEqual({ b: NON_KEY.notUtf8, d: NON_KEY.repeated });
   });
 });

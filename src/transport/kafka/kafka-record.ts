@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { Message } from '@platformatic/kafka';
 import {
   adoptEnvelope,
@@ -9,12 +10,16 @@ import {
 import { checkDeliveryCount, checkRetryDue, type HeaderFault } from '../header-guard.js';
 import { UNIQUE_ID_HEADER } from '../transport.js';
 import { ConfigError } from '../../core/errors.js';
+import { HeaderText, NON_KEY } from '../../core/header-text.js';
 import { kafkaBrokerId, ORIGINAL_TOPIC_HEADER, RETRY_DUE_HEADER } from './kafka-names.js';
 
 /** A record as the consumer hands it over (keys, values and headers as bytes). */
 export type KafkaMessage = Message;
 
-/** Header values are text; a record from another producer may carry bytes that are not UTF-8 (kept as decoded). */
+/**
+ * Header values as text, for oncemq's own headers (a record from another producer may carry bytes that
+ * are not UTF-8: kept as decoded). What the envelope shows is read exactly by {@link readHeaderText}.
+ */
 export function readHeaders(message: KafkaMessage): Record<string, string> {
   const headers: Record<string, string> = {};
   // forEach, not for…of: no iterator and no entry array per header of every record read.
@@ -24,6 +29,23 @@ export function readHeaders(message: KafkaMessage): Record<string, string> {
     headers[name.toString('utf8')] = bytes === null ? '' : bytes.toString('utf8');
   });
   return headers;
+}
+
+/**
+ * The headers of a record read exactly: a value whose bytes are not UTF-8, or a name the record
+ * carries twice with different values (Kafka allows both), is no header text and no business key.
+ */
+export function readHeaderText(message: KafkaMessage): HeaderText {
+  const text = new HeaderText();
+  message.headers.forEach((value, name) => {
+    const bytes = value as Buffer | null;
+    const decoded = bytes === null ? '' : bytes.toString('utf8');
+    // toString replaces bytes that are not UTF-8 with U+FFFD: only then is the exact check needed.
+    if (bytes !== null && decoded.includes('\uFFFD') && !isUtf8(bytes)) {
+      text.drop(name.toString('utf8'), NON_KEY.notUtf8);
+    } else text.text(name.toString('utf8'), decoded);
+  });
+  return text;
 }
 
 /** Headers as the producer sends them. */
@@ -83,12 +105,13 @@ export function kafkaHeaderCheck(envelope: Envelope): HeaderFault | undefined {
  * was first published to (its broker id stays the retry topic's record, which it is).
  */
 export function kafkaEnvelope(message: KafkaMessage, fromRetryTier: boolean): Envelope {
-  const headers = readHeaders(message);
+  const { headers, nonKey } = readHeaderText(message);
   // oncemq's publisher leaves the business key in the record key alone when there is no ordering key
   // (one header less on every record to store, fetch and decode). A record of another producer (no
   // unique id header) never has its record key taken for the business key: it may be an entity id.
   if (
     headers[KEY_HEADER] === undefined &&
+    nonKey?.[KEY_HEADER] === undefined &&
     headers[ORDERING_KEY_HEADER] === undefined &&
     headers[UNIQUE_ID_HEADER] !== undefined &&
     UNIQUE_ID_PATTERN.test(headers[UNIQUE_ID_HEADER])
@@ -105,5 +128,6 @@ export function kafkaEnvelope(message: KafkaMessage, fromRetryTier: boolean): En
     body: new Uint8Array(value.buffer, value.byteOffset, value.byteLength),
     deliveryCount: readDeliveryCount(headers),
     publishedAt: Number.isFinite(published) && published > 0 ? new Date(published) : undefined,
+    nonKeyHeaders: nonKey,
   });
 }

@@ -249,7 +249,10 @@ export class KafkaSubscription implements Subscription {
     await this.#init.publisher.send({
       topic: names.deadLetterTopic(this.group),
       key,
-      headers: { ...deadLetterHeaders(envelope, { group: this.group, reason, error }), ...origin },
+      headers: {
+        ...deadLetterHeaders(envelope, { group: this.group, reason, error, key: outcome.key }),
+        ...origin,
+      },
       body: envelope.body,
     });
   }

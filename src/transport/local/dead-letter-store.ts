@@ -1,5 +1,6 @@
 import { KEY_HEADER } from '../../core/envelope.js';
 import {
+  DEAD_LETTER_HEADERS,
   DEFAULT_DEAD_LETTER_LIMIT,
   type DeadLetter,
   type DeadLetterQuery,
@@ -39,13 +40,20 @@ function rowIds(ids: readonly string[]): number[] {
   return ids.filter((id) => /^[1-9]\d{0,15}$/.test(id)).map(Number);
 }
 
+/** A replayed copy's headers: the dead letter's own, without the key the group read (it reads it again). */
+function withoutDeadKey(headers: Record<string, string>): Record<string, string> {
+  const rest = { ...headers };
+  Reflect.deleteProperty(rest, DEAD_LETTER_HEADERS.key);
+  return rest;
+}
+
 function toDeadLetter(row: DeadLetterRow): DeadLetter {
   const headers = JSON.parse(row.headers) as Record<string, string>;
   return {
     id: String(row.id),
     group: row.consumer_group,
     topic: row.topic,
-    key: headers[KEY_HEADER] ?? null,
+    key: headers[DEAD_LETTER_HEADERS.key] ?? headers[KEY_HEADER] ?? null,
     brokerId: row.broker_id,
     reason: row.reason,
     error: row.error,
@@ -89,6 +97,7 @@ export class DeadLetterStore implements DeadLetters {
     deliveryCount: number,
     reason: string,
     error: string | null,
+    key: string | null,
   ): void {
     this.#store.write('dead-lettering', () => {
       this.#store
@@ -101,7 +110,10 @@ export class DeadLetterStore implements DeadLetters {
           message.originTopic ?? message.topic,
           brokerId,
           message.uniqueId,
-          JSON.stringify(message.headers),
+          // The key as the group read it (a header, the body), kept with the headers like every transport's.
+          JSON.stringify(
+            key === null ? message.headers : { ...message.headers, [DEAD_LETTER_HEADERS.key]: key },
+          ),
           message.body,
           message.bornAt,
           Math.max(0, deliveryCount - 1),
@@ -170,7 +182,7 @@ export class DeadLetterStore implements DeadLetters {
           topic,
           queueId: 0,
           uniqueId: row.unique_id,
-          headers: JSON.parse(row.headers) as Record<string, string>,
+          headers: withoutDeadKey(JSON.parse(row.headers) as Record<string, string>),
           body: row.body,
           bornAt: row.born_at,
           reconsumeTimes: 0,

@@ -57,6 +57,7 @@ export function settleLocal(
         outcome.deliveryCount,
         outcome.reason,
         errorText(outcome.error),
+        outcome.key,
       );
       break;
   }

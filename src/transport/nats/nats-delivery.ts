@@ -6,6 +6,7 @@ import {
   type Envelope,
 } from '../../core/envelope.js';
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import { HeaderText } from '../../core/header-text.js';
 import type { DeadLetterReason, Outcome } from '../../core/outcome.js';
 import { deadLetterHeaders } from '../dead-letters.js';
 import type { DeliveryResult } from '../settle-batch.js';
@@ -74,6 +75,19 @@ function textHeaders(msg: DeliveredMessage): Record<string, string> {
   return headers;
 }
 
+/**
+ * The headers an envelope shows: every header but oncemq's internal ones and the server's `Nats-*`; a
+ * name the message carries with several different values is no header text and no business key.
+ */
+function envelopeHeaders(msg: DeliveredMessage): HeaderText {
+  const text = new HeaderText();
+  for (const name of msg.headers?.keys() ?? []) {
+    if (INTERNAL_HEADERS.has(name) || name.toLowerCase().startsWith('nats-')) continue;
+    for (const value of msg.headers?.values(name) ?? []) text.text(name, value);
+  }
+  return text;
+}
+
 function epochMs(text: string | undefined): number | undefined {
   if (text === undefined || !/^\d{1,16}$/.test(text)) return undefined;
   return Number(text);
@@ -103,10 +117,7 @@ export class NatsDelivery {
     this.msg = msg;
     this.generation = ctx.session.generation;
     const raw = textHeaders(msg);
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(raw)) {
-      if (!INTERNAL_HEADERS.has(name) && !name.toLowerCase().startsWith('nats-')) headers[name] = value;
-    }
+    const { headers, nonKey } = envelopeHeaders(msg);
     this.dueAt = source.topic === null ? epochMs(raw[RETRY_DUE_HEADER]) : undefined;
     const publishedAt = source.topic === null ? epochMs(raw[RETRY_PUBLISHED_HEADER]) : msg.time.getTime();
     this.envelope = createEnvelope({
@@ -116,6 +127,7 @@ export class NatsDelivery {
       body: msg.data,
       deliveryCount: readDeliveryCount(headers),
       brokerDeliveryCount: msg.info.deliveryCount,
+      nonKeyHeaders: nonKey,
       ...(publishedAt === undefined ? {} : { publishedAt: new Date(publishedAt) }),
       keepAlive: {
         everyMs: source.keepAliveEveryMs,
@@ -161,7 +173,9 @@ export class NatsDelivery {
     await this.#guard(async () => {
       const outcome = 'outcome' in result ? result.outcome : undefined;
       if (outcome?.action === 'ack') return this.#send('ack');
-      if (outcome?.action === 'dead-letter') return this.#deadLetter(outcome.reason, outcome.error);
+      if (outcome?.action === 'dead-letter') {
+        return this.#deadLetter(outcome.reason, outcome.error, outcome.key);
+      }
       if (outcome?.action === 'retry' && outcome.nextDeliveryCount !== this.envelope.deliveryCount) {
         return this.#retryCopy(outcome.delayMs, outcome.nextDeliveryCount);
       }
@@ -174,6 +188,7 @@ export class NatsDelivery {
         return this.#deadLetter(
           MAX_DELIVERIES_REASON,
           `delivered ${this.msg.info.deliveryCount} times without being settled (maxDeliver ${settings.maxDeliver}); last: ${why}`,
+          outcome?.key ?? null,
         );
       }
       if (outcome === undefined) {
@@ -237,13 +252,13 @@ export class NatsDelivery {
   }
 
   /** A copy in the group's dead-letter subject, confirmed, then `+TERM` so the server never redelivers it. */
-  async #deadLetter(reason: DeadLetterReason, error: unknown): Promise<void> {
+  async #deadLetter(reason: DeadLetterReason, error: unknown, key: string | null): Promise<void> {
     const { envelope } = this;
     const { group, settings } = this.#ctx;
     await this.#ctx.publisher.send({
       subject: deadLetterSubject(settings, group),
       body: envelope.body,
-      headers: deadLetterHeaders(envelope, { group, reason, error }),
+      headers: deadLetterHeaders(envelope, { group, reason, error, key }),
       msgId: `dead:${group}:${envelope.brokerId}`,
     });
     if (!this.stale) await this.#send('term');

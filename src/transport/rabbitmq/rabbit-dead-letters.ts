@@ -41,7 +41,7 @@ interface Fetched {
 }
 
 function toDeadLetter(message: AmqpMessageLike, queue: string): DeadLetter {
-  const headers = textHeaders(message.properties.headers);
+  const { headers } = textHeaders(message.properties.headers);
   return readDeadLetter(brokerIdOf(message), headers, new Uint8Array(message.content), {
     queue,
     originalQueue: headers[ORIGINAL_QUEUE_HEADER] ?? null,
@@ -93,7 +93,7 @@ export class RabbitDeadLetters implements DeadLetters {
   replay(group: string, ids: readonly string[]): Promise<number> {
     const work = this.#topology.names.work(group);
     return this.#acting(group, ids, async (channel, { message }) => {
-      const headers = textHeaders(message.properties.headers);
+      const { headers } = textHeaders(message.properties.headers);
       const original = headers[ORIGINAL_QUEUE_HEADER];
       const queue =
         /@p\d+(of\d+)?$/.test(original ?? '') && original?.startsWith(`${work}@p`) === true

@@ -7,6 +7,7 @@ import {
   type Envelope,
 } from '../../core/envelope.js';
 import { checkDeliveryCount, checkNamedTopic, checkRetryDue, type HeaderCheck } from '../header-guard.js';
+import { HeaderText, NON_KEY } from '../../core/header-text.js';
 import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 
 /** Header carrying the topic, which a retry copy's routing key (its work queue) no longer shows. */
@@ -27,17 +28,45 @@ export const newBrokerId = (): string => randomUUID();
 /**
  * The broker id of a delivered copy: its AMQP `message-id`, which oncemq stamps on every copy it
  * stores and the broker keeps on every redelivery. A message from another producer without one
- * gets a digest of its routing key, headers' key and body (the same on each redelivery).
+ * gets a digest of its routing key, its headers (less those the broker adds on a redelivery) and its
+ * body: the same on each redelivery, different for two messages that differ in any of them (two
+ * messages equal in all three cannot be told apart, and count as one copy).
  */
 export function brokerIdOf(message: AmqpMessageLike): string {
   const id = message.properties.messageId;
   if (typeof id === 'string' && id !== '') return id;
-  const digest = createHash('sha256')
-    .update(message.fields.routingKey)
-    .update('\0')
-    .update(message.content)
-    .digest('hex');
-  return `amqp-sha256:${digest.slice(0, 32)}`;
+  const digest = createHash('sha256').update(message.fields.routingKey).update('\0');
+  const headers = message.properties.headers ?? {};
+  for (const name of Object.keys(headers).sort()) {
+    if (BROKER_HEADERS.has(name) || name.startsWith('x-death') || DEATH_HEADER.test(name)) continue;
+    digest.update(JSON.stringify([name, canonical(headers[name])])).update('\0');
+  }
+  return `amqp-sha256:${digest.update(message.content).digest('hex').slice(0, 32)}`;
+}
+
+/** Headers RabbitMQ adds when it dead-letters a message (`x-death` is in the check above). */
+const DEATH_HEADER = /^x-(first|last)-death-/;
+
+/** A header value in one spelling: tables with sorted names, bytes and numbers tagged by type. */
+function canonical(value: unknown): unknown {
+  if (Buffer.isBuffer(value)) return { bytes: value.toString('base64') };
+  if (typeof value === 'bigint') return { bigint: value.toString() };
+  if (Array.isArray(value)) return value.map(canonical);
+  if (value !== null && typeof value === 'object') {
+    const table = value as Record<string, unknown>;
+    return Object.keys(table)
+      .sort()
+      .map((name) => [name, canonical(table[name])]);
+  }
+  return value;
+}
+
+/** What an AMQP table value that is no text is, for a dead letter's reason. */
+function amqpKind(value: unknown): string {
+  if (value === null) return 'an AMQP void (no value)';
+  if (Array.isArray(value)) return 'an AMQP array';
+  const tagged = (value as { readonly '!'?: unknown })['!'];
+  return typeof tagged === 'string' ? `an AMQP ${tagged}` : 'an AMQP table';
 }
 
 /** One AMQP header value as text: a string as it is, a number or boolean printed, bytes as UTF-8. */
@@ -50,17 +79,27 @@ function textValue(value: unknown): string | undefined {
 }
 
 /**
- * AMQP headers as text: strings as they are, numbers and booleans printed, bytes as UTF-8. Tables
- * and arrays (`x-death`) are left out here; the raw headers keep them for dead letters.
+ * AMQP headers as text, each read exactly or not at all: strings as they are, integers within ±2^53 - 1
+ * printed, bytes when they are UTF-8. A long past 2^53 (amqplib hands it over rounded) or bytes that are
+ * not UTF-8 are left out; booleans and doubles are printed but are no key; tables, arrays, timestamps
+ * and decimals are left out here (the raw headers keep them for dead letters). Every header that is
+ * no key is named in `nonKey`, so that a business key read from it is refused.
  */
-export function textHeaders(raw: AmqpHeaders | undefined): Record<string, string> {
-  const headers: Record<string, string> = {};
-  if (raw === undefined) return headers;
+export function textHeaders(raw: AmqpHeaders | undefined): HeaderText {
+  const text = new HeaderText();
+  if (raw === undefined) return text;
   for (const [name, value] of Object.entries(raw)) {
-    const text = textValue(value);
-    if (text !== undefined) headers[name] = text;
+    if (typeof value === 'string') text.text(name, value);
+    else if (typeof value === 'number') {
+      if (Number.isSafeInteger(value)) text.text(name, String(value));
+      else if (Number.isInteger(value)) text.drop(name, NON_KEY.inexactNumber);
+      else text.textNotKey(name, String(value), 'an AMQP float or double');
+    } else if (typeof value === 'bigint') text.text(name, value.toString());
+    else if (typeof value === 'boolean') text.textNotKey(name, String(value), 'an AMQP boolean');
+    else if (Buffer.isBuffer(value)) text.bytes(name, value);
+    else text.drop(name, amqpKind(value));
   }
-  return headers;
+  return text;
 }
 
 /** Quorum queues count the earlier deliveries of a copy in `x-delivery-count`. */
@@ -83,7 +122,7 @@ function topicOf(message: AmqpMessageLike, headers: Readonly<Record<string, stri
 
 /** The envelope of a delivery. */
 export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAlive): Envelope {
-  const headers = textHeaders(message.properties.headers);
+  const { headers, nonKey } = textHeaders(message.properties.headers);
   const timestamp = message.properties.timestamp;
   return createEnvelope({
     brokerId: brokerIdOf(message),
@@ -95,6 +134,7 @@ export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAli
     // AMQP timestamps are seconds.
     ...(typeof timestamp === 'number' ? { publishedAt: new Date(timestamp * 1000) } : {}),
     ...(keepAlive === undefined ? {} : { keepAlive }),
+    nonKeyHeaders: nonKey,
   });
 }
 

@@ -8,7 +8,7 @@ import type { Processor, SubscribeOptions, Subscription } from '../transport.js'
 import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
 import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitChannel } from './rabbit-channel.js';
-import { textHeaders, toEnvelope } from './rabbit-message.js';
+import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
 import { DRAIN_FENCE_HEADER, NOT_FOUND, replyCode, type OrderedPlan } from './rabbit-topology.js';
@@ -272,7 +272,7 @@ export class RabbitOrderedSubscription implements Subscription {
       void lane.channel.close();
       return;
     }
-    if (textHeaders(message.properties.headers)[DRAIN_FENCE_HEADER] !== undefined) {
+    if (message.properties.headers?.[DRAIN_FENCE_HEADER] !== undefined) {
       void this.#fence(lane, queue, message);
       return;
     }

@@ -1,7 +1,7 @@
 import type { DeliveryKeepAlive, Envelope } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
 import { MAX_RETRY_DELAY_MS, type Outcome } from '../../core/outcome.js';
-import { deadLetterHeaders } from '../dead-letters.js';
+import { deadLetterHeaders, type DeadLetterCause } from '../dead-letters.js';
 import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
@@ -78,7 +78,12 @@ export class Settler {
         await this.#retry(delivery, envelope, outcome.delayMs, outcome.nextDeliveryCount);
         break;
       case 'dead-letter':
-        await this.#deadLetter(delivery, envelope, outcome.reason, outcome.error);
+        await this.#deadLetter(delivery, envelope, {
+          group: this.#group,
+          reason: outcome.reason,
+          error: outcome.error,
+          key: outcome.key,
+        });
         break;
     }
     return this.#ack(delivery);
@@ -114,11 +119,11 @@ export class Settler {
     );
   }
 
-  async #deadLetter(delivery: Delivery, envelope: Envelope, reason: string, error: unknown): Promise<void> {
+  async #deadLetter(delivery: Delivery, envelope: Envelope, cause: DeadLetterCause): Promise<void> {
     const queue = await this.#topology.deadQueue(this.#group);
     const { message } = delivery;
     const headers = {
-      ...deadLetterHeaders(envelope, { group: this.#group, reason, error }),
+      ...deadLetterHeaders(envelope, cause),
       [TOPIC_HEADER]: envelope.topic,
       [ORIGINAL_QUEUE_HEADER]: delivery.queue ?? this.#topology.names.work(this.#group),
     };

@@ -40,7 +40,7 @@ export class StreamDeadLetters implements DeadLetters {
 
   #letter(stream: string, entry: RawEntry): DeadLetter | undefined {
     if (entry.fields === null) return undefined;
-    const message = readEntry(stream, { id: entry.id, fields: entry.fields }, '');
+    const message = readEntry(stream, { ...entry, fields: entry.fields }, '');
     return readDeadLetter(entry.id, message.headers, message.body, { stream });
   }
 

@@ -50,6 +50,7 @@ export function deliveryOf(
       body: message.body,
       deliveryCount: readDeliveryCount(message.headers),
       brokerDeliveryCount: times,
+      nonKeyHeaders: message.nonKey,
       ...(message.publishedAt === undefined ? {} : { publishedAt: message.publishedAt }),
       keepAlive: {
         everyMs: Math.max(1, Math.floor(site.visibilityMs / 3)),

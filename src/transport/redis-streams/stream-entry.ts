@@ -1,5 +1,6 @@
 import { DELIVERY_COUNT_HEADER, type Envelope } from '../../core/envelope.js';
 import { ConfigError } from '../../core/errors.js';
+import { HeaderText, NON_KEY } from '../../core/header-text.js';
 import { deadLetterHeaders, replayHeaders, type DeadLetter, type DeadLetterCause } from '../dead-letters.js';
 import type { CommandArg } from './stream-connection.js';
 import type { RawEntry } from './stream-replies.js';
@@ -53,6 +54,8 @@ export function messageFields(headers: Readonly<Record<string, string>>, body: U
 export interface EntryMessage {
   readonly topic: string;
   readonly headers: Readonly<Record<string, string>>;
+  /** Fields no business key is read from (bytes that are not UTF-8, a field held twice): the envelope's `nonKeyHeaders`. */
+  readonly nonKey: Readonly<Record<string, string>> | undefined;
   readonly body: Uint8Array;
   readonly publishedAt: Date | undefined;
 }
@@ -66,10 +69,13 @@ export function readEntry(
   entry: RawEntry & { readonly fields: ReadonlyMap<string, Uint8Array> },
   topic: string | undefined,
 ): EntryMessage {
-  const headers: Record<string, string> = {};
+  const text = new HeaderText();
   for (const [name, value] of entry.fields) {
-    if (!RESERVED_FIELDS.has(name)) headers[name] = decoder.decode(value);
+    if (RESERVED_FIELDS.has(name)) continue;
+    if (entry.repeated?.has(name) === true) text.drop(name, NON_KEY.repeated);
+    else text.bytes(name, value);
   }
+  const { headers, nonKey } = text;
   const field = (name: string): string | undefined => {
     const value = entry.fields.get(name);
     return value === undefined ? undefined : decoder.decode(value);
@@ -78,6 +84,7 @@ export function readEntry(
   return {
     topic: topic ?? field(TOPIC_FIELD) ?? stream,
     headers,
+    nonKey,
     body: entry.fields.get(BODY_FIELD) ?? EMPTY,
     publishedAt: Number.isSafeInteger(publishedMs) && publishedMs > 0 ? new Date(publishedMs) : undefined,
   };

@@ -480,7 +480,7 @@ export class StreamOrderedSubscription implements Subscription {
       const delivery = deliveryOf(
         this.#site,
         stream,
-        { id: entry.id, fields: entry.fields },
+        { ...entry, fields: entry.fields },
         counts?.get(entry.id) ?? 1,
       );
       lane.deliveries.set(delivery.slot, delivery);
@@ -540,7 +540,12 @@ export class StreamOrderedSubscription implements Subscription {
     try {
       if (outcome.action === 'ack') await this.#ack(delivery.stream, delivery.id);
       else
-        await this.#deadLetter(delivery, { group: this.group, reason: outcome.reason, error: outcome.error });
+        await this.#deadLetter(delivery, {
+          group: this.group,
+          reason: outcome.reason,
+          error: outcome.error,
+          key: outcome.key,
+        });
     } catch (error) {
       if (error instanceof NotOwnerError) this.#restart(error.message);
       throw error;

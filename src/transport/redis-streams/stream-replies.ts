@@ -10,7 +10,12 @@ import { TransportUnavailableError } from '../../core/errors.js';
 export interface RawEntry {
   readonly id: string;
   readonly fields: ReadonlyMap<string, Uint8Array> | null;
+  /** Fields the entry holds more than once with different values (`XADD` allows it); absent when none. */
+  readonly repeated?: ReadonlySet<string> | undefined;
 }
+
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean =>
+  a.byteLength === b.byteLength && a.every((byte, i) => byte === b[i]);
 
 const encoder = new TextEncoder();
 
@@ -63,10 +68,15 @@ export function parseEntries(reply: unknown): RawEntry[] {
     if (flat === null || flat === undefined) return { id: text, fields: null };
     const pairs = array(flat, 'the fields of an entry');
     const fields = new Map<string, Uint8Array>();
+    let repeated: Set<string> | undefined;
     for (let i = 0; i + 1 < pairs.length; i += 2) {
-      fields.set(replyText(pairs[i]) ?? '', replyBytes(pairs[i + 1]));
+      const name = replyText(pairs[i]) ?? '';
+      const value = replyBytes(pairs[i + 1]);
+      const earlier = fields.get(name);
+      if (earlier !== undefined && !sameBytes(earlier, value)) (repeated ??= new Set()).add(name);
+      fields.set(name, value);
     }
-    return { id: text, fields };
+    return repeated === undefined ? { id: text, fields } : { id: text, fields, repeated };
   });
 }
 

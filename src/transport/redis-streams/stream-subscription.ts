@@ -201,7 +201,7 @@ export class StreamSubscription implements Subscription {
       const delivery = deliveryOf(
         this.#site,
         stream,
-        { id: entry.id, fields: entry.fields },
+        { ...entry, fields: entry.fields },
         counts?.get(entry.id) ?? 1,
       );
       const times = delivery.envelope.brokerDeliveryCount ?? 1;
@@ -291,6 +291,7 @@ export class StreamSubscription implements Subscription {
           group: this.group,
           reason: outcome.reason,
           error: outcome.error,
+          key: outcome.key,
         });
       }
       if (!done)

@@ -121,16 +121,16 @@ export class RocketMQDelivery implements SettleableDelivery {
       await consumer.changeInvisibleDuration(this.view, invisibleMs(outcome.delayMs));
       return;
     }
-    await this.#deadLetter(outcome.reason, 'error' in outcome ? outcome.error : undefined);
+    await this.#deadLetter(outcome.reason, 'error' in outcome ? outcome.error : undefined, outcome.key);
   }
 
   /** Writes the dead-letter copy with its reason to `%DLQ%<group>`, confirmed, then acks the original. */
-  async #deadLetter(reason: DeadLetterReason, error: unknown): Promise<void> {
+  async #deadLetter(reason: DeadLetterReason, error: unknown, key: string | null): Promise<void> {
     const { group, publisher, consumer, uncharged } = this.#ctx;
     await publisher.send({
       topic: deadLetterTopic(group),
       body: Buffer.from(this.envelope.body),
-      properties: deadLetterHeaders(this.envelope, { group, reason, error }),
+      properties: deadLetterHeaders(this.envelope, { group, reason, error, key }),
       keys: this.view.keys,
     });
     await consumer.ack(this.view);
