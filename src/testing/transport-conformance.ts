@@ -4,6 +4,7 @@ import type { Outcome } from '../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription, Transport } from '../transport/transport.js';
 import { describeTransportFaultCases } from './transport-conformance-faults.js';
 import { describeTransportForeignCases } from './transport-conformance-foreign.js';
+import { describeTransportHostileHeaderCases } from './transport-conformance-hostile.js';
 import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
 import {
   keyOf,
@@ -229,6 +230,7 @@ export function describeTransportConformance(
     describeDeadLetterCases(test);
     describeLifecycleCases(test);
     describeTransportFaultCases(test);
+    describeTransportHostileHeaderCases(test);
     describeTransportForeignCases(test);
     describeTransportOrderingCases(test);
   });
