@@ -5,7 +5,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import { DELIVERY_COUNT_HEADER, KEY_HEADER, type Envelope } from 'oncemq';
-import { RETRY_DUE_HEADER } from 'oncemq/nats';
+import { RETRY_DUE_HEADER, RETRY_TOPIC_HEADER } from 'oncemq/nats';
 import { outcomeFor, waitFor } from 'oncemq/testing/transport-conformance-fixture';
 import { directConnection, NATS_SERVICE, natsTestBed, type NatsUnderTest } from '../support/nats.js';
 import { findService } from '../support/services.js';
@@ -15,12 +15,16 @@ const service = await findService(NATS_SERVICE);
 describe.skipIf(!service.available)('NATS: oncemq headers from a foreign producer', () => {
   const bed = natsTestBed(service.url);
 
-  async function foreignPublish(under: NatsUnderTest, set: Record<string, string>): Promise<void> {
+  async function foreignPublish(
+    under: NatsUnderTest,
+    set: Record<string, string>,
+    subject = `${under.subjectPrefix}.payments`,
+  ): Promise<void> {
     const producer = await directConnection(service.url);
     try {
       const headers = natsHeaders();
       for (const [name, value] of Object.entries(set)) headers.set(name, value);
-      await jetstream(producer).publish(`${under.subjectPrefix}.payments`, '{"n":1}', { headers });
+      await jetstream(producer).publish(subject, '{"n":1}', { headers });
     } finally {
       await producer.close();
     }
@@ -62,5 +66,41 @@ describe.skipIf(!service.available)('NATS: oncemq headers from a foreign produce
     await foreignPublish(under, { [KEY_HEADER]: 'foreign', [RETRY_DUE_HEADER]: due });
     await waitFor(() => seen.length === 1, 'the delivery', 5_000);
     expect(seen[0]?.headers[RETRY_DUE_HEADER]).toBeUndefined();
+  });
+
+  async function theDeadLetter(under: NatsUnderTest): Promise<{ reason: string; error: string }> {
+    const letters = () => under.transport.deadLetters.list({ group: 'points' });
+    await waitFor(async () => (await letters()).length > 0, 'the dead letter', 5_000);
+    const [letter] = await letters();
+    return letter as { reason: string; error: string };
+  }
+
+  it("dead-letters a copy on the group's retry subject whose due time is a year away instead of holding it back a year", async () => {
+    const under = await bed.open();
+    const seen = await subscribeAcking(under);
+    const due = String(Date.now() + 365 * 24 * 3_600_000);
+    await foreignPublish(
+      under,
+      { [KEY_HEADER]: 'foreign', [RETRY_TOPIC_HEADER]: 'payments', [RETRY_DUE_HEADER]: due },
+      `${under.subjectPrefix}-retry.points`,
+    );
+    const letter = await theDeadLetter(under);
+    expect(letter.reason).toBe('invalid-header');
+    expect(letter.error).toContain(`'${RETRY_DUE_HEADER}' = "${due}"`);
+    expect(seen).toHaveLength(0);
+  });
+
+  it("dead-letters a copy on the group's retry subject naming a topic the group does not take", async () => {
+    const under = await bed.open();
+    const seen = await subscribeAcking(under);
+    await foreignPublish(
+      under,
+      { [KEY_HEADER]: 'foreign', [RETRY_TOPIC_HEADER]: 'salaries', [RETRY_DUE_HEADER]: String(Date.now()) },
+      `${under.subjectPrefix}-retry.points`,
+    );
+    const letter = await theDeadLetter(under);
+    expect(letter.reason).toBe('invalid-header');
+    expect(letter.error).toContain(`'${RETRY_TOPIC_HEADER}' = "salaries"`);
+    expect(seen).toHaveLength(0);
   });
 });

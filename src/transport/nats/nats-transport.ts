@@ -26,6 +26,8 @@ import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
 import {
   brokerIdOf,
   consumerName,
+  RETRY_DUE_HEADER,
+  RETRY_TOPIC_HEADER,
   retryStream,
   retrySubject,
   slotSubject,
@@ -40,7 +42,7 @@ import { NatsConfirms } from './nats-confirms.js';
 import { NatsSession } from './nats-session.js';
 import { NatsSubscription } from './nats-subscription.js';
 import { NatsTopology } from './nats-topology.js';
-import { checkDeliveryCount, guardHeaders } from '../header-guard.js';
+import { checkDeliveryCount, checkNamedTopic, checkRetryDue, guardHeaders } from '../header-guard.js';
 
 /** What an open transport holds. */
 interface Open {
@@ -216,12 +218,15 @@ export class NatsTransport implements Transport {
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validNatsTopic(topic);
-    // Only the delivery count is read from a topic stream's headers (the retry headers are read on the
-    // group's retry stream alone, the replay group is for ordered groups' replays).
+    // The delivery count of every message; a retry copy's topic and due time (read on the group's retry
+    // stream alone: a bad due time is left in the headers for this check, a topic stream's is not read).
     const target = guardHeaders(
       toProcessor(processor),
       group,
-      (envelope) => checkDeliveryCount(envelope.headers),
+      (envelope) =>
+        checkDeliveryCount(envelope.headers) ??
+        checkRetryDue(RETRY_DUE_HEADER, envelope.headers[RETRY_DUE_HEADER]) ??
+        checkNamedTopic(RETRY_TOPIC_HEADER, envelope.topic, topics),
       this.#settings.logger,
     );
     const concurrency = wholeNumber(
