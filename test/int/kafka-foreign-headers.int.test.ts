@@ -34,7 +34,7 @@ describe.skipIf(!kafka.available)('Kafka: oncemq headers from a foreign producer
     await deleteTopics(kafka.bootstrap, [topic]).catch(() => undefined);
   });
 
-  async function foreignSend(key: string, headers: Record<string, string>): Promise<void> {
+  async function foreignSend(key: string, headers: Record<string, string>, to = topic): Promise<void> {
     // The topic exists once the transport published to it: a foreign record then lands beside.
     await proxied.transport.publish({ topic, key: 'first', body: { n: 0 } });
     const producer = new Producer({ clientId: 'oncemq-test', bootstrapBrokers: [kafka.bootstrap] });
@@ -42,7 +42,7 @@ describe.skipIf(!kafka.available)('Kafka: oncemq headers from a foreign producer
       const map = new Map<Buffer, Buffer>();
       for (const [name, value] of Object.entries(headers)) map.set(Buffer.from(name), Buffer.from(value));
       await producer.send({
-        messages: [{ topic, key: Buffer.from(key), value: Buffer.from('{"n":1}'), headers: map }],
+        messages: [{ topic: to, key: Buffer.from(key), value: Buffer.from('{"n":1}'), headers: map }],
       });
     } finally {
       await producer.close();
@@ -59,7 +59,11 @@ describe.skipIf(!kafka.available)('Kafka: oncemq headers from a foreign producer
     return seen;
   }
 
-  async function theDeadLetter(): Promise<{ reason: string; key?: string | null | undefined; error: string }> {
+  async function theDeadLetter(): Promise<{
+    reason: string;
+    key?: string | null | undefined;
+    error: string;
+  }> {
     const list = () => proxied.transport.deadLetters.list({ group });
     await waitUntil(async () => (await list()).length > 0, 'the dead letter', 20_000);
     const [letter] = await list();
@@ -82,6 +86,16 @@ describe.skipIf(!kafka.available)('Kafka: oncemq headers from a foreign producer
     expect(letter.reason).toBe('invalid-header');
     expect(letter.key ?? undefined).toBeUndefined();
     expect(letter.error).toContain(`'${UNIQUE_ID_HEADER}' = "order-export-17"`);
+    expect(seen.map((envelope) => envelope.headers[KEY_HEADER])).toEqual(['first']);
+  });
+
+  it("dead-letters a record in the group's retry tier whose oncemq-original-topic is not one of the group's topics", async () => {
+    const seen = await subscribeAcking();
+    const tier = proxied.transport.settings.names.retryTopic(group, 0);
+    await foreignSend('customer-9', { [KEY_HEADER]: 'foreign', 'oncemq-original-topic': 'salaries' }, tier);
+    const letter = await theDeadLetter();
+    expect(letter).toMatchObject({ reason: 'invalid-header', key: 'foreign' });
+    expect(letter.error).toContain(`'oncemq-original-topic' = "salaries"`);
     expect(seen.map((envelope) => envelope.headers[KEY_HEADER])).toEqual(['first']);
   });
 });

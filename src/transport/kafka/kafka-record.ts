@@ -7,7 +7,7 @@ import {
   readDeliveryCount,
   type Envelope,
 } from '../../core/envelope.js';
-import { checkDeliveryCount, checkRetryDue, type HeaderFault } from '../header-guard.js';
+import { checkDeliveryCount, checkNamedTopic, checkRetryDue, type HeaderFault } from '../header-guard.js';
 import { UNIQUE_ID_HEADER } from '../transport.js';
 import { ConfigError } from '../../core/errors.js';
 import { HeaderText, NON_KEY } from '../../core/header-text.js';
@@ -80,24 +80,28 @@ export function dueAt(headers: Readonly<Record<string, string>>): number {
 const UNIQUE_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
- * The `oncemq-*` headers a Kafka subscription reads, checked as the transport writes them: the
- * delivery count, a retry copy's due time, and the unique id (whose presence makes the record key
- * the business key, so a value oncemq never writes must not do that).
+ * The `oncemq-*` headers a Kafka subscription of `topics` reads, checked as the transport writes them:
+ * the delivery count, a retry copy's due time and original topic (one of the group's: a record of the
+ * subscribed topics is of its own topic), and the unique id (whose presence makes the record key the
+ * business key, so a value oncemq never writes must not do that).
  */
-export function kafkaHeaderCheck(envelope: Envelope): HeaderFault | undefined {
-  const { headers } = envelope;
-  const unique = headers[UNIQUE_ID_HEADER];
-  return (
-    checkDeliveryCount(headers) ??
-    checkRetryDue(RETRY_DUE_HEADER, headers[RETRY_DUE_HEADER]) ??
-    (unique === undefined || UNIQUE_ID_PATTERN.test(unique)
-      ? undefined
-      : {
-          header: UNIQUE_ID_HEADER,
-          value: unique,
-          why: "is not a UUID, as oncemq's Kafka publisher writes it",
-        })
-  );
+export function kafkaHeaderCheck(topics: readonly string[]): (envelope: Envelope) => HeaderFault | undefined {
+  return (envelope) => {
+    const { headers } = envelope;
+    const unique = headers[UNIQUE_ID_HEADER];
+    return (
+      checkDeliveryCount(headers) ??
+      checkRetryDue(RETRY_DUE_HEADER, headers[RETRY_DUE_HEADER]) ??
+      checkNamedTopic(ORIGINAL_TOPIC_HEADER, envelope.topic, topics) ??
+      (unique === undefined || UNIQUE_ID_PATTERN.test(unique)
+        ? undefined
+        : {
+            header: UNIQUE_ID_HEADER,
+            value: unique,
+            why: "is not a UUID, as oncemq's Kafka publisher writes it",
+          })
+    );
+  };
 }
 
 /**

@@ -113,7 +113,12 @@ export class KafkaTransport implements Transport {
     if (!Array.isArray(topics) || topics.length === 0)
       throw new ConfigError('topics', 'name at least one topic');
     const unique = [...new Set(topics.map((topic) => validKafkaTopic(topic)))];
-    const target = guardHeaders(toProcessor(processor), group, kafkaHeaderCheck, this.settings.logger);
+    const target = guardHeaders(
+      toProcessor(processor),
+      group,
+      kafkaHeaderCheck(unique),
+      this.settings.logger,
+    );
     const member = resolveKafkaSubscribeSettings(options);
     const opened = await this.#open();
     const subscription: KafkaSubscription = new KafkaSubscription({
