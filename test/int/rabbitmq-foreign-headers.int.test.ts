@@ -135,4 +135,15 @@ describe.skipIf(!service.available)('RabbitMQ: oncemq headers from a foreign pro
     await waitFor(() => seen.length === 1, 'the delivery', 5_000);
     expect(seen[0]?.topic).toBe(topic);
   });
+
+  it('gives a foreign message copied from the topic log into a new group its topic, not the queue name', async () => {
+    // The log exists once the topic is declared: a group subscribes, and a later group back-fills.
+    await transport.subscribe('early', [topic], (envelope) =>
+      Promise.resolve(outcomeFor(envelope, 'ack', 0)),
+    );
+    await foreignPublish({ [KEY_HEADER]: 'foreign' });
+    const seen = await subscribeAcking();
+    await waitFor(() => seen.length === 1, 'the back-filled copy', 5_000);
+    expect(seen[0]?.topic).toBe(topic);
+  });
 });
