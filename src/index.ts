@@ -26,6 +26,7 @@ export {
   DELIVERY_COUNT_HEADER,
   encodeBody,
   KEY_HEADER,
+  MAX_DELIVERY_COUNT,
   ORDERING_KEY_HEADER,
   readDeliveryCount,
 } from './core/envelope.js';
@@ -64,6 +65,7 @@ export type {
   RetryAction,
   RetryOutcome,
 } from './core/outcome.js';
+export { MAX_RETRY_DELAY_MS } from './core/outcome.js';
 export { JSON_SERIALIZER } from './core/serializer.js';
 export type { Serializer } from './core/serializer.js';
 export { DEFAULT_LEDGER_CAPABILITIES, MAX_REMARK_LENGTH } from './ledger/ledger.js';
@@ -142,6 +144,14 @@ export type {
   DeadLetters,
   DeadLetterSizeLimit,
 } from './transport/dead-letters.js';
+export {
+  checkDeliveryCount,
+  checkNamedTopic,
+  guardHeaders,
+  INVALID_HEADER_REASON,
+  invalidHeaderError,
+} from './transport/header-guard.js';
+export type { HeaderCheck, HeaderFault } from './transport/header-guard.js';
 export { createOutbox } from './outbox/outbox.js';
 export type { Outbox, OutboxEntry } from './outbox/outbox.js';
 export { DEFAULT_OUTBOX_CONFIG, MAX_OUTBOX_TABLE_LENGTH } from './outbox/outbox-config.js';

@@ -8,6 +8,7 @@ const DEAD_LETTER_MESSAGES: Readonly<Record<string, string>> = {
   conflict: 'keys reused with another payload',
   'permanent-error': 'messages the handler refused (PermanentError)',
   'retries-exhausted': 'messages that failed at every retry',
+  'invalid-header': "messages whose oncemq-* header holds a value oncemq never writes (a foreign producer's)",
 };
 
 export const line = (label: string, value: string): string => `  ${label.padEnd(24)}${value}`;

@@ -1,5 +1,7 @@
 import { formatDuration, parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
+import { MAX_DELIVERY_COUNT } from '../core/envelope.js';
+import { MAX_RETRY_DELAY_MS } from '../core/outcome.js';
 
 /** RocketMQ's 18 message delay levels (`messageDelayLevel`), level 1 first. */
 export const ROCKETMQ_DELAY_LEVELS: readonly string[] = Object.freeze([
@@ -64,8 +66,24 @@ export class RetryPolicy {
     }
     this.immediate = immediate;
     const delays = config.delays ?? RetryPolicy.rocketmq().delaysMs;
+    if (delays.length >= MAX_DELIVERY_COUNT) {
+      // A delivery count above the bound is taken for a foreign producer's header (`invalid-header`).
+      throw new ConfigError(
+        'retry.delays',
+        `at most ${MAX_DELIVERY_COUNT - 1} delayed retries, got ${delays.length}`,
+      );
+    }
     this.delaysMs = Object.freeze(
-      delays.map((delay, index) => parseDuration(delay, `retry.delays[${index}]`)),
+      delays.map((delay, index) => {
+        const ms = parseDuration(delay, `retry.delays[${index}]`);
+        if (ms > MAX_RETRY_DELAY_MS) {
+          throw new ConfigError(
+            `retry.delays[${index}]`,
+            `at most 7d (a transport takes a later due time for a foreign header), got ${delay}`,
+          );
+        }
+        return ms;
+      }),
     );
     Object.freeze(this);
   }

@@ -11,6 +11,12 @@ export const ORDERING_KEY_HEADER = 'oncemq-ordering-key';
 export const DELIVERY_COUNT_HEADER = 'oncemq-delivery-count';
 
 /**
+ * The highest delivery count oncemq ever writes: a retry policy makes fewer delayed retries than this
+ * (`RetryPolicy` refuses more), so a larger count was not written by oncemq.
+ */
+export const MAX_DELIVERY_COUNT = 10_000;
+
+/**
  * Keeps one delivery at the broker while its handler runs: the broker must not hand it to another
  * consumer (JetStream `working()`, a visibility extension, a pending-entry refresh). The pipeline's
  * lease keeper calls {@link extend} every {@link everyMs} until the outcome is known.
@@ -86,12 +92,14 @@ export function encodeBody(body: Uint8Array | string | object): Uint8Array {
 
 /**
  * Reads the delivery count a transport carried in {@link DELIVERY_COUNT_HEADER}: 1 when the header is
- * absent or not a whole number >= 1 (a message from a producer that is not oncemq's).
+ * absent, not a whole number >= 1, or above {@link MAX_DELIVERY_COUNT} (a message from a producer
+ * that is not oncemq's; transports dead-letter such a message with reason `invalid-header`).
  */
 export function readDeliveryCount(headers: Readonly<Record<string, string | undefined>>): number {
   const text = headers[DELIVERY_COUNT_HEADER];
-  if (text === undefined || !/^[1-9]\d{0,8}$/.test(text)) return 1;
-  return Number(text);
+  if (text === undefined || !/^[1-9]\d{0,4}$/.test(text)) return 1;
+  const count = Number(text);
+  return count <= MAX_DELIVERY_COUNT ? count : 1;
 }
 
 /** Builds an {@link Envelope} for a message received by a consumer loop oncemq does not own. */

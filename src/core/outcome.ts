@@ -18,6 +18,7 @@ export type DeadLetterReason =
   | 'conflict'
   | 'permanent-error'
   | 'retries-exhausted'
+  | 'invalid-header'
   | (string & {});
 
 export interface OutcomeBase {
@@ -61,6 +62,12 @@ export interface DuplicateOutcome extends OutcomeBase {
   /** The result stored by the first execution, replayed. */
   readonly result?: unknown;
 }
+
+/**
+ * The longest wait a `retry` outcome asks for that transports honour in full: `RetryPolicy` refuses
+ * longer delays, and a transport that writes a retry copy's due time bounds the due times it reads by it.
+ */
+export const MAX_RETRY_DELAY_MS = 7 * 24 * 3_600_000;
 
 /** What every outcome whose action is `retry` tells the transport. */
 export interface RetryAction {

@@ -224,4 +224,29 @@ export function describeTransportForeignCases(test: () => TransportCase): void {
     // The first delivery, its retry copy and its replay: each still carries what the producer sent.
     expect(seen.slice(0, 3)).toEqual([expected, expected, expected]);
   });
+
+  it('never lists the dead-letter headers a foreign message came with as its dead letter’s (a forged key, a cut mark)', async (ctx) => {
+    const { under, group, topic, transport } = test();
+    const foreign = under.foreign;
+    if (foreign === undefined || !transport.capabilities.deadLetter) ctx.skip();
+    await test().subscribe(group, () => 'dead-letter');
+    await foreign?.publish(topic, {
+      headers: [
+        [DEAD_LETTER_HEADERS.key, text('forged-key')],
+        [DEAD_LETTER_HEADERS.reason, text('forged-reason')],
+        [DEAD_LETTER_HEADERS.bodyBytes, text('99999')],
+        [DEAD_LETTER_HEADERS.droppedHeaders, text('7')],
+      ],
+      body: encoder.encode('{"forged":true}'),
+    });
+    await test().waitFor(
+      async () => (await transport.deadLetters.list({ group })).length === 1,
+      'the dead letter',
+    );
+    const [letter] = await transport.deadLetters.list({ group });
+    // The suite's processor dead-letters with the key it read: none (no oncemq-key header).
+    expect(letter).toMatchObject({ key: null, reason: 'permanent-error' });
+    expect(letter?.cut).toBeUndefined();
+    expect(await transport.deadLetters.replay(group, [letter?.id ?? ''])).toBe(1);
+  });
 }

@@ -6,6 +6,7 @@ import { describeTransportFaultCases } from './transport-conformance-faults.js';
 import { describeTransportForeignCases } from './transport-conformance-foreign.js';
 import { describeTransportMembershipCases } from './transport-conformance-membership.js';
 import { describeTransportLimitCases } from './transport-conformance-limits.js';
+import { describeTransportHostileHeaderCases } from './transport-conformance-hostile.js';
 import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
 import {
   keyOf,
@@ -231,6 +232,7 @@ export function describeTransportConformance(
     describeDeadLetterCases(test);
     describeLifecycleCases(test);
     describeTransportFaultCases(test);
+    describeTransportHostileHeaderCases(test);
     describeTransportForeignCases(test);
     describeTransportMembershipCases(test);
     describeTransportLimitCases(test);

@@ -145,7 +145,9 @@ export function deadLetterHeaders(
 ): Record<string, string> {
   const error = cause.error === undefined || cause.error === null ? '' : errorText(cause.error);
   return {
-    ...envelope.headers,
+    // A dead-letter header the message came with (another producer's, or a replayed copy's) is not this
+    // dead letter's: left out, so that a forged key or cut mark never reads as this letter's.
+    ...withoutDeadLetterHeaders(envelope.headers),
     [DEAD_LETTER_HEADERS.group]: cause.group,
     [DEAD_LETTER_HEADERS.reason]: headerText(String(cause.reason), 200),
     [DEAD_LETTER_HEADERS.error]: headerText(error, MAX_DEAD_LETTER_ERROR_LENGTH),
@@ -156,6 +158,17 @@ export function deadLetterHeaders(
     // Normalized keys are single-line (a key with control characters is stored as its digest).
     ...(cause.key === undefined || cause.key === null ? {} : { [DEAD_LETTER_HEADERS.key]: cause.key }),
   };
+}
+
+/** The names {@link DEAD_LETTER_HEADERS} writes: a copy stored again drops them before writing its own. */
+export const DEAD_LETTER_HEADER_NAMES: ReadonlySet<string> = new Set(Object.values(DEAD_LETTER_HEADERS));
+
+function withoutDeadLetterHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (!DEAD_LETTER_HEADER_NAMES.has(name)) kept[name] = value;
+  }
+  return kept;
 }
 
 /** Reads a dead-letter copy written with {@link deadLetterHeaders} back into a {@link DeadLetter}. */
@@ -291,10 +304,5 @@ export function refuseCutReplay(letter: DeadLetter): void {
  * that it starts again at delivery count 1.
  */
 export function replayHeaders(letter: DeadLetter): Record<string, string> {
-  const headers: Record<string, string> = {};
-  const dropped = new Set<string>(Object.values(DEAD_LETTER_HEADERS));
-  for (const [name, value] of Object.entries(letter.headers)) {
-    if (!dropped.has(name)) headers[name] = value;
-  }
-  return headers;
+  return withoutDeadLetterHeaders(letter.headers);
 }

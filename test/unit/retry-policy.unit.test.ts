@@ -72,3 +72,17 @@ describe('retention check', () => {
     ).toThrow(ConfigError);
   });
 });
+
+describe('the bounds transports read foreign headers by', () => {
+  it('refuses a delay longer than 7 days: a retry due time later than that is a foreign header', () => {
+    expect(() => new RetryPolicy({ delays: ['1s', '8d'] })).toThrow(/retry\.delays\[1\]: at most 7d/);
+    expect(new RetryPolicy({ delays: ['7d'] }).delaysMs).toEqual([7 * 86_400_000]);
+  });
+
+  it('refuses 10,000 delayed retries or more: a larger delivery count is a foreign header', () => {
+    expect(() => new RetryPolicy({ delays: Array.from({ length: 10_000 }, () => 1) })).toThrow(
+      /at most 9999 delayed retries/,
+    );
+    expect(new RetryPolicy({ delays: Array.from({ length: 9_999 }, () => 1) }).maxReconsumeTimes).toBe(9_999);
+  });
+});

@@ -7,6 +7,7 @@ import {
   readDeliveryCount,
   type Envelope,
 } from '../../core/envelope.js';
+import { checkDeliveryCount, checkNamedTopic, checkRetryDue, type HeaderFault } from '../header-guard.js';
 import { UNIQUE_ID_HEADER } from '../transport.js';
 import { ConfigError } from '../../core/errors.js';
 import { HeaderText, NON_KEY } from '../../core/header-text.js';
@@ -87,10 +88,42 @@ export function bytesOf(message: KafkaMessage): Buffer {
   return Buffer.isBuffer(value) ? value : Buffer.alloc(0);
 }
 
-/** When a copy in a retry topic is due, in milliseconds since the epoch (0: at once). */
+/**
+ * When a copy in a retry topic is due, in milliseconds since the epoch (0: at once). A due time
+ * oncemq never writes (not epoch milliseconds, or later than any retry is scheduled) is due at once,
+ * and {@link kafkaHeaderCheck} dead-letters the record: a retry tier's partition never waits on it.
+ */
 export function dueAt(headers: Readonly<Record<string, string>>): number {
-  const due = Number(headers[RETRY_DUE_HEADER]);
-  return Number.isFinite(due) ? due : 0;
+  const value = headers[RETRY_DUE_HEADER];
+  return value === undefined || checkRetryDue(RETRY_DUE_HEADER, value) !== undefined ? 0 : Number(value);
+}
+
+/** `oncemq-unique-id` as oncemq's Kafka publisher writes it: a UUID. */
+const UNIQUE_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The `oncemq-*` headers a Kafka subscription of `topics` reads, checked as the transport writes them:
+ * the delivery count, a retry copy's due time and original topic (one of the group's: a record of the
+ * subscribed topics is of its own topic), and the unique id (whose presence makes the record key the
+ * business key, so a value oncemq never writes must not do that).
+ */
+export function kafkaHeaderCheck(topics: readonly string[]): (envelope: Envelope) => HeaderFault | undefined {
+  return (envelope) => {
+    const { headers } = envelope;
+    const unique = headers[UNIQUE_ID_HEADER];
+    return (
+      checkDeliveryCount(headers) ??
+      checkRetryDue(RETRY_DUE_HEADER, headers[RETRY_DUE_HEADER]) ??
+      checkNamedTopic(ORIGINAL_TOPIC_HEADER, envelope.topic, topics) ??
+      (unique === undefined || UNIQUE_ID_PATTERN.test(unique)
+        ? undefined
+        : {
+            header: UNIQUE_ID_HEADER,
+            value: unique,
+            why: "is not a UUID, as oncemq's Kafka publisher writes it",
+          })
+    );
+  };
 }
 
 /**
@@ -106,7 +139,8 @@ export function kafkaEnvelope(message: KafkaMessage, fromRetryTier: boolean): En
     headers[KEY_HEADER] === undefined &&
     nonKey?.[KEY_HEADER] === undefined &&
     headers[ORDERING_KEY_HEADER] === undefined &&
-    headers[UNIQUE_ID_HEADER] !== undefined
+    headers[UNIQUE_ID_HEADER] !== undefined &&
+    UNIQUE_ID_PATTERN.test(headers[UNIQUE_ID_HEADER])
   ) {
     const key = message.key as Buffer | null | undefined;
     if (key !== null && key !== undefined && key.length > 0) headers[KEY_HEADER] = key.toString('utf8');

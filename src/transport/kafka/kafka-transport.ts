@@ -25,6 +25,8 @@ import { validKafkaTopic } from './kafka-names.js';
 import { KafkaPublisher } from './kafka-publisher.js';
 import { KafkaSubscription } from './kafka-subscription.js';
 import { KafkaTopology } from './kafka-topology.js';
+import { guardHeaders } from '../header-guard.js';
+import { kafkaHeaderCheck } from './kafka-record.js';
 
 interface Opened {
   readonly driver: KafkaDriver;
@@ -111,7 +113,12 @@ export class KafkaTransport implements Transport {
     if (!Array.isArray(topics) || topics.length === 0)
       throw new ConfigError('topics', 'name at least one topic');
     const unique = [...new Set(topics.map((topic) => validKafkaTopic(topic)))];
-    const target = toProcessor(processor);
+    const target = guardHeaders(
+      toProcessor(processor),
+      group,
+      kafkaHeaderCheck(unique),
+      this.settings.logger,
+    );
     const member = resolveKafkaSubscribeSettings(options);
     const opened = await this.#open();
     const subscription: KafkaSubscription = new KafkaSubscription({

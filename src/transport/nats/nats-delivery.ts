@@ -30,6 +30,7 @@ import {
 } from './nats-names.js';
 import { repeatedHeaders, type NatsPublisher } from './nats-publisher.js';
 import type { NatsSession } from './nats-session.js';
+import { checkRetryDue } from '../header-guard.js';
 
 /** Reason of a copy dead-lettered by the `maxDeliver` backstop. */
 export const MAX_DELIVERIES_REASON = 'max-deliveries';
@@ -132,7 +133,12 @@ export class NatsDelivery {
     const raw = textHeaders(msg);
     const { headers, nonKey } = envelopeHeaders(msg);
     this.#repeated = nonKey === undefined ? undefined : repeatedHeaders(msg.headers, headers, internal);
-    this.dueAt = source.topic === null ? epochMs(raw[RETRY_DUE_HEADER]) : undefined;
+    const due = raw[RETRY_DUE_HEADER];
+    // A retry copy's due time out of the bounds oncemq writes is never waited for: it stays in the
+    // envelope's headers, where the header guard dead-letters it (a topic stream's is not read at all).
+    const badDue = source.topic === null && checkRetryDue(RETRY_DUE_HEADER, due) !== undefined;
+    if (badDue && due !== undefined) headers[RETRY_DUE_HEADER] = due;
+    this.dueAt = source.topic === null && !badDue ? epochMs(due) : undefined;
     const publishedAt = source.topic === null ? epochMs(raw[RETRY_PUBLISHED_HEADER]) : msg.time.getTime();
     this.envelope = createEnvelope({
       brokerId: brokerIdOf(msg.info.stream, msg.seq),

@@ -27,6 +27,8 @@ import { loadNatsDriver, type NatsDriver } from './nats-driver.js';
 import {
   brokerIdOf,
   consumerName,
+  RETRY_DUE_HEADER,
+  RETRY_TOPIC_HEADER,
   retryStream,
   retrySubject,
   slotSubject,
@@ -41,6 +43,7 @@ import { NatsConfirms } from './nats-confirms.js';
 import { NatsSession } from './nats-session.js';
 import { NatsSubscription } from './nats-subscription.js';
 import { NatsTopology } from './nats-topology.js';
+import { checkDeliveryCount, checkNamedTopic, checkRetryDue, guardHeaders } from '../header-guard.js';
 
 /** What an open transport holds. */
 interface Open {
@@ -231,7 +234,17 @@ export class NatsTransport implements Transport {
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validNatsTopic(topic);
-    const target = toProcessor(processor);
+    // The delivery count of every message; a retry copy's topic and due time (read on the group's retry
+    // stream alone: a bad due time is left in the headers for this check, a topic stream's is not read).
+    const target = guardHeaders(
+      toProcessor(processor),
+      group,
+      (envelope) =>
+        checkDeliveryCount(envelope.headers) ??
+        checkRetryDue(RETRY_DUE_HEADER, envelope.headers[RETRY_DUE_HEADER]) ??
+        checkNamedTopic(RETRY_TOPIC_HEADER, envelope.topic, topics),
+      this.#settings.logger,
+    );
     const concurrency = wholeNumber(
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
       'concurrency',

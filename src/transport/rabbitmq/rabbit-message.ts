@@ -6,6 +6,7 @@ import {
   type DeliveryKeepAlive,
   type Envelope,
 } from '../../core/envelope.js';
+import { checkDeliveryCount, checkNamedTopic, checkRetryDue, type HeaderCheck } from '../header-guard.js';
 import { HeaderText, NON_KEY } from '../../core/header-text.js';
 import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 
@@ -68,6 +69,15 @@ function amqpKind(value: unknown): string {
   return typeof tagged === 'string' ? `an AMQP ${tagged}` : 'an AMQP table';
 }
 
+/** One AMQP header value as text: a string as it is, a number or boolean printed, bytes as UTF-8. */
+function textValue(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint')
+    return String(value);
+  if (Buffer.isBuffer(value)) return value.toString('utf8');
+  return undefined;
+}
+
 /**
  * AMQP headers as text, each read exactly or not at all: strings as they are, integers within ±2^53 - 1
  * printed, bytes when they are UTF-8. A long past 2^53 (amqplib hands it over rounded) or bytes that are
@@ -99,13 +109,24 @@ function brokerDeliveryCount(message: AmqpMessageLike): number {
   return Number.isFinite(earlier) ? earlier + 1 : 1;
 }
 
+/**
+ * The topic of a delivery: a copy oncemq stored in a queue of its own through the default exchange (a
+ * retry, a replay, a back-fill) names it in {@link TOPIC_HEADER}; a message routed by the exchange was
+ * published to its routing key, whatever its header says (a header naming another topic is a fault,
+ * see {@link rabbitHeaderCheck}).
+ */
+function topicOf(message: AmqpMessageLike, headers: Readonly<Record<string, string>>): string {
+  if (message.fields.exchange !== '') return message.fields.routingKey;
+  return headers[TOPIC_HEADER] ?? message.fields.routingKey;
+}
+
 /** The envelope of a delivery. */
 export function toEnvelope(message: AmqpMessageLike, keepAlive?: DeliveryKeepAlive): Envelope {
   const { headers, nonKey } = textHeaders(message.properties.headers);
   const timestamp = message.properties.timestamp;
   return createEnvelope({
     brokerId: brokerIdOf(message),
-    topic: headers[TOPIC_HEADER] ?? message.fields.routingKey,
+    topic: topicOf(message, headers),
     headers,
     body: new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength),
     deliveryCount: readDeliveryCount(headers),
@@ -161,9 +182,32 @@ export function retryHeaders(
   };
 }
 
-/** When a retry copy is due, if it carries a due time. */
-export function retryDue(message: AmqpMessageLike): number | undefined {
-  const raw = message.properties.headers?.[RETRY_DUE_HEADER];
-  const due = typeof raw === 'string' || typeof raw === 'number' ? Number(raw) : Number.NaN;
-  return Number.isFinite(due) ? due : undefined;
+/** When a retry copy is due, if it carries a valid due time (an invalid one is dead-lettered, not parked). */
+export function retryDue(message: AmqpMessageLike, now = Date.now()): number | undefined {
+  const value = textValue(message.properties.headers?.[RETRY_DUE_HEADER]);
+  if (value === undefined) return undefined;
+  return checkRetryDue(RETRY_DUE_HEADER, value, now) === undefined ? Number(value) : undefined;
+}
+
+/**
+ * The `oncemq-*` headers a RabbitMQ subscription of `topics` reads, checked as the transport writes
+ * them: the delivery count, a retry copy's due time, and its topic (one of the group's topics, and the
+ * routing key it was published with when routed by the exchange).
+ */
+export function rabbitHeaderCheck(topics: readonly string[]): HeaderCheck {
+  return (envelope) => {
+    const { headers } = envelope;
+    const named = headers[TOPIC_HEADER];
+    const topicFault =
+      named !== undefined && named !== envelope.topic
+        ? {
+            header: TOPIC_HEADER,
+            value: named,
+            why: `names another topic than '${envelope.topic}', the one it was published to`,
+          }
+        : checkNamedTopic(TOPIC_HEADER, named, topics);
+    return (
+      checkDeliveryCount(headers) ?? checkRetryDue(RETRY_DUE_HEADER, headers[RETRY_DUE_HEADER]) ?? topicFault
+    );
+  };
 }

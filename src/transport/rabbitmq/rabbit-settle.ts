@@ -1,7 +1,12 @@
 import type { DeliveryKeepAlive, Envelope } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
-import type { Outcome } from '../../core/outcome.js';
-import { deadLetterHeaders, fitDeadLetter, type DeadLetterCause } from '../dead-letters.js';
+import { MAX_RETRY_DELAY_MS, type Outcome } from '../../core/outcome.js';
+import {
+  DEAD_LETTER_HEADER_NAMES,
+  deadLetterHeaders,
+  fitDeadLetter,
+  type DeadLetterCause,
+} from '../dead-letters.js';
 import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
 import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
@@ -121,7 +126,8 @@ export class Settler {
     await this.#store(
       delivery,
       queue,
-      copyOptions(message, retryHeaders(envelope, next, Date.now() + delayMs)),
+      // Its due time stays within what a consumer reads as one (a longer wait is a foreign header).
+      copyOptions(message, retryHeaders(envelope, next, Date.now() + Math.min(delayMs, MAX_RETRY_DELAY_MS))),
     );
   }
 
@@ -133,7 +139,8 @@ export class Settler {
       [TOPIC_HEADER]: envelope.topic,
       [ORIGINAL_QUEUE_HEADER]: delivery.queue ?? this.#topology.names.work(this.#group),
     };
-    const options = copyOptions(message, headers);
+    // The raw headers go on the copy (tables, bytes), less any dead-letter header the message came with.
+    const options = copyOptions(message, headers, DEAD_LETTER_HEADER_NAMES);
     // Too large to store as it is (headers over one frame, a body over max_message_size): stored cut.
     const whole = { headers: headerTexts(options.headers ?? {}), body: message.content };
     const fitted = fitDeadLetter(whole, {

@@ -18,7 +18,8 @@ import { UnconfirmedPublishError } from './rabbit-channel.js';
 import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from './rabbit-config.js';
 import { RabbitConnection } from './rabbit-connection.js';
 import { RabbitDeadLetters } from './rabbit-dead-letters.js';
-import { newBrokerId, TOPIC_HEADER } from './rabbit-message.js';
+import { guardHeaders } from '../header-guard.js';
+import { newBrokerId, rabbitHeaderCheck, TOPIC_HEADER } from './rabbit-message.js';
 import { RABBIT_SLOTS, RabbitNames, slotKey, validTopic } from './rabbit-names.js';
 import { RabbitOrderedSubscription } from './rabbit-ordered-subscription.js';
 import { partitionOf } from '../partitions.js';
@@ -206,7 +207,12 @@ export class RabbitTransport implements Transport {
     validateGroup(group);
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validTopic(topic);
-    const target = toProcessor(processor);
+    const target = guardHeaders(
+      toProcessor(processor),
+      group,
+      rabbitHeaderCheck(topics),
+      this.settings.logger,
+    );
     await this.init();
     const ctx = { settings: this.settings, connection: this.#connection, topology: this.#topology };
     const subscription =

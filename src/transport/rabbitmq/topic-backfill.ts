@@ -2,7 +2,7 @@ import { TransportUnavailableError } from '../../core/errors.js';
 import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
-import { LOG_FENCE_HEADER, newBrokerId } from './rabbit-message.js';
+import { LOG_FENCE_HEADER, newBrokerId, TOPIC_HEADER } from './rabbit-message.js';
 
 /** Messages of a topic's log read ahead at once while a new group's queue is filled from it. */
 export const BACKFILL_PREFETCH = 256;
@@ -58,6 +58,9 @@ export async function backfillFromLog(
         if (marker !== undefined) return Promise.resolve(reader.ack(message)).then(() => undefined);
         const kept = { ...headers };
         delete kept['x-stream-offset'];
+        // The copy reaches the queue by its name, not the topic: a foreign message (no topic header of
+        // oncemq's publisher) keeps its topic in the header, as every copy through the default exchange does.
+        kept[TOPIC_HEADER] ??= message.fields.routingKey;
         return writer
           .publish('', target.queue, message.content, {
             ...message.properties,

@@ -25,12 +25,13 @@ import { replyCode, StreamCommands } from './stream-commands.js';
 import { toStreamConnection, type StreamConnection } from './stream-connection.js';
 import { openStreamConnection } from './stream-driver.js';
 import { StreamDeadLetters } from './stream-dead-letters.js';
-import { checkHeaderNames, messageFields } from './stream-entry.js';
+import { checkHeaderNames, messageFields, TOPIC_FIELD } from './stream-entry.js';
 import { SHARD_SLOTS, streamBrokerId, validTopic } from './stream-keys.js';
 import { StreamOrderedSubscription } from './stream-ordered-subscription.js';
 import { PUBLISH } from './stream-ordered-scripts.js';
 import { replyText } from './stream-replies.js';
 import { StreamSubscription } from './stream-subscription.js';
+import { checkDeliveryCount, checkNamedTopic, guardHeaders } from '../header-guard.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -177,7 +178,14 @@ export class RedisStreamsTransport implements Transport {
     if (!Array.isArray(topics) || topics.length === 0)
       throw new ConfigError('topics', 'name at least one topic');
     const unique = [...new Set(topics.map((topic) => validTopic(topic)))];
-    const target = toProcessor(processor);
+    // A copy names its topic in a retry stream's field: it must be one of the group's topics.
+    const target = guardHeaders(
+      toProcessor(processor),
+      group,
+      (envelope) =>
+        checkDeliveryCount(envelope.headers) ?? checkNamedTopic(TOPIC_FIELD, envelope.topic, unique),
+      this.settings.logger,
+    );
     const member = resolveSubscribeSettings(options);
     const name = `${group}\u0000${member.consumerName}`;
     if (this.#members.has(name)) {
