@@ -163,7 +163,8 @@ export function deadLetterHeaders(
 /** The names {@link DEAD_LETTER_HEADERS} writes: a copy stored again drops them before writing its own. */
 export const DEAD_LETTER_HEADER_NAMES: ReadonlySet<string> = new Set(Object.values(DEAD_LETTER_HEADERS));
 
-function withoutDeadLetterHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
+/** `headers` without the names {@link DEAD_LETTER_HEADERS} writes. */
+export function withoutDeadLetterHeaders(headers: Readonly<Record<string, string>>): Record<string, string> {
   const kept: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (!DEAD_LETTER_HEADER_NAMES.has(name)) kept[name] = value;

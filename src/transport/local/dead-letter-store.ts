@@ -5,6 +5,7 @@ import {
   type DeadLetter,
   type DeadLetterQuery,
   type DeadLetters,
+  withoutDeadLetterHeaders,
 } from '../dead-letters.js';
 import { retryTopic } from './broker-schema.js';
 import type { BrokerStore, StoredMessage } from './broker-store.js';
@@ -38,13 +39,6 @@ function later<T>(fn: () => T): Promise<T> {
 /** Ids as the local broker numbers them: the row id, in decimal. */
 function rowIds(ids: readonly string[]): number[] {
   return ids.filter((id) => /^[1-9]\d{0,15}$/.test(id)).map(Number);
-}
-
-/** A replayed copy's headers: the dead letter's own, without the key the group read (it reads it again). */
-function withoutDeadKey(headers: Record<string, string>): Record<string, string> {
-  const rest = { ...headers };
-  Reflect.deleteProperty(rest, DEAD_LETTER_HEADERS.key);
-  return rest;
 }
 
 function toDeadLetter(row: DeadLetterRow): DeadLetter {
@@ -110,10 +104,12 @@ export class DeadLetterStore implements DeadLetters {
           message.originTopic ?? message.topic,
           brokerId,
           message.uniqueId,
-          // The key as the group read it (a header, the body), kept with the headers like every transport's.
-          JSON.stringify(
-            key === null ? message.headers : { ...message.headers, [DEAD_LETTER_HEADERS.key]: key },
-          ),
+          // The key as the group read it (a header, the body), kept with the headers like every transport's;
+          // a dead-letter header the message came with is not this letter's.
+          JSON.stringify({
+            ...withoutDeadLetterHeaders(message.headers),
+            ...(key === null ? {} : { [DEAD_LETTER_HEADERS.key]: key }),
+          }),
           message.body,
           message.bornAt,
           Math.max(0, deliveryCount - 1),
@@ -182,7 +178,7 @@ export class DeadLetterStore implements DeadLetters {
           topic,
           queueId: 0,
           uniqueId: row.unique_id,
-          headers: withoutDeadKey(JSON.parse(row.headers) as Record<string, string>),
+          headers: withoutDeadLetterHeaders(JSON.parse(row.headers) as Record<string, string>),
           body: row.body,
           bornAt: row.born_at,
           reconsumeTimes: 0,
