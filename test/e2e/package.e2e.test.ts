@@ -52,6 +52,9 @@ describe('the packed package', () => {
   it('installs from its tarball and resolves its subpath exports for a consumer without vitest', async () => {
     expect(packed.files.some((file) => file.path.startsWith('src/'))).toBe(false);
     expect(packed.files.some((file) => file.path.startsWith('test/'))).toBe(false);
+    // The licence goes with the code; the dashboard's screenshots stay in the repository.
+    expect(packed.files.map((file) => file.path)).toContain('LICENSE');
+    expect(packed.files.filter((file) => /\.(png|jpe?g)$/.test(file.path))).toEqual([]);
     const installed = join(dir, 'app', 'node_modules');
     mkdirSync(join(installed, 'oncemq'), { recursive: true });
     await run('tar', [
