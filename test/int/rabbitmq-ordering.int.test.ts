@@ -16,7 +16,10 @@ describe.skipIf(!rabbit.available || !postgres.available)('per-key ordered consu
   let world: RabbitWorld;
 
   beforeEach(async () => {
-    world = await rabbitWorld(rabbit.url, { retention: false, partitions: 4 });
+    // The producers publish while a drain deletes the old partition queues, and RabbitMQ nacks a copy
+    // routed to a quorum queue being deleted: the default 3 sends (over 150 ms) were all nacked in CI
+    // runs, so these ride through with 8 (1.4 s), as docs/transports/rabbitmq.md advises.
+    world = await rabbitWorld(rabbit.url, { retention: false, partitions: 4, publishAttempts: 8 });
   });
 
   afterEach(async () => {
