@@ -93,8 +93,10 @@ describe.skipIf(!kafka.available || !postgres.available)(
         'every good event applied',
         60_000,
       );
+      // At least both copies: a dead letter may be listed twice (a copy redelivered after a dropped
+      // connection, before its offset was committed, is dead-lettered again), never lost.
       await waitUntil(
-        async () => (await transport.deadLetters.list({ group })).length === 2,
+        async () => (await transport.deadLetters.list({ group })).length >= 2,
         'both copies of the poison dead-lettered',
       );
       const letters = await transport.deadLetters.list({ group });
@@ -117,7 +119,7 @@ describe.skipIf(!kafka.available || !postgres.available)(
           group,
           letters.map((letter) => letter.id),
         ),
-      ).toBe(2);
+      ).toBe(letters.length);
       await waitUntil(async () => (await appliedCounts()).has('evt-poison'), 'the replayed poison applied');
       await sleep(500);
       for (const [key, count] of await appliedCounts()) checker.effect(key, count);
