@@ -54,9 +54,9 @@ export interface TransactionLike {
 
 /** The part of the client's `Producer` oncemq calls. */
 export interface ProducerLike {
-  /** Connects and fetches the topics' routes. */
+  /** Starts the producer: connects to the proxy. */
   startup(): Promise<void>;
-  /** Disconnects. */
+  /** Stops the producer and closes its connections. */
   shutdown(): Promise<void>;
   /** Sends a message (inside `transaction`: as its half message) and resolves on the broker's receipt. */
   send(message: SendMessageLike, transaction?: TransactionLike): Promise<SendReceiptLike>;
@@ -66,9 +66,9 @@ export interface ProducerLike {
 
 /** The part of the client's `SimpleConsumer` oncemq calls. */
 export interface SimpleConsumerLike {
-  /** Connects and joins the consumer group. */
+  /** Starts the consumer of its group: connects to the proxy. */
   startup(): Promise<void>;
-  /** Leaves and disconnects. */
+  /** Stops the consumer and closes its connections. */
   shutdown(): Promise<void>;
   /** Long-polls up to `maxMessageNum` messages, each invisible to other consumers for `invisibleDurationMs`. */
   receive(maxMessageNum: number, invisibleDurationMs: number): Promise<MessageViewLike[]>;
