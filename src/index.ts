@@ -1,3 +1,11 @@
+/**
+ * The core: `createPipeline` and its configuration, outcomes, envelopes, errors, the retry policy,
+ * the `Ledger` and `Transport` contracts (and what a custom ledger or transport builds on), the
+ * transactional outbox and its relay, and OpenTelemetry. Ledgers and transports are in their own
+ * entry points, so that only the drivers you use are loaded.
+ *
+ * @module oncemq
+ */
 export { createPipeline, DEFAULT_PIPELINE_CONFIG } from './consumer/pipeline.js';
 export type {
   BatchContext,
