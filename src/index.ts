@@ -112,6 +112,7 @@ export type {
 export { transition } from './ledger/transition.js';
 export type { TransitionResult, TransitionSpec, TransitionValue } from './ledger/transition.js';
 export type { SqlDialect, SqlValue } from './ledger/sql-dialect.js';
+export type { SqlBridge } from './ledger/sql-bridge.js';
 export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
 export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';
 export { TransportUnavailableError } from './core/errors.js';

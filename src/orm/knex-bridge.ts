@@ -8,6 +8,7 @@ import { pgShim, questionMarks } from './pg-shim.js';
 
 /** The part of a Knex instance or transaction oncemq calls: raw statements with `?` bindings. */
 export interface KnexQueryableLike {
+  /** Runs `sql` with `?` bindings; answers the driver's own result (pg's result object, mysql2's `[result, fields]`). */
   raw(sql: string, bindings?: readonly unknown[]): PromiseLike<unknown>;
 }
 
@@ -21,14 +22,23 @@ export interface KnexTransactionLike extends KnexQueryableLike {
 export interface KnexQueryEventLike {
   /** The pooled connection the statement ran on. */
   readonly __knexUid?: unknown;
+  /** The statement's text. */
   readonly sql?: unknown;
+  /** The query builder's method (`insert`, `update`, `del`, `select`, `raw`…). */
   readonly method?: unknown;
 }
 
 /** The part of a Knex instance oncemq calls. */
 export interface KnexLike<Tx extends KnexTransactionLike = KnexTransactionLike> extends KnexQueryableLike {
+  /** Runs `work` in a transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (trx: Tx) => Promise<T>): Promise<T>;
-  readonly client: { readonly dialect?: unknown; readonly driverName?: unknown };
+  /** Knex's client, which names the database it talks to. */
+  readonly client: {
+    /** Knex's dialect name (`postgresql`, `mysql`…). */
+    readonly dialect?: unknown;
+    /** The driver package (`pg`, `mysql2`…). */
+    readonly driverName?: unknown;
+  };
   /** Knex's events: `query` is watched for writes that escape the claim's transaction. */
   on?(event: 'query', listener: (query: KnexQueryEventLike) => void): unknown;
 }
