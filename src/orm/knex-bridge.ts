@@ -120,10 +120,7 @@ interface Watch {
  * One warning per transaction. A nested `trx.transaction()` is a savepoint on the same connection,
  * and is not reported.
  */
-function watchEscapes(
-  knex: KnexLike,
-  logger: Logger,
-): AsyncLocalStorage<Watch> | undefined {
+function watchEscapes(knex: KnexLike, logger: Logger): AsyncLocalStorage<Watch> | undefined {
   if (typeof knex.on !== 'function') return undefined;
   const watches = new AsyncLocalStorage<Watch>();
   knex.on('query', (query) => {
