@@ -30,6 +30,9 @@ const POOL = 'test:pool';
 const DB = 'test:db';
 const PROBE = 'test:probe';
 
+/** Probes made by the running test; a failed test's held handler is released before its app closes. */
+const probes = new Set<Probe>();
+
 /** What a test watches from inside the application: outcomes, and a handler it can hold. */
 class Probe {
   readonly outcomes: Outcome[] = [];
@@ -40,6 +43,10 @@ class Probe {
   #release: (() => void) | undefined;
   readonly released = new Promise<void>((resolve) => (this.#release = resolve));
   finishedHeld = false;
+
+  constructor() {
+    probes.add(this);
+  }
 
   async maybeHold(eventId: string): Promise<void> {
     if (eventId !== this.holdKey) return;
@@ -127,6 +134,8 @@ describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nes
   });
 
   afterEach(async () => {
+    for (const probe of probes) probe.release();
+    probes.clear();
     await Promise.all(apps.splice(0).map((app) => app.close().catch(() => undefined)));
     await Promise.all(transports.map((transport) => transport.close().catch(() => undefined)));
     const queues = new Set(transports.flatMap((t) => [...t.declared.queues]));
