@@ -64,6 +64,7 @@ export class OncemqRuntime
   readonly #resources: OncemqResources;
   readonly #discovery: DiscoveryService;
   readonly #scanner: MetadataScanner;
+  #built: readonly Consumer[] = [];
   #running: Running[] = [];
   #draining: Promise<void> | undefined;
 
@@ -75,37 +76,48 @@ export class OncemqRuntime
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    const consumers = this.#consumers();
-    const { ledger, outbox, migrateOutbox, relay, logger, name } = this.#resources;
-    if (consumers.length > 0) await ledger?.init();
-    if (outbox !== undefined && migrateOutbox !== undefined) await outbox.migrate(migrateOutbox);
     try {
-      for (const consumer of consumers) {
-        const { declaration } = consumer;
-        const subscribe = {
-          ...this.#resources.config.consumerDefaults?.subscribe,
-          ...declaration.options.subscribe,
-        };
-        const subscription = await this.#resources.transport.subscribe(
-          consumer.group,
-          consumer.topics,
-          consumer.pipeline,
-          subscribe,
-        );
-        this.#running.push({ consumer, subscription });
-        logger.info(
-          `oncemq: ${consumer.where} consumes ${consumer.topics.join(', ')} as group ${consumer.group}`,
-          {
-            module: name,
-            transport: this.#resources.transport.name,
-          },
-        );
-      }
-      await relay?.start();
+      await this.#start();
     } catch (error) {
-      await this.#drain();
+      await this.#abandon();
       throw error;
     }
+  }
+
+  async #start(): Promise<void> {
+    const consumers = this.#consumers();
+    this.#built = consumers;
+    const { ledger, outbox, migrateOutbox, relay, logger, name, transport, config } = this.#resources;
+    if (consumers.length > 0) await ledger?.init();
+    if (outbox !== undefined && migrateOutbox !== undefined) await outbox.migrate(migrateOutbox);
+    for (const consumer of consumers) {
+      const subscribe = { ...config.consumerDefaults?.subscribe, ...consumer.declaration.options.subscribe };
+      const subscription = await transport.subscribe(
+        consumer.group,
+        consumer.topics,
+        consumer.pipeline,
+        subscribe,
+      );
+      this.#running.push({ consumer, subscription });
+      logger.info(
+        `oncemq: ${consumer.where} consumes ${consumer.topics.join(', ')} as group ${consumer.group}`,
+        {
+          module: name,
+          transport: transport.name,
+        },
+      );
+    }
+    await relay?.start();
+  }
+
+  /**
+   * After a failed bootstrap Nest runs no shutdown hook: closes the subscriptions made so far, every
+   * pipeline, the relay, and what the module made, then lets the error propagate.
+   */
+  async #abandon(): Promise<void> {
+    await this.#drain();
+    for (const consumer of this.#built) consumer.pipeline.close();
+    await this.onApplicationShutdown();
   }
 
   /** Drains every subscription: the first phase of shutdown, before any pool or client closes. */

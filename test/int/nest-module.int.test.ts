@@ -357,16 +357,24 @@ describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nes
     expect(counted.get('order:o1')).toBe(2);
   }, 60_000);
 
-  describe('refuses at bootstrap, before anything subscribes', () => {
+  describe('refuses at bootstrap', () => {
     const scratchLedger = (): PostgresLedger => new PostgresLedger({ pool: db.pool, schema: db.schema });
 
-    async function bootstrapError(providers: unknown[], names: string[] = []): Promise<unknown> {
+    /** The bootstrap's error, or undefined when it started; `made`: the module creates its transport and ledger. */
+    async function bootstrapError(
+      providers: unknown[],
+      names: string[] = [],
+      made = false,
+    ): Promise<unknown> {
       const probe = new Probe();
       const extra = names.map((name) =>
         OncemqModule.forRoot({ name, transport: rabbitTransport(), ledger: scratchLedger() }),
       );
+      const main = made
+        ? OncemqModule.forRoot({ transport: rabbitTransport, ledger: scratchLedger })
+        : OncemqModule.forRoot({ transport: rabbitTransport(), ledger: scratchLedger() });
       @Module({
-        imports: [OncemqModule.forRoot({ transport: rabbitTransport(), ledger: scratchLedger() }), ...extra],
+        imports: [main, ...extra],
         providers: [{ provide: DB, useValue: db }, { provide: PROBE, useValue: probe }, ...(providers as [])],
       })
       class AppModule {}
@@ -388,10 +396,33 @@ describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nes
         @OncemqConsumer({ group: 'points', topics: 'b' })
         second(): void {}
       }
-      const error = await bootstrapError([Twice]);
+      const error = await bootstrapError([Twice], [], true);
       expect(error).toBeInstanceOf(ConfigError);
       expect(String(error)).toMatch(/Twice\.second.*group 'points' is already consumed by Twice\.first/);
-      expect(transports.every((transport) => transport.declared.queues.size === 0)).toBe(true);
+      expect(transports.map((transport) => transport.declared.queues.size)).toEqual([0]);
+      // Nest runs no shutdown hook after a failed bootstrap: the module closed the transport it made.
+      await expect(transports[0]?.publish({ topic: 'a', body: {} })).rejects.toBeInstanceOf(ClosedError);
+    });
+
+    it('a subscription the transport refuses, after another consumer subscribed: that one is closed again', async () => {
+      @Injectable()
+      class SecondRefused {
+        @OncemqConsumer({ group: 'alpha', topics: 'a' })
+        first(): void {}
+
+        @OncemqConsumer({ group: 'beta', topics: 'not a topic' })
+        second(): void {}
+      }
+      const error = await bootstrapError([SecondRefused]);
+      expect(String(error)).toMatch(/not a valid topic/);
+      const [transport] = transports;
+      if (transport === undefined) throw new Error('no transport');
+      // The transport is the application's and stays open: only the module's own drain left the queue.
+      expect(await queueState(rabbit.url, transport.names.work('alpha'))).toEqual({
+        messages: 0,
+        consumers: 0,
+      });
+      expect(await transport.publish({ topic: 'a', body: {} })).toMatchObject({ topic: 'a' });
     });
 
     it('a consumer on a request-scoped provider', async () => {
