@@ -13,6 +13,7 @@ import {
   OncemqConsumer,
   OncemqModule,
   ONCEMQ_LEDGER,
+  ONCEMQ_OUTBOX,
   ONCEMQ_TRANSPORT,
   type OncemqModuleConfig,
 } from 'oncemq/nest';
@@ -252,6 +253,8 @@ describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nes
     const app = await start(() => ({ ledger, transport }), [PointsConsumer], probe);
     expect(app.get(ONCEMQ_LEDGER)).toBe(ledger);
     expect(app.get(ONCEMQ_TRANSPORT)).toBe(transport);
+    // No outbox configured: its token holds undefined.
+    expect(app.get(ONCEMQ_OUTBOX)).toBeUndefined();
     const [event] = paymentEvents(1, 'own');
     if (event === undefined) throw new Error('no event');
     probe.holdKey = event.eventId;
