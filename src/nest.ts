@@ -11,7 +11,6 @@ export type {
   OncemqOutboxOptions,
   OncemqResource,
 } from './nest/nest-options.js';
-export { OncemqRuntime } from './nest/nest-runtime.js';
 export { DEFAULT_NEST_LOGGER_CONTEXT, nestLogger } from './nest/nest-logger.js';
 export {
   DEFAULT_ONCEMQ_NAME,
