@@ -5,7 +5,10 @@ import type { OncemqConsumerOptions } from './nest-options.js';
 /** Metadata key of `@OncemqConsumer` on a method (a string: see nest-tokens.ts). */
 export const ONCEMQ_CONSUMER_METADATA = 'oncemq:consumer';
 
-/** What `@OncemqConsumer` accepts: a method of `(message, ctx)`, as an oncemq handler. */
+/**
+ * What `@OncemqConsumer` accepts: a method of `(message, ctx)`, as an oncemq handler.
+ * @typeParam M - the decorated method; its first parameter must accept the consumer's message type `T`
+ */
 export type OncemqConsumerDecorator<T> = <M extends (message: T, ctx: HandlerContext<never>) => unknown>(
   target: object,
   key: string | symbol,

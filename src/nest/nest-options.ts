@@ -131,6 +131,8 @@ export interface OncemqConsumerOptions<T = unknown> extends Omit<
 
 /** Defaults of the module's options. */
 export const DEFAULT_ONCEMQ_MODULE_OPTIONS = Object.freeze({
+  /** The module instance's name, the one consumers and `@Inject…()` without a name use. */
   name: DEFAULT_ONCEMQ_NAME,
+  /** The providers are injectable in every module, as `TypeOrmModule`'s and `BullModule`'s are. */
   global: true,
 } as const);
