@@ -5,6 +5,7 @@
 import { Inject, Injectable, Module, Scope, type INestApplicationContext, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import amqplib from 'amqplib';
+import knexFactory, { type Knex } from 'knex';
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ClosedError, ConfigError, type HandlerContext, type Outbox, type Outcome } from 'oncemq';
@@ -17,6 +18,7 @@ import {
   ONCEMQ_TRANSPORT,
   type OncemqModuleConfig,
 } from 'oncemq/nest';
+import { knexLedger } from 'oncemq/knex';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { RabbitTransport } from 'oncemq/rabbitmq';
 import { sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
@@ -358,6 +360,69 @@ describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nes
       expect([counted.get(`invoice:${id}`), counted.get(`mail:${id}`)]).toEqual([1, 1]);
     }
     expect(counted.get('order:o1')).toBe(2);
+  }, 60_000);
+
+  it("runs a consumer on an ORM's ledger as on any other: ctx.tx is the Knex transaction", async () => {
+    const probe = new Probe();
+    const knex = knexFactory({ client: 'pg', connection: postgres.url, pool: { min: 0, max: 4 } });
+    const KNEX = 'test:knex';
+
+    @Injectable()
+    class KnexConsumer {
+      @OncemqConsumer<PaymentSucceeded>({
+        group: 'knex-points',
+        topics: 'payment-succeeded',
+        key: { jsonPath: 'eventId' },
+      })
+      async credit(event: PaymentSucceeded, ctx: HandlerContext<Knex.Transaction>): Promise<void> {
+        await ctx.tx.withSchema(db.schema).insert({ key: event.eventId }).into('effects');
+      }
+    }
+
+    @Module({
+      imports: [
+        OncemqModule.forRootAsync<Knex.Transaction>({
+          extraProviders: [{ provide: KNEX, useValue: knex }],
+          inject: [KNEX],
+          useFactory: (given: Knex) => ({
+            ledger: () => knexLedger(given, { schema: db.schema, table: 'knex_ledger' }),
+            transport: rabbitTransport,
+          }),
+        }),
+      ],
+      providers: [KnexConsumer, { provide: PROBE, useValue: probe }],
+    })
+    class AppModule {}
+
+    try {
+      const app = await createContext(AppModule);
+      apps.push(app);
+      const transport = app.get<RabbitTransport>(ONCEMQ_TRANSPORT);
+      const events = paymentEvents(6, 'knex');
+      for (const event of [...events, ...events.slice(0, 3)]) {
+        await transport.publish({ topic: 'payment-succeeded', key: event.eventId, body: event });
+      }
+      await waitFor(
+        async () => {
+          const counted = await effects(db);
+          return events.every((event) => counted.has(event.eventId));
+        },
+        'every event applied',
+        20_000,
+      );
+      await sleep(300);
+      await app.close();
+      const counted = await effects(db);
+      expect(events.filter((event) => counted.get(event.eventId) !== 1)).toEqual([]);
+      const { rows } = await db.pool.query<{ n: number }>(
+        `SELECT COUNT(*)::int AS n FROM "${db.schema}".knex_ledger WHERE status = 'SUCCESS'`,
+      );
+      expect(rows[0]?.n).toBe(6);
+      // The knex instance is the application's: still usable after the module closed its ledger.
+      expect(await knex.raw('SELECT 1 AS one')).toMatchObject({ rows: [{ one: 1 }] });
+    } finally {
+      await knex.destroy();
+    }
   }, 60_000);
 
   describe('refuses at bootstrap', () => {
