@@ -10,8 +10,11 @@ import { pgShim, questionMarks } from './pg-shim.js';
  */
 export interface MikroOrmConnectionLike {
   execute(sql: string, params: unknown[], method: 'all' | 'run', ctx?: unknown): Promise<unknown>;
-  /** The Knex instance under MikroORM 6's SQL drivers: its client names the database. */
-  getKnex(): { readonly client: { readonly dialect?: unknown; readonly driverName?: unknown } };
+  /**
+   * The Knex instance under MikroORM 6's SQL drivers (absent from the type of `@mikro-orm/core`'s
+   * EntityManager): its client names the database.
+   */
+  getKnex?(): { readonly client: { readonly dialect?: unknown; readonly driverName?: unknown } };
 }
 
 /** The part of a MikroORM 6 `EntityManager` oncemq calls. */
@@ -38,7 +41,7 @@ const DATABASES: Readonly<Record<string, 'postgres' | 'mysql'>> = {
 export function mikroOrmDatabase(em: MikroOrmEntityManagerLike): 'postgres' | 'mysql' {
   let client: { dialect?: unknown; driverName?: unknown } | undefined;
   try {
-    client = em.getConnection().getKnex().client;
+    client = em.getConnection().getKnex?.().client;
   } catch {
     client = undefined;
   }
@@ -55,20 +58,24 @@ export function mikroOrmDatabase(em: MikroOrmEntityManagerLike): 'postgres' | 'm
 }
 
 /**
- * The transaction of `em`, the EntityManager of a MikroORM transaction; anything else (`orm.em`, a
- * fork outside a transaction, an EntityManager whose transaction has ended) is refused: its writes
- * would run on another connection, outside the claim's transaction.
+ * The transaction of `em`, the EntityManager of a MikroORM transaction (or `orm.em` inside one:
+ * MikroORM resolves it to the transaction's); anything else (`orm.em` or a fork outside a
+ * transaction, an EntityManager whose transaction has ended) is refused: its writes would run on
+ * another connection, outside the claim's transaction.
  */
 function transactionOf(em: MikroOrmEntityManagerLike): unknown {
   const inTransaction = (em as Partial<MikroOrmEntityManagerLike> | null)?.isInTransaction;
   const ctx =
     typeof inTransaction === 'function' && em.isInTransaction() ? em.getTransactionContext() : undefined;
-  if (ctx === undefined || ctx === null) {
+  // the EntityManager of a committed transaction keeps its (Knex) transaction, completed
+  const completed = (ctx as { isCompleted?: () => boolean } | null | undefined)?.isCompleted?.() === true;
+  if (ctx === undefined || ctx === null || completed) {
     throw new ConfigError(
       'tx',
       'expected the EntityManager of a MikroORM transaction (the `em` of em.transactional(), or ctx.tx), not ' +
-        'orm.em nor an EntityManager outside a transaction (is disableTransactions set?): its writes would run ' +
-        'on another connection, outside the claim’s transaction',
+        'orm.em outside a transaction, a fork, nor the EntityManager of a transaction that has ended ' +
+        '(or is disableTransactions set?): its writes would run on another connection, outside the claim’s ' +
+        'transaction',
     );
   }
   return ctx;
