@@ -19,12 +19,15 @@ export type { SqlBridge } from './ledger/sql-bridge.js';
  * A ledger in the database `em` talks to (@mikro-orm/postgresql, @mikro-orm/mysql or
  * @mikro-orm/mariadb, version 6), whose transactional claims open their transaction with
  * `em.fork().transactional()`: the claim, the handler's writes through `ctx.tx` (the transaction's
- * EntityManager, flushed before the commit) and the completion commit together.
+ * EntityManager, flushed before the commit) and the completion commit together. On PostgreSQL the
+ * ledger table goes to `config.schema`, else to the ORM's `schema` option, else to `public`.
  */
 export function mikroOrmLedger<Em extends MikroOrmEntityManagerLike>(
   em: Em,
   config: OrmLedgerConfig = {},
 ): BridgedLedger<Em> {
   const bridge: SqlBridge<PgClientLike, Em> | SqlBridge<MysqlConnectionLike, Em> = mikroOrmBridge(em);
-  return bridgedLedger(bridge, config);
+  const configured = bridge.database === 'postgres' ? em.config?.get('schema') : undefined;
+  const schema = config.schema ?? (typeof configured === 'string' ? configured : undefined);
+  return bridgedLedger(bridge, schema === undefined ? config : { ...config, schema });
 }

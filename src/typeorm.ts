@@ -28,12 +28,14 @@ export type { SqlBridge } from './ledger/sql-bridge.js';
  * A ledger in the database `dataSource` talks to (postgres, or mysql/mariadb through mysql2), whose
  * transactional claims open their transaction with `dataSource.transaction()`: the claim, the
  * handler's writes through `ctx.tx` (the transaction's `EntityManager`) and the completion commit
- * together.
+ * together. On PostgreSQL the ledger table goes to `config.schema`, else to the data source's
+ * `schema` option, else to `public`.
  */
 export function typeormLedger<Tx extends TypeormEntityManagerLike>(
   dataSource: TypeormDataSourceLike<Tx>,
   config: OrmLedgerConfig = {},
 ): BridgedLedger<Tx> {
   const bridge: SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> = typeormBridge(dataSource);
-  return bridgedLedger(bridge, config);
+  const schema = bridge.database === 'postgres' ? (config.schema ?? dataSource.options.schema) : undefined;
+  return bridgedLedger(bridge, schema === undefined ? config : { ...config, schema });
 }

@@ -9,18 +9,39 @@ import { pgShim, questionMarks } from './pg-shim.js';
  * `?` placeholders, in the transaction `ctx` when given.
  */
 export interface MikroOrmConnectionLike {
+  /**
+   * Runs `sql`, its `?` placeholders filled with `params` (MikroORM escapes them into the text), in the
+   * transaction `ctx` when given: `'all'` answers the driver's rows (on MySQL, the OK packet of a
+   * write), `'run'` the affected rows and the returned ones.
+   */
   execute(sql: string, params: unknown[], method: 'all' | 'run', ctx?: unknown): Promise<unknown>;
   /**
    * The Knex instance under MikroORM 6's SQL drivers (absent from the type of `@mikro-orm/core`'s
    * EntityManager): its client names the database.
    */
-  getKnex?(): { readonly client: { readonly dialect?: unknown; readonly driverName?: unknown } };
+  getKnex?(): {
+    /** Knex's client. */
+    readonly client: {
+      /** Knex's dialect name (`postgresql`, `mysql`). */
+      readonly dialect?: unknown;
+      /** The driver package (`pg`, `mysql2`, `mariadb`). */
+      readonly driverName?: unknown;
+    };
+  };
 }
 
 /** The part of a MikroORM 6 `EntityManager` oncemq calls. */
 export interface MikroOrmEntityManagerLike {
+  /** The ORM's configuration: on PostgreSQL, its `schema` is the default schema of the entities. */
+  readonly config?: {
+    /** The `schema` option of the ORM. */
+    get(key: 'schema'): unknown;
+  };
+  /** The connection statements run on (the write connection when there are read replicas). */
   getConnection(): MikroOrmConnectionLike;
+  /** A new EntityManager with an empty identity map, outside any transaction. */
   fork(): this;
+  /** Runs `work` in a transaction with a fork of its own, flushed before the commit; rolled back when work throws. */
   transactional<T>(work: (em: this) => Promise<T>): Promise<T>;
   /** `true` on the EntityManager a transaction hands its callback (`em.transactional(async (em) => …)`). */
   isInTransaction(): boolean;

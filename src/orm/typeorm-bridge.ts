@@ -18,26 +18,38 @@ export interface TypeormQueryResultLike {
 export interface TypeormQueryRunnerLike {
   /** `true` between `startTransaction()` and its commit or rollback. */
   readonly isTransactionActive: boolean;
+  /** `true` once `release()` gave its connection back to the pool. */
   readonly isReleased: boolean;
+  /** Runs one statement with the driver's placeholders (`$n` on pg, `?` on mysql2); answers TypeORM's `QueryResult`. */
   query(
     sql: string,
     parameters: unknown[] | undefined,
     useStructuredResult: true,
   ): Promise<TypeormQueryResultLike>;
+  /** Gives the runner's connection back to the pool. */
   release(): Promise<void>;
 }
 
 /** The part of a TypeORM `EntityManager` oncemq calls: its query runner, set on a transaction's manager. */
 export interface TypeormEntityManagerLike {
+  /** The runner of the manager's transaction; `undefined` on `dataSource.manager`. */
   readonly queryRunner?: TypeormQueryRunnerLike | undefined;
 }
 
 /** The part of a TypeORM `DataSource` oncemq calls. */
 export interface TypeormDataSourceLike<Tx extends TypeormEntityManagerLike = TypeormEntityManagerLike> {
-  readonly options: { readonly type: string };
+  /** The data source's options. */
+  readonly options: {
+    /** The driver type: `postgres`, `mysql` or `mariadb`. */
+    readonly type: string;
+    /** PostgreSQL: the schema of the entities, and of the ledger table unless the ledger names one. */
+    readonly schema?: string | undefined;
+  };
   /** The data source's manager (no transaction): it only fixes the transaction type `Tx`. */
   readonly manager: Tx;
+  /** Runs `work` in a transaction with its own manager: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (manager: Tx) => Promise<T>): Promise<T>;
+  /** A query runner of its own (a pooled connection once it runs a statement), for statements outside a transaction. */
   createQueryRunner(): TypeormQueryRunnerLike;
 }
 
