@@ -13,6 +13,9 @@ export type OncemqErrorCode =
   | 'transport-unavailable'
   | 'commit-rejected';
 
+/** Marks oncemq's error classes in every copy of the package a process loads (see `OncemqError`). */
+const ERROR_CLASS = Symbol.for('oncemq.error-class');
+
 export class OncemqError extends Error {
   override name = 'OncemqError';
   readonly code: OncemqErrorCode;
@@ -21,7 +24,26 @@ export class OncemqError extends Error {
     super(message, options);
     this.code = code;
   }
+
+  /**
+   * `instanceof` holds across the package's two builds: an app that loads oncemq through both `import`
+   * and `require()` runs two copies of each class (docs/packaging.md), and an error of one copy is an
+   * instance of the other copy's class of the same name. Subclasses inherit this.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    if (typeof value !== 'object' || value === null) return false;
+    let proto = Object.getPrototypeOf(value) as object | null;
+    while (proto !== null) {
+      const type: unknown = Object.hasOwn(proto, 'constructor') ? proto.constructor : undefined;
+      if (typeof type === 'function' && ERROR_CLASS in type && type.name === this.name) return true;
+      proto = Object.getPrototypeOf(proto) as object | null;
+    }
+    return false;
+  }
 }
+// The mark, inherited by every subclass (a static property without a declaration to publish).
+Object.defineProperty(OncemqError, ERROR_CLASS, { value: true });
 
 /** A configuration that cannot work; raised at start-up, never mid-run. Names the field and the fix. */
 export class ConfigError extends OncemqError {
