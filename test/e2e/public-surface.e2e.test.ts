@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 // The public surface of the built package (dist/, made by `npm run build`): the names each entry point
 // exports, at run time through `import` and through `require()`, and in its declarations. It is compared
 // with test/e2e/public-surface.json; a change on purpose is recorded with
-//   npm run build && npx vitest run -u test/e2e/public-surface.e2e.test.ts
+//   npm run build && npx vitest run test/e2e/public-surface.e2e.test.ts -u
 // and the diff of that file is what reviewers read (docs/packaging.md).
 
 const run = promisify(execFile);
