@@ -1,3 +1,5 @@
+import { isInstanceAcrossCopies } from './copy-identity.js';
+
 /**
  * Every error oncemq raises is an {@link OncemqError} with a `code` the caller can switch on.
  * Subclasses exist where the caller has a different decision to make.
@@ -31,15 +33,7 @@ export class OncemqError extends Error {
    * instance of the other copy's class of the same name. Subclasses inherit this.
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
-    if (typeof value !== 'object' || value === null) return false;
-    let proto = Object.getPrototypeOf(value) as object | null;
-    while (proto !== null) {
-      const type: unknown = Object.hasOwn(proto, 'constructor') ? proto.constructor : undefined;
-      if (typeof type === 'function' && ERROR_CLASS in type && type.name === this.name) return true;
-      proto = Object.getPrototypeOf(proto) as object | null;
-    }
-    return false;
+    return isInstanceAcrossCopies(this, value, ERROR_CLASS);
   }
 }
 // The mark, inherited by every subclass (a static property without a declaration to publish).

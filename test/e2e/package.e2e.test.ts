@@ -189,6 +189,8 @@ describe('the packed package', () => {
           twoCopies: true,
           // ...and yet an error of the other build is one of this build's classes.
           refusedByOtherCopy: 'dead',
+          // ...and a retry policy of the other build is the pipeline's policy, not a config read wrong.
+          otherPolicyDelayMs: 5000,
           instanceAcross: true,
         });
       }
@@ -235,7 +237,7 @@ describe('the packed package', () => {
 /**
  * The README example (examples/payment-to-points.ts) as plain JavaScript, with `other` the package
  * loaded the other way (`require()` from an ES module, `import()` from CommonJS): a handler throws that
- * copy's PermanentError, which must still skip the retries.
+ * copy's PermanentError, which must still skip the retries, and a pipeline retries on that copy's policy.
  */
 const EXAMPLE = `
   const db = new Database(':memory:');
@@ -260,11 +262,22 @@ const EXAMPLE = `
   }
   const { balance } = db.prepare('SELECT balance FROM points WHERE user_id = ?').get('alice');
   const refused = await consumer.process(copy('pay-2', 'mallory', 'offset-10', 1));
+  const failing = createPipeline({
+    ledger: new SqliteLedger({ database: db }),
+    group: 'failing',
+    key: { jsonPath: 'eventId' },
+    retry: new other.RetryPolicy({ name: 'short', delays: ['5s'] }),
+    handler: () => {
+      throw new Error('down');
+    },
+  });
+  const retried = await failing.process(copy('pay-3', 'bob', 'offset-11', 1));
   console.log(JSON.stringify({
     actions,
     balance,
     twoCopies: other.PermanentError !== PermanentError,
     refusedByOtherCopy: refused.kind,
+    otherPolicyDelayMs: retried.delayMs,
     instanceAcross: new other.ConfigError('field', 'wrong') instanceof OncemqError && !(new other.ConfigError('f', 'm') instanceof PermanentError) && new ConfigError('f', 'm') instanceof other.ConfigError,
   }));
   db.close();
