@@ -326,7 +326,15 @@ for (const [database, open, available] of [
         expect((await pipeline.process(paymentEnvelope(event))).kind).toBe('executed');
         expect((await pipeline.process(paymentEnvelope(event, 'b-2', 2))).kind).toBe('duplicate');
         expect(renamed).toEqual([{ pointsAdded: 1 }]);
-        expect(await ledger.get('points', event.eventId)).toMatchObject({ status: 'SUCCESS', attempt: 1 });
+        const record = await ledger.get('points', event.eventId);
+        expect(record).toMatchObject({
+          group: 'points',
+          key: event.eventId,
+          status: 'SUCCESS',
+          brokerId: `broker-${event.eventId}`,
+          topic: 'payments',
+        });
+        expect(record).toEqual(await w.ledger.get('points', event.eventId));
         expect(await w.balances()).toEqual({ [event.userId]: 100 });
       } finally {
         await camel.destroy();
