@@ -1,3 +1,6 @@
+// The only module that loads Kysely at run time, and only through the oncemq/kysely entry, which
+// Kysely users import: Kysely is a peer dependency, so this is the application's own copy.
+// CompiledQuery.raw makes a plain frozen object (no class identity), so even a second copy would do.
 import { CompiledQuery } from 'kysely';
 import { ConfigError } from '../core/errors.js';
 import { SERVER_STATUS_IN_TRANS, type MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
