@@ -10,6 +10,7 @@ import { pgShim } from './pg-shim.js';
 
 /** What Kysely answers for a statement (`QueryResult`). */
 export interface KyselyQueryResultLike {
+  /** The rows a read answered; empty for a write. */
   readonly rows: unknown[];
   /** Rows an INSERT, UPDATE or DELETE affected; absent for a read. */
   readonly numAffectedRows?: bigint;
@@ -34,7 +35,11 @@ export type KyselyTransactionLike = KyselyQueryableLike;
 export interface KyselyLike<
   Tx extends KyselyTransactionLike = KyselyTransactionLike,
 > extends KyselyQueryableLike {
-  transaction(): { execute<T>(work: (trx: Tx) => Promise<T>): Promise<T> };
+  /** Kysely's transaction builder (`db.transaction()`). */
+  transaction(): {
+    /** Runs `work` in a new transaction: committed when it resolves, rolled back when it throws. */
+    execute<T>(work: (trx: Tx) => Promise<T>): Promise<T>;
+  };
 }
 
 /** The query builder, only to see which SQL the instance writes. */
