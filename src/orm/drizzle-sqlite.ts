@@ -1,0 +1,53 @@
+import { ConfigError } from '../core/errors.js';
+import type { SqliteDatabaseLike, SqliteHandle } from '../ledger/sqlite/sqlite-database.js';
+import type { SQLWrapper } from 'drizzle-orm';
+import { drizzleKinds } from './drizzle-bridge.js';
+
+/** The part of a Drizzle database on better-sqlite3 (`drizzle-orm/better-sqlite3`) oncemq calls. */
+export interface DrizzleSqliteLike {
+  /** The better-sqlite3 `Database` under it: the ledger's claims open their transaction there. */
+  readonly $client: SqliteDatabaseLike;
+  run(query: SQLWrapper): unknown;
+}
+
+/**
+ * The handle of a SQLite ledger whose handler receives the Drizzle database `db` as `ctx.tx`: the
+ * ledger's `BEGIN IMMEDIATE` runs on `db.$client`, so every write through `db` while the claim's
+ * transaction is open belongs to it. `ledger.dialect` (`transition()`, `outbox.add()`) takes `db`
+ * back only while that transaction is open: outside one, a write would commit on its own.
+ */
+export function drizzleSqliteHandle<Db extends DrizzleSqliteLike>(
+  db: Db,
+): SqliteHandle<SqliteDatabaseLike, Db> {
+  const client = db.$client;
+  return {
+    of: () => db,
+    database(tx: Db): SqliteDatabaseLike {
+      const kinds = drizzleKinds(tx);
+      if (!kinds.includes('BetterSQLite3Database')) {
+        throw new ConfigError(
+          'tx',
+          kinds.includes('SQLiteTransaction')
+            ? 'expected the Drizzle database (ctx.tx), not a transaction of db.transaction(): that one is ' +
+                'synchronous and ends before a statement that awaits runs; write through ctx.tx, which is already ' +
+                'inside the claim’s transaction'
+            : 'expected the Drizzle database of drizzle-orm/better-sqlite3 the ledger was built on (ctx.tx)',
+        );
+      }
+      if (tx.$client !== client) {
+        throw new ConfigError(
+          'tx',
+          'expected the Drizzle database the ledger was built on: another database’s writes are outside the claim’s transaction',
+        );
+      }
+      if (!client.inTransaction) {
+        throw new ConfigError(
+          'tx',
+          'no transaction is open on the database, so this write would commit on its own: use ctx.tx in a handler, ' +
+            'or the work of ledger.transaction(), where the claim’s transaction is open',
+        );
+      }
+      return client;
+    },
+  };
+}
