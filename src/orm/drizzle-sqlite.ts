@@ -10,11 +10,23 @@ export interface DrizzleSqliteLike {
   run(query: SQLWrapper): unknown;
 }
 
+/** A better-sqlite3 `Database` itself: what the relay and `outbox.migrate()` run on, a connection of their own. */
+function isSqliteDatabase(value: unknown): value is SqliteDatabaseLike {
+  const shape = value as Partial<SqliteDatabaseLike> | null;
+  return (
+    typeof shape?.prepare === 'function' &&
+    typeof shape.exec === 'function' &&
+    typeof shape.inTransaction === 'boolean'
+  );
+}
+
 /**
  * The handle of a SQLite ledger whose handler receives the Drizzle database `db` as `ctx.tx`: the
  * ledger's `BEGIN IMMEDIATE` runs on `db.$client`, so every write through `db` while the claim's
  * transaction is open belongs to it. `ledger.dialect` (`transition()`, `outbox.add()`) takes `db`
- * back only while that transaction is open: outside one, a write would commit on its own.
+ * back only while that transaction is open: outside one, a write would commit on its own. A
+ * better-sqlite3 `Database` itself passes as it is: the relay and `outbox.migrate()` run on one of
+ * their own.
  */
 export function drizzleSqliteHandle<Db extends DrizzleSqliteLike>(
   db: Db,
@@ -24,6 +36,7 @@ export function drizzleSqliteHandle<Db extends DrizzleSqliteLike>(
     of: () => db,
     database(tx: Db): SqliteDatabaseLike {
       const kinds = drizzleKinds(tx);
+      if (kinds.length === 0 && isSqliteDatabase(tx)) return tx;
       if (!kinds.includes('BetterSQLite3Database')) {
         throw new ConfigError(
           'tx',
