@@ -18,7 +18,7 @@ import {
   type DrizzleLike,
   type DrizzleTransactionLike,
 } from './orm/drizzle-bridge.js';
-import { drizzleSqliteHandle, type DrizzleSqliteLike } from './orm/drizzle-sqlite.js';
+import { drizzleSqliteClient, drizzleSqliteHandle, type DrizzleSqliteLike } from './orm/drizzle-sqlite.js';
 import { bridgedLedger, type BridgedLedger, type OrmLedgerConfig } from './orm/orm-ledger.js';
 
 export { drizzleBridge } from './orm/drizzle-bridge.js';
@@ -67,7 +67,7 @@ export function drizzleLedger(
   const sqlite = db as DrizzleSqliteLike;
   return new SqliteLedger<SqliteDatabaseLike, DrizzleSqliteLike>({
     ...config,
-    database: sqlite.$client,
+    database: drizzleSqliteClient(sqlite),
     handle: drizzleSqliteHandle(sqlite),
   });
 }

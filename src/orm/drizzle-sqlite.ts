@@ -3,11 +3,14 @@ import type { SqliteDatabaseLike, SqliteHandle } from '../ledger/sqlite/sqlite-d
 import type { SQLWrapper } from 'drizzle-orm';
 import { drizzleKinds } from './drizzle-bridge.js';
 
-/** The part of a Drizzle database on better-sqlite3 (`drizzle-orm/better-sqlite3`) oncemq calls. */
+/**
+ * What tells a Drizzle database on SQLite (`BetterSQLite3Database`) from one on a server: its
+ * synchronous `run` and `all`. oncemq calls none of it; it opens the claims' transactions on the
+ * better-sqlite3 `Database` under it, `db.$client`.
+ */
 export interface DrizzleSqliteLike {
-  /** The better-sqlite3 `Database` under it: the ledger's claims open their transaction there. */
-  readonly $client: SqliteDatabaseLike;
   run(query: SQLWrapper): unknown;
+  all(query: SQLWrapper): unknown;
 }
 
 /** A better-sqlite3 `Database` itself: what the relay and `outbox.migrate()` run on, a connection of their own. */
@@ -18,6 +21,18 @@ function isSqliteDatabase(value: unknown): value is SqliteDatabaseLike {
     typeof shape.exec === 'function' &&
     typeof shape.inTransaction === 'boolean'
   );
+}
+
+/** The better-sqlite3 `Database` under a Drizzle database: `db.$client` (absent on `drizzle.mock()`). */
+export function drizzleSqliteClient(db: DrizzleSqliteLike): SqliteDatabaseLike {
+  const client = (db as { $client?: unknown }).$client;
+  if (!isSqliteDatabase(client)) {
+    throw new ConfigError(
+      'db',
+      'this Drizzle database has no better-sqlite3 Database as its $client: build it with drizzle(new Database(file))',
+    );
+  }
+  return client;
 }
 
 /**
@@ -31,7 +46,7 @@ function isSqliteDatabase(value: unknown): value is SqliteDatabaseLike {
 export function drizzleSqliteHandle<Db extends DrizzleSqliteLike>(
   db: Db,
 ): SqliteHandle<SqliteDatabaseLike, Db> {
-  const client = db.$client;
+  const client = drizzleSqliteClient(db);
   return {
     of: () => db,
     database(tx: Db): SqliteDatabaseLike {
@@ -47,7 +62,7 @@ export function drizzleSqliteHandle<Db extends DrizzleSqliteLike>(
             : 'expected the Drizzle database of drizzle-orm/better-sqlite3 the ledger was built on (ctx.tx)',
         );
       }
-      if (tx.$client !== client) {
+      if ((tx as { $client?: unknown }).$client !== client) {
         throw new ConfigError(
           'tx',
           'expected the Drizzle database the ledger was built on: another database’s writes are outside the claim’s transaction',

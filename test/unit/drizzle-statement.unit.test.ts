@@ -76,6 +76,10 @@ describe('drizzleLedger and drizzleBridge refuse what they cannot run on', () =>
     expect(() => drizzleLedger({} as unknown as DrizzleLike)).toThrow(ConfigError);
   });
 
+  it('refuses a better-sqlite3 Drizzle database without its Database ($client), as drizzle.mock() makes', () => {
+    expect(() => drizzleLedger(drizzleSqlite.mock())).toThrow(/no better-sqlite3 Database as its \$client/);
+  });
+
   it('refuses a bridge on better-sqlite3, whose transactions are synchronous', () => {
     const db = drizzleSqlite(new Database(':memory:'));
     expect(() => drizzleBridge(db as unknown as DrizzleLike)).toThrow(/synchronous.*drizzleLedger\(db\)/);
