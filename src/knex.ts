@@ -10,7 +10,13 @@ import { knexBridge, type KnexLike, type KnexTransactionLike } from './orm/knex-
 import { bridgedLedger, type BridgedLedger, type OrmLedgerConfig } from './orm/orm-ledger.js';
 
 export { knexBridge } from './orm/knex-bridge.js';
-export type { KnexLike, KnexQueryableLike, KnexTransactionLike } from './orm/knex-bridge.js';
+export type {
+  KnexBridgeOptions,
+  KnexLike,
+  KnexQueryableLike,
+  KnexQueryEventLike,
+  KnexTransactionLike,
+} from './orm/knex-bridge.js';
 export type { BridgedLedger, OrmLedgerConfig } from './orm/orm-ledger.js';
 export type { SqlBridge } from './ledger/sql-bridge.js';
 
@@ -23,6 +29,8 @@ export function knexLedger<Tx extends KnexTransactionLike>(
   knex: KnexLike<Tx>,
   config: OrmLedgerConfig = {},
 ): BridgedLedger<Tx> {
-  const bridge: SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> = knexBridge(knex);
+  const bridge: SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> = knexBridge(knex, {
+    logger: config.logger,
+  });
   return bridgedLedger(bridge, config);
 }

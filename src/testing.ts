@@ -1,6 +1,10 @@
-// Tools to prove exactly-once effect around any handler: a seeded fault injector, a ledger whose
-// commits fail on demand, and an effect checker.
-// The vitest conformance suites for ledgers and transports are in oncemq/conformance.
+/**
+ * Tools to prove exactly-once effect around any handler: a seeded fault injector, a ledger whose
+ * commits fail on demand, and an effect checker.
+ * The vitest conformance suites for ledgers and transports are in oncemq/conformance.
+ *
+ * @module oncemq/testing
+ */
 export { injectCommitFailures } from './testing/commit-failure.js';
 export type { CommitFaultHooks } from './testing/commit-failure.js';
 export { EffectChecker } from './testing/effect-checker.js';

@@ -4,6 +4,7 @@ import { ConfigError, errorText } from '../core/errors.js';
 import { SILENT_LOGGER, type Logger } from '../core/logger.js';
 import type { Ledger } from './ledger.js';
 
+/** Input of {@link startRetention}: how often and how much of a ledger's finished rows to delete. */
 export interface RetentionConfig {
   /** Time between the end of one run and the start of the next. @default '1m' */
   readonly every?: Duration;
@@ -20,20 +21,25 @@ export interface RetentionConfig {
   readonly retry?: RetryPolicy;
   /** Added to the retry horizon (broker retention, dead-letter replays). @default '1d' */
   readonly replayMargin?: Duration;
-  /** Called after every batch and at the end of every run. */
+  /** Called after every batch and at the end of every run; a throw is logged and changes nothing. @default none */
   readonly onProgress?: (progress: RetentionProgress) => void;
-  /** @default silent */
+  /** Where runs and failures are logged. @default silent */
   readonly logger?: Logger;
   /** Clock in epoch milliseconds; the cut-off is `clock() - olderThan`. @default Date.now */
   readonly clock?: () => number;
 }
 
+/** Defaults of the {@link RetentionConfig} fields that have a fixed one. */
 export const DEFAULT_RETENTION_CONFIG = Object.freeze({
+  /** A minute between the end of one run and the start of the next. */
   every: '1m',
+  /** Rows deleted per statement. */
   batchSize: 1000,
+  /** Added to the retry horizon when `olderThan` is checked. */
   replayMargin: DEFAULT_REPLAY_MARGIN,
 } as const);
 
+/** What `onProgress` hears after every batch and at the end of every run. */
 export interface RetentionProgress {
   /** Number of the run, from 1. */
   readonly run: number;
@@ -51,6 +57,7 @@ export interface RetentionProgress {
   readonly error?: unknown;
 }
 
+/** A running retention, as {@link startRetention} returns it. */
 export interface Retention {
   /** Runs a pass now (waits for a pass in progress first); resolves with its last progress report. */
   runOnce(): Promise<RetentionProgress>;

@@ -8,6 +8,7 @@ import { pgShim } from './pg-shim.js';
 
 /** The part of a Drizzle database or transaction on PostgreSQL or MySQL oncemq calls: raw statements. */
 export interface DrizzleQueryableLike {
+  /** Runs a raw statement; node-postgres answers pg's result, mysql2 its `[result, fields]`. */
   execute(query: SQLWrapper): PromiseLike<unknown>;
 }
 
@@ -21,6 +22,7 @@ export interface DrizzleTransactionLike extends DrizzleQueryableLike {
 export interface DrizzleLike<
   Tx extends DrizzleTransactionLike = DrizzleTransactionLike,
 > extends DrizzleQueryableLike {
+  /** Runs `work` in a new transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
 }
 

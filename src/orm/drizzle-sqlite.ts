@@ -9,7 +9,9 @@ import { drizzleKinds } from './drizzle-bridge.js';
  * better-sqlite3 `Database` under it, `db.$client`.
  */
 export interface DrizzleSqliteLike {
+  /** Runs a statement at once (better-sqlite3 is synchronous). */
   run(query: SQLWrapper): unknown;
+  /** Reads every row of a statement at once. */
   all(query: SQLWrapper): unknown;
 }
 

@@ -20,6 +20,7 @@ export type RollbackCheckFailure =
 /** A rollback check that failed; `reason` says how, the message names the handler and the keys. */
 export class RollbackCheckError extends OncemqError {
   override readonly name = 'RollbackCheckError';
+  /** How the check failed: an escaped effect, an `observe()` that sees nothing, or a delivery that never ran. */
   readonly reason: RollbackCheckFailure;
 
   constructor(reason: RollbackCheckFailure, message: string, options?: ErrorOptions) {
@@ -54,7 +55,9 @@ export interface RollbackCheckOptions<Tx, T> {
 export interface RollbackReport {
   /** Deliveries whose handler ran and whose transaction was rolled back. */
   readonly rolledBack: number;
+  /** What `observe()` read before the deliveries ran. */
   readonly before: unknown;
+  /** What `observe()` read after their transactions rolled back: equal to `before`. */
   readonly afterRollback: unknown;
   /** The state once the deliveries committed (`control`), else undefined. */
   readonly afterCommit: unknown;

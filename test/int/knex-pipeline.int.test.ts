@@ -54,6 +54,13 @@ async function mysqlWorld(): Promise<World> {
   });
 }
 
+/** The options that put a second ledger on this world's table. */
+function ledgerPlace(w: World): { schema?: string; table?: string } {
+  return w.outbox.schema === undefined
+    ? { table: w.outbox.table.replace(/_ob$/, '') }
+    : { schema: w.outbox.schema };
+}
+
 function world(
   knex: Knex,
   ledger: BridgedLedger<Knex.Transaction>,
@@ -253,6 +260,38 @@ for (const [database, open, available] of [
       await expect(check).rejects.toThrow(RollbackCheckError);
       await expect(check).rejects.toMatchObject({ reason: 'effect-escaped' });
       await expect(check).rejects.toThrow(/handler 'addPointsOnTheAppKnex' of group 'points' wrote outside/);
+    });
+
+    it('warns, once per claim, of a write the handler ran through the application’s knex instead of ctx.tx', async () => {
+      const warnings: { message: string; fields: unknown }[] = [];
+      const logger = {
+        debug: () => undefined,
+        info: () => undefined,
+        warn: (message: string, fields?: unknown) => warnings.push({ message, fields }),
+        error: () => undefined,
+      };
+      const ledger = knexLedger(w.knex, { ...ledgerPlace(w), logger });
+      const pipeline = createPipeline<Knex.Transaction, PaymentSucceeded>({
+        ...config(async (event, ctx) => {
+          await addPoints(ctx.tx, w.points, event);
+          await ctx.tx.transaction((inner) => addPoints(inner, w.points, event)); // a savepoint: same connection
+          await w.knex(w.points).where({ user_id: event.userId }).select(); // a read: not reported
+        }),
+        ledger,
+      });
+      expect((await pipeline.process(paymentEnvelope(payment(1)))).kind).toBe('executed');
+      expect(warnings).toEqual([]);
+      const trap = createPipeline<Knex.Transaction, PaymentSucceeded>({
+        ...config(async (event) => {
+          await addPoints(w.knex, w.points, event);
+          await addPoints(w.knex, w.points, event);
+        }),
+        ledger,
+      });
+      expect((await trap.process(paymentEnvelope(payment(2)))).kind).toBe('executed');
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]?.message).toMatch(/a write ran on another connection than the claim's transaction/);
+      expect(JSON.stringify(warnings[0]?.fields)).toMatch(/insert into/i);
     });
 
     it('shows what the trap does in production: a commit lost after the handler doubles the escaped effect', async () => {

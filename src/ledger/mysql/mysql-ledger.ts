@@ -13,6 +13,7 @@ import {
   type MysqlPoolLike,
 } from './mysql-client.js';
 
+/** Input of `new MysqlLedger(config)`: a mysql2/promise pool or connection, and the table. */
 export interface MysqlLedgerConfig<
   Conn extends MysqlConnectionLike = MysqlConnectionLike,
   Tx = Conn,
@@ -42,8 +43,10 @@ export interface MysqlLedgerConfig<
   readonly lockRetries?: number;
 }
 
+/** Defaults of the {@link MysqlLedgerConfig} fields that have a fixed one. */
 export const DEFAULT_MYSQL_LEDGER_CONFIG = Object.freeze({
   ...DEFAULT_SQL_LEDGER_CONFIG,
+  /** A claim transaction is run again up to 3 times after a deadlock or lock-wait timeout. */
   lockRetries: 3,
 } as const);
 

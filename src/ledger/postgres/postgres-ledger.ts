@@ -8,6 +8,7 @@ import { sqlIdentifier } from '../sql-identifier.js';
 import { PostgresBackend } from './postgres-backend.js';
 import type { PgClientLike, PgPoolLike } from './postgres-client.js';
 
+/** Input of `new PostgresLedger(config)`: one connection source (`pool`, `connectionString`, `client` or `bridge`) and the table. */
 export interface PostgresLedgerConfig<Tx = PgClientLike> extends SqlLedgerConfig {
   /**
    * The application's pg `Pool`. Each transactional claim checks out a client, opens the
@@ -47,11 +48,16 @@ export interface PostgresLedgerConfig<Tx = PgClientLike> extends SqlLedgerConfig
   readonly partitioned?: false | 'daily';
 }
 
+/** Defaults of the {@link PostgresLedgerConfig} fields that have a fixed one. */
 export const DEFAULT_POSTGRES_LEDGER_CONFIG = Object.freeze({
   ...DEFAULT_SQL_LEDGER_CONFIG,
+  /** The ledger table's schema. */
   schema: 'public',
+  /** Connections of the pool made from `connectionString`. */
   poolSize: 10,
+  /** oncemq's statements are prepared once per connection. */
   preparedStatements: true,
+  /** One unpartitioned table. */
   partitioned: false,
 } as const);
 
@@ -67,7 +73,9 @@ export const MAX_POSTGRES_TABLE_LENGTH = 48;
 export class PostgresLedger<Tx = PgClientLike> extends RuntimeLedger<Tx> {
   /** How statements run in the handler's transaction (`transition(ledger.dialect, ctx.tx, …)`). */
   declare readonly dialect: SqlDialect<Tx>;
+  /** The ledger table's schema, checked. */
   readonly schema: string;
+  /** The ledger table's name, checked. */
   readonly table: string;
 
   readonly #config: PostgresLedgerConfig<Tx>;

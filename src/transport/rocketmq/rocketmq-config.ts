@@ -3,6 +3,7 @@ import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 
+/** Input of `new RocketMQTransport(config)`: the proxy and name server, topic kind, and timings. */
 export interface RocketMQTransportConfig {
   /**
    * The proxy's gRPC endpoint as a URL, `rocketmq://host:8081`; `?namesrv=host:port` names the name
@@ -40,19 +41,28 @@ export interface RocketMQTransportConfig {
   readonly retryMaxTimes?: number;
   /** Wait before receiving again after a receive failed. @default '1s' */
   readonly failureBackoff?: Duration;
-  /** @default silent */
+  /** Where the client's lines, created topics and groups and failures are logged. @default silent */
   readonly logger?: Logger;
 }
 
+/** A proxy on this machine, at the proxy's default gRPC port. */
 export const DEFAULT_ROCKETMQ_URL = 'rocketmq://127.0.0.1:8081';
 
+/** Defaults of the {@link RocketMQTransportConfig} fields that have a fixed one. */
 export const DEFAULT_ROCKETMQ_TRANSPORT_CONFIG = Object.freeze({
+  /** {@link DEFAULT_ROCKETMQ_URL}. */
   url: DEFAULT_ROCKETMQ_URL,
+  /** Topics and groups are created. */
   topology: 'create',
+  /** Normal (not FIFO) topics. */
   fifo: false,
+  /** Queues of a topic the transport creates. */
   queues: 8,
+  /** Longest wait for one request. */
   requestTimeout: '5s',
+  /** How long one receive waits at the proxy. */
   longPoll: '5s',
+  /** Wait before receiving again after a failed receive. */
   failureBackoff: '1s',
 } as const);
 
@@ -81,7 +91,14 @@ export interface RocketMQSettings {
 }
 
 /** Reads a `rocketmq://` URL into the proxy's endpoint, the name server and the namespace. */
-export function parseRocketMQUrl(text: string): { endpoints: string; nameServer: string; namespace: string } {
+export function parseRocketMQUrl(text: string): {
+  /** The proxy's gRPC endpoint, `host:port` (port 8081 when the URL names none). */
+  endpoints: string;
+  /** The name server, `host:port`: `?namesrv=`, else port 9876 on the proxy's host. */
+  nameServer: string;
+  /** The client namespace: `?namespace=`, else empty. */
+  namespace: string;
+} {
   let url: URL;
   try {
     url = new URL(text);
