@@ -5,5 +5,9 @@
  */
 export { DEFAULT_SQLITE_LEDGER_CONFIG, SqliteLedger } from './ledger/sqlite/sqlite-ledger.js';
 export type { SqliteLedgerConfig } from './ledger/sqlite/sqlite-ledger.js';
-export type { SqliteDatabaseLike, SqliteStatementLike } from './ledger/sqlite/sqlite-database.js';
+export type {
+  SqliteDatabaseLike,
+  SqliteHandle,
+  SqliteStatementLike,
+} from './ledger/sqlite/sqlite-database.js';
 export { sqliteDialect } from './ledger/sqlite/sqlite-dialect.js';

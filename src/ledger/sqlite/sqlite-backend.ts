@@ -22,15 +22,18 @@ import { purgeInBatches } from '../purge-batches.js';
 import { SqlLeases } from '../sql-leases.js';
 import { ConnectionQueue, settle } from './connection-queue.js';
 import { claimBatchOnSqlite, finishBatchOnSqlite, sqliteRecord } from './sqlite-batch-claim.js';
-import type { SqliteDatabaseLike } from './sqlite-database.js';
-import { sqliteDialect } from './sqlite-dialect.js';
+import type { SqliteDatabaseLike, SqliteHandle } from './sqlite-database.js';
+import { sqliteDialect, sqliteDialectOver } from './sqlite-dialect.js';
+import type { SqlDialect } from '../sql-dialect.js';
 import { sqliteListQuery, takeSqliteMaintenanceLock } from './sqlite-inspection.js';
 import { prepareStatements, type Statements } from './sqlite-ledger-sql.js';
 import { checkSqliteSchema, migrateSqlite, openSqliteFile, type SqliteFileOptions } from './sqlite-open.js';
 
 /** What the SQLite backend is built from: the ledger's configuration, checked. */
-export interface SqliteBackendSettings<Db extends SqliteDatabaseLike> {
+export interface SqliteBackendSettings<Db extends SqliteDatabaseLike, Tx> {
   readonly database: Db | string;
+  /** What the work receives instead of the database itself. */
+  readonly handle: SqliteHandle<Db, Tx> | undefined;
   readonly table: string;
   readonly retentionMs: number;
   readonly clock: () => number;
@@ -42,25 +45,30 @@ export interface SqliteBackendSettings<Db extends SqliteDatabaseLike> {
  * The SQLite ledger's backend. One connection runs one operation at a time (a transaction whose
  * handler awaits holds it until it settles); synchronous operations run without waiting a turn.
  */
-export class SqliteBackend<Db extends SqliteDatabaseLike>
-  implements LedgerBackend<Db>, TransactionalClaims<Db>, LedgerInspection
+export class SqliteBackend<Db extends SqliteDatabaseLike, Tx = Db>
+  implements LedgerBackend<Tx>, TransactionalClaims<Tx>, LedgerInspection
 {
   readonly name = 'sqlite';
   readonly retentionMs: number;
   readonly traits: { readonly concurrentConnections: boolean };
-  readonly dialect = sqliteDialect;
+  readonly dialect: SqlDialect<Tx>;
   readonly transactional = this;
   readonly leased: SqlLeases<number>;
   readonly inspect = this;
 
-  readonly #settings: SqliteBackendSettings<Db>;
+  readonly #settings: SqliteBackendSettings<Db, Tx>;
   readonly #clock: () => number;
   readonly #queue = new ConnectionQueue();
   #db: Db | undefined;
   #statements: Statements | undefined;
 
-  constructor(settings: SqliteBackendSettings<Db>) {
+  constructor(settings: SqliteBackendSettings<Db, Tx>) {
     this.#settings = settings;
+    const handle = settings.handle;
+    this.dialect =
+      handle === undefined
+        ? (sqliteDialect as unknown as SqlDialect<Tx>)
+        : sqliteDialectOver((tx: Tx) => handle.database(tx));
     this.retentionMs = settings.retentionMs;
     this.#clock = settings.clock;
     const database = settings.database;
@@ -156,7 +164,7 @@ export class SqliteBackend<Db extends SqliteDatabaseLike>
   #inTransaction<C, W, R>(
     claim: (s: Statements) => C,
     proceed: (claimed: C) => boolean,
-    work: (db: Db, claimed: C) => W | Promise<W>,
+    work: (tx: Tx, claimed: C) => W | Promise<W>,
     finish: (s: Statements, claimed: C, out: W) => R,
     skipped: (claimed: C) => R,
   ): Promise<R> {
@@ -185,15 +193,16 @@ export class SqliteBackend<Db extends SqliteDatabaseLike>
           throw error;
         }
       };
-      return settle(() => work(db, claimed), done, rollback);
+      const tx = this.#settings.handle?.of(db) ?? (db as unknown as Tx);
+      return settle(() => work(tx, claimed), done, rollback);
     });
   }
 
-  transaction(request: ClaimRequest, work: TransactionWork<Db>): Promise<ClaimResult> {
+  transaction(request: ClaimRequest, work: TransactionWork<Tx>): Promise<ClaimResult> {
     return this.#inTransaction(
       () => this.#claim(request, 'SUCCESS'),
       isWon,
-      (db, claimed) => work(db, (claimed as WonClaim).claim),
+      (tx, claimed) => work(tx, (claimed as WonClaim).claim),
       (s, claimed, result) => {
         if (result !== null) s.storeResult.run(result, request.group, request.key);
         return claimed;
@@ -206,12 +215,12 @@ export class SqliteBackend<Db extends SqliteDatabaseLike>
    * Claims a batch with multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING` in one transaction and
    * runs `work` once for the won claims: one commit for the whole batch.
    */
-  batchClaim(requests: readonly ClaimRequest[], work: BatchWork<Db>): Promise<readonly ClaimResult[]> {
+  batchClaim(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]> {
     const now = this.#clock();
     return this.#inTransaction(
       (s) => claimBatchOnSqlite(s, requests, now),
       () => true,
-      (db, results) => work(db, wonClaims(results)),
+      (tx, results) => work(tx, wonClaims(results)),
       (s, results, stored) => finishBatchOnSqlite(s, requests, results, wonClaims(results), stored, now),
       () => [],
     );

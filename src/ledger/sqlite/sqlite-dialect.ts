@@ -22,3 +22,32 @@ export const sqliteDialect: SqlDialect<SqliteDatabaseLike> = Object.freeze({
   query: (db: SqliteDatabaseLike, sql: string, values: readonly SqlValue[]) =>
     later(() => db.prepare(sql).all(...values) as Record<string, unknown>[]),
 });
+
+/**
+ * The SQLite dialect on a handle of the database (a query builder built on it): `database(tx)` finds
+ * the better-sqlite3 database the statements run on (at once, as the plain dialect does), and what it
+ * refuses rejects.
+ */
+export function sqliteDialectOver<Tx>(database: (tx: Tx) => SqliteDatabaseLike): SqlDialect<Tx> {
+  return Object.freeze({
+    name: sqliteDialect.name,
+    lockingRead: sqliteDialect.lockingRead,
+    quote: quoteIdentifier,
+    placeholder: () => '?',
+    execute: (tx: Tx, sql: string, values: readonly SqlValue[]) =>
+      later(() =>
+        Number(
+          database(tx)
+            .prepare(sql)
+            .run(...values).changes,
+        ),
+      ),
+    query: (tx: Tx, sql: string, values: readonly SqlValue[]) =>
+      later(
+        () =>
+          database(tx)
+            .prepare(sql)
+            .all(...values) as Record<string, unknown>[],
+      ),
+  });
+}

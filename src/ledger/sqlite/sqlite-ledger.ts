@@ -6,13 +6,14 @@ import { DEFAULT_SQL_LEDGER_CONFIG, type SqlLedgerConfig } from '../sql-ledger-c
 import { sqlIdentifier } from '../sql-identifier.js';
 import { SqliteBackend } from './sqlite-backend.js';
 import { SQLITE_BATCH_INSERT_ROWS } from './sqlite-batch-claim.js';
-import type { SqliteDatabaseLike } from './sqlite-database.js';
+import type { SqliteDatabaseLike, SqliteHandle } from './sqlite-database.js';
 
-export type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite-database.js';
+export type { SqliteDatabaseLike, SqliteHandle, SqliteStatementLike } from './sqlite-database.js';
 
 /** Input of `new SqliteLedger(config)`: the database (or a path to open), and the table. */
 export interface SqliteLedgerConfig<
   Db extends SqliteDatabaseLike = SqliteDatabaseLike,
+  Tx = Db,
 > extends SqlLedgerConfig {
   /**
    * The database: an open better-sqlite3 `Database` (the handler's writes through `ctx.tx` then share
@@ -27,6 +28,11 @@ export interface SqliteLedgerConfig<
    * were processed). @default 'full'
    */
   readonly synchronous?: 'full' | 'normal';
+  /**
+   * What the handler receives as `ctx.tx` instead of the database (adapters: `drizzleLedger(db)`
+   * from `oncemq/drizzle`), and the way back to the database for `ledger.dialect`. @default the database itself
+   */
+  readonly handle?: SqliteHandle<Db, Tx>;
 }
 
 /** Defaults of the {@link SqliteLedgerConfig} fields that have a fixed one. */
@@ -46,18 +52,21 @@ export const DEFAULT_SQLITE_LEDGER_CONFIG = Object.freeze({
  * operations on the same ledger wait their turn. Processes sharing a file serialize on SQLite's
  * write lock (`BEGIN IMMEDIATE`, with the busy timeout).
  */
-export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> extends RuntimeLedger<Db> {
+export class SqliteLedger<
+  Db extends SqliteDatabaseLike = SqliteDatabaseLike,
+  Tx = Db,
+> extends RuntimeLedger<Tx> {
   /** How statements run in the handler's transaction (`transition(ledger.dialect, ctx.tx, …)`). */
-  declare readonly dialect: SqlDialect<Db>;
+  declare readonly dialect: SqlDialect<Tx>;
   /** The ledger table's name, checked. */
   readonly table: string;
 
   /** Rows per multi-row INSERT of a batch claim (8 bound values each, well under SQLite's limit). */
   static readonly BATCH_INSERT_ROWS = SQLITE_BATCH_INSERT_ROWS;
 
-  readonly #backend: SqliteBackend<Db>;
+  readonly #backend: SqliteBackend<Db, Tx>;
 
-  constructor(config: SqliteLedgerConfig<Db>) {
+  constructor(config: SqliteLedgerConfig<Db, Tx>) {
     const database = config.database as unknown;
     if (typeof database !== 'string' && (typeof database !== 'object' || database === null)) {
       throw new ConfigError('database', 'expected a better-sqlite3 Database or a file path');
@@ -68,8 +77,9 @@ export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> ex
     }
     const table = sqlIdentifier(config.table ?? DEFAULT_SQLITE_LEDGER_CONFIG.table, 'table');
     const path = typeof config.database === 'string' ? config.database : 'PATH';
-    const backend = new SqliteBackend<Db>({
+    const backend = new SqliteBackend<Db, Tx>({
       database: config.database,
+      handle: config.handle,
       table,
       retentionMs: parseDuration(config.retention ?? DEFAULT_SQLITE_LEDGER_CONFIG.retention, 'retention'),
       clock: config.clock ?? Date.now,
