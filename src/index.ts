@@ -49,7 +49,9 @@ export { validateGroup } from './core/group.js';
 export { DEFAULT_KEY_SOURCE, HASHED_KEY_PREFIX, MAX_KEY_BYTES } from './core/key.js';
 export type { KeySource } from './core/key.js';
 export { SILENT_LOGGER } from './core/logger.js';
-export type { Logger } from './core/logger.js';
+export type { Logger, PartialLogger } from './core/logger.js';
+export { consoleLogger, DEFAULT_CONSOLE_LOGGER_CONFIG, DEFAULT_LOGGER } from './core/console-logger.js';
+export type { ConsoleLoggerConfig, LogLevel } from './core/console-logger.js';
 export type {
   BusyOutcome,
   OutcomeBase,

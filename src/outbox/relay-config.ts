@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../core/logger.js';
 import type { Transport } from '../transport/transport.js';
 import type { Outbox } from './outbox.js';
 import type { OutboxDatabase } from './outbox-database.js';
@@ -50,8 +50,11 @@ export interface RelayConfig<Tx> {
   /** Owner token prefix written into the leases it holds. @default host, process id and a random suffix */
   readonly name?: string;
   readonly faults?: RelayFaults;
-  /** @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 export const DEFAULT_RELAY_CONFIG = Object.freeze({
@@ -114,6 +117,6 @@ export function resolveRelayConfig<Tx>(config: RelayConfig<Tx>): ResolvedRelayCo
     listen: config.listen ?? d.listen,
     owner: `${name}-${randomBytes(6).toString('hex')}`,
     faults: config.faults,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

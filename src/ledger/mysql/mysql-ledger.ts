@@ -1,6 +1,6 @@
 import { parseDuration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import { SILENT_LOGGER } from '../../core/logger.js';
+import { toLogger } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
 import type { SqlDialect } from '../sql-dialect.js';
 import { DEFAULT_SQL_LEDGER_CONFIG, type SqlLedgerConfig } from '../sql-ledger-config.js';
@@ -64,7 +64,7 @@ export class MysqlLedger<Conn extends MysqlConnectionLike = MysqlConnectionLike>
         `must be a whole number from 0 to 100, got ${String(lockRetries)}`,
       );
     }
-    const logger = config.logger ?? SILENT_LOGGER;
+    const logger = toLogger(config.logger);
     const backend = new MysqlBackend<Conn>({
       pool: config.pool,
       connection: config.connection,

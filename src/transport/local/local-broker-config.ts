@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { TOPIC_PATTERN } from './broker-schema.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerSettings } from './local-consumer.js';
@@ -46,8 +46,11 @@ export interface LocalBrokerConfig {
   readonly migrate?: boolean;
   /** Fault hooks (a `FaultInjector` from `oncemq/testing`). @default none */
   readonly faults?: LocalFaultHooks;
-  /** @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 export const DEFAULT_LOCAL_BROKER_CONFIG = Object.freeze({
@@ -148,6 +151,6 @@ export function resolveLocalBrokerConfig(config: LocalBrokerConfig): ResolvedLoc
     busyTimeoutMs,
     faults: config.faults,
     migrate: config.migrate ?? true,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

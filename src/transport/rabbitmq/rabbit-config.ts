@@ -2,7 +2,7 @@ import { ROCKETMQ_DELAY_LEVELS } from '../../consumer/retry-policy.js';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import type { AmqpConnectionLike } from './amqp-like.js';
 import { RABBIT_SLOTS } from './rabbit-names.js';
 
@@ -77,8 +77,11 @@ export interface RabbitTransportConfig {
    * refused. From 1 to 64. @default 4
    */
   readonly partitions?: number;
-  /** @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 export const DEFAULT_RABBIT_TRANSPORT_CONFIG = Object.freeze({
@@ -208,6 +211,6 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
     closeTimeoutMs,
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
     partitions,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

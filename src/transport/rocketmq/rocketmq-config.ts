@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 
 export interface RocketMQTransportConfig {
   /**
@@ -40,8 +40,11 @@ export interface RocketMQTransportConfig {
   readonly retryMaxTimes?: number;
   /** Wait before receiving again after a receive failed. @default '1s' */
   readonly failureBackoff?: Duration;
-  /** @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 export const DEFAULT_ROCKETMQ_URL = 'rocketmq://127.0.0.1:8081';
@@ -118,6 +121,6 @@ export function resolveRocketMQSettings(config: RocketMQTransportConfig): Rocket
     retryMaxTimes:
       config.retryMaxTimes === undefined ? undefined : wholeNumber(config.retryMaxTimes, 'retryMaxTimes', 0),
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }
