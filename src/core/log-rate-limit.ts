@@ -35,6 +35,11 @@ export class LogRateLimit {
     this.#config = config;
   }
 
+  /** How many kinds it keeps a count for. */
+  get kinds(): number {
+    return this.#kinds.size;
+  }
+
   /**
    * Whether a line of `kind` is written now: `undefined` when it is held back, else how many lines
    * of the kind were held back before it (0 when none).

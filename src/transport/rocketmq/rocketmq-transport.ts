@@ -107,9 +107,14 @@ export class RocketMQTransport implements Transport {
     return { endpoints: this.#settings.endpoints, nameServer: this.#settings.nameServer };
   }
 
-  /** Loads the client. Idempotent; the other methods call it. */
+  /**
+   * Loads the client and asks the name server for the cluster's brokers: a name server that cannot be
+   * reached fails it with a `TransportUnavailableError` naming the URL, within `requestTimeout`. The
+   * other methods load the client themselves.
+   */
   async init(): Promise<void> {
-    await this.#open();
+    const open = await this.#open();
+    await open.topology.admin.masters().catch(this.#unreachable);
   }
 
   #open(): Promise<Open> {
