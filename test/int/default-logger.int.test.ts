@@ -1,6 +1,6 @@
 // Failures are visible by default: on a SQLite ledger (no server), a handler whose SQL fails, its dead
-// letter and a commit the database could not make each leave a warning on the default logger's sink;
-// in a process given no logger at all, the same lines reach stderr.
+// letter, a commit the database could not make and a lost lease each leave a warning on the default
+// logger's sink; in a process given no logger at all, the same lines reach stderr.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import {
   createEnvelope,
   createPipeline,
   KEY_HEADER,
+  LeaseLostError,
   RetryPolicy,
   type LoggerLike,
   type Outcome,
@@ -87,6 +88,46 @@ describe('the default logger on a SQLite pipeline', () => {
       /WARN oncemq: ledger unavailable; the message comes again \(not charged\) group=shipping key=order-7 .*charged=false error="LedgerUnavailableError: the commit of key 'order-7' failed/,
     );
     await close();
+  });
+
+  it('a lease the ledger says is lost aborts the handler with a warning, and its message comes again uncharged with another', async () => {
+    const lines: string[] = [];
+    const logger = consoleLogger({ write: (line) => void lines.push(line) });
+    const sqlite = new SqliteLedger({ database: join(scratch.dir, 'lease.db'), logger });
+    // every renewal is refused: another owner took the key
+    const ledger = new Proxy(sqlite, {
+      get(target, property, receiver) {
+        if (property === 'renew') {
+          return (claim: { group: string; key: string; attempt: number }) =>
+            Promise.reject(new LeaseLostError(claim.group, claim.key, claim.attempt));
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const pipeline = createPipeline<unknown, Order>({
+      ledger,
+      group: 'shipping',
+      mode: 'leased',
+      lease: '300ms',
+      renewEvery: '50ms',
+      logger,
+      telemetry: false,
+      handler: (_message, ctx) =>
+        new Promise((_, reject) => {
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error));
+        }),
+    });
+    const outcome = await pipeline.process(order(1));
+    expect(outcome).toMatchObject({ kind: 'retry', nextDeliveryCount: 1 });
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(
+      /WARN oncemq: lease lost; the handler's signal is aborted group=shipping key=order-7 attempt=1 error="LeaseLostError: lease lost on group 'shipping' key 'order-7'/,
+    );
+    expect(lines[1]).toMatch(
+      /WARN oncemq: lease lost; the message comes again \(not charged\) group=shipping key=order-7 .*charged=false/,
+    );
+    await sqlite.close();
   });
 
   it('a duplicate is not a warning', async () => {
