@@ -1,5 +1,9 @@
-// Conformance suites: vitest test suites that every ledger and transport runs. They need vitest;
-// the fault injector and the effect checker (oncemq/testing) do not.
+/**
+ * Conformance suites: vitest test suites that every ledger and transport runs. They need vitest;
+ * the fault injector and the effect checker (oncemq/testing) do not.
+ *
+ * @module oncemq/conformance
+ */
 export { describeLedgerConformance } from './testing/ledger-conformance.js';
 export { conformanceRequest, gate, withNamespace, wonClaim } from './testing/ledger-conformance-fixture.js';
 export type {

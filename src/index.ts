@@ -1,3 +1,11 @@
+/**
+ * The core: `createPipeline` and its configuration, outcomes, envelopes, errors, the retry policy,
+ * the `Ledger` and `Transport` contracts (and what a custom ledger or transport builds on), the
+ * transactional outbox and its relay, and OpenTelemetry. Ledgers and transports are in their own
+ * entry points, so that only the drivers you use are loaded.
+ *
+ * @module oncemq
+ */
 export { createPipeline, DEFAULT_PIPELINE_CONFIG } from './consumer/pipeline.js';
 export type {
   BatchContext,
@@ -106,6 +114,7 @@ export type {
 export { transition } from './ledger/transition.js';
 export type { TransitionResult, TransitionSpec, TransitionValue } from './ledger/transition.js';
 export type { SqlDialect, SqlValue } from './ledger/sql-dialect.js';
+export type { SqlBridge } from './ledger/sql-bridge.js';
 export { DEFAULT_RETENTION_CONFIG, startRetention } from './ledger/retention.js';
 export type { Retention, RetentionConfig, RetentionProgress } from './ledger/retention.js';
 export { TransportUnavailableError } from './core/errors.js';

@@ -1,3 +1,8 @@
+/**
+ * The Kafka transport, through @platformatic/kafka (docs/transports/kafka.md).
+ *
+ * @module oncemq/kafka
+ */
 export { KafkaTransport } from './transport/kafka/kafka-transport.js';
 export { KafkaSubscription } from './transport/kafka/kafka-subscription.js';
 export { KafkaDeadLetters } from './transport/kafka/kafka-dead-letters.js';

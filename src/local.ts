@@ -1,3 +1,8 @@
+/**
+ * The embedded broker: RocketMQ's delivery model in a SQLite file, no server needed (docs/transports/local.md).
+ *
+ * @module oncemq/local
+ */
 export { LocalBroker } from './transport/local/local-broker.js';
 export type { LocalDeadLetters } from './transport/local/local-broker.js';
 export { DEFAULT_LOCAL_BROKER_CONFIG } from './transport/local/local-broker-config.js';

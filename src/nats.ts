@@ -1,3 +1,8 @@
+/**
+ * The NATS JetStream transport, through @nats-io/transport-node 3 (docs/transports/nats.md).
+ *
+ * @module oncemq/nats
+ */
 export { JETSTREAM_MAX_HEADER_BYTES, NatsTransport } from './transport/nats/nats-transport.js';
 export type { NatsSubscribeOptions } from './transport/nats/nats-transport.js';
 export { DEFAULT_NATS_TRANSPORT_CONFIG, MAX_DELIVER_GRACE } from './transport/nats/nats-config.js';

@@ -1,3 +1,8 @@
+/**
+ * The PostgreSQL ledger, through pg 8 (docs/ledgers/postgres.md).
+ *
+ * @module oncemq/postgres
+ */
 export {
   DEFAULT_POSTGRES_LEDGER_CONFIG,
   MAX_POSTGRES_TABLE_LENGTH,

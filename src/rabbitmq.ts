@@ -1,3 +1,8 @@
+/**
+ * The RabbitMQ transport, through amqplib ≥ 2.1 (docs/transports/rabbitmq.md).
+ *
+ * @module oncemq/rabbitmq
+ */
 export { RabbitTransport } from './transport/rabbitmq/rabbit-transport.js';
 export {
   DEFAULT_RABBIT_TRANSPORT_CONFIG,

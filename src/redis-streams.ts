@@ -1,3 +1,8 @@
+/**
+ * The Redis Streams transport, through node-redis ≥ 5 or ioredis ≥ 5 (docs/transports/redis-streams.md).
+ *
+ * @module oncemq/redis-streams
+ */
 export {
   DEFAULT_REDIS_STREAMS_CONFIG,
   MIN_VISIBILITY_MS,

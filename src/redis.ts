@@ -1,3 +1,8 @@
+/**
+ * The Redis ledger (leased mode only), through node-redis ≥ 5 or ioredis ≥ 5 (docs/ledgers/redis.md).
+ *
+ * @module oncemq/redis
+ */
 export { DEFAULT_REDIS_LEDGER_CONFIG, RedisLedger } from './ledger/redis/redis-ledger.js';
 export type { RedisLedgerConfig } from './ledger/redis/redis-ledger.js';
 export { fromIoredis, fromNodeRedis, toRedisLike } from './ledger/redis/redis-like.js';
@@ -5,6 +10,7 @@ export type {
   IoredisLike,
   NodeRedisClientLike,
   RedisClientInput,
+  RedisConnectionState,
   RedisLike,
 } from './ledger/redis/redis-like.js';
 export { redisKey, REDIS_PREFIX_PATTERN } from './ledger/redis/redis-record.js';

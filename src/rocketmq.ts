@@ -1,3 +1,8 @@
+/**
+ * The RocketMQ 5 transport, through rocketmq-client-nodejs 1.0.8 (docs/transports/rocketmq.md).
+ *
+ * @module oncemq/rocketmq
+ */
 export { RocketMQTransport } from './transport/rocketmq/rocketmq-transport.js';
 export {
   DEFAULT_ROCKETMQ_TRANSPORT_CONFIG,

@@ -1,3 +1,8 @@
+/**
+ * The SQLite ledger, through better-sqlite3 12 (docs/ledgers/sqlite.md).
+ *
+ * @module oncemq/sqlite
+ */
 export { DEFAULT_SQLITE_LEDGER_CONFIG, SqliteLedger } from './ledger/sqlite/sqlite-ledger.js';
 export type { SqliteLedgerConfig } from './ledger/sqlite/sqlite-ledger.js';
 export type { SqliteDatabaseLike, SqliteStatementLike } from './ledger/sqlite/sqlite-database.js';

@@ -5,16 +5,25 @@ import type { OutboxMessage } from '../outbox/outbox-message.js';
 import type { Outbox, OutboxEntry } from '../outbox/outbox.js';
 import type { SignalSource } from './lease-keeper.js';
 
+/**
+ * How a claim and its effect relate. `transactional`: the claim, the handler's writes through
+ * `ctx.tx` and the completion are one local transaction (exactly-once database effect; SQL ledgers).
+ * `leased`: the claim commits a lease first and the handler runs outside any transaction, for
+ * effects outside the database (at-least-once to the downstream, which gets `ctx.downstreamKey`).
+ */
 export type Mode = 'transactional' | 'leased';
 
 /** What a handler gets beside the decoded message. */
 export interface HandlerContext<Tx> {
+  /** The delivery as the transport handed it over: broker id, topic, headers, body, delivery count. */
   readonly envelope: Envelope;
+  /** The pipeline's consumer group. */
   readonly group: string;
   /** The normalized business key. */
   readonly key: string;
   /** Execution number of this key: 1 for the first, +1 after each failed or expired attempt. */
   readonly attempt: number;
+  /** The pipeline's mode: whether {@link tx} exists (`transactional`) or {@link signal} matters (`leased`). */
   readonly mode: Mode;
   /**
    * The ledger's transaction (transactional mode): write the business effect through it so that the
@@ -37,6 +46,10 @@ export interface HandlerContext<Tx> {
 
 /** `ctx.outbox`: the pipeline's outbox bound to the delivery's transaction. */
 export interface HandlerOutbox {
+  /**
+   * Writes a follow-up message into the outbox table in the delivery's transaction; the relay sends
+   * it once that transaction commits, and never if it rolls back.
+   */
   add(message: OutboxMessage): Promise<OutboxEntry>;
 }
 

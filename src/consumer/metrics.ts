@@ -2,9 +2,13 @@ import type { DuplicateSource, Outcome, OutcomeKind } from '../core/outcome.js';
 
 /** Counters a pipeline keeps: outcomes by kind, duplicates by source, dead letters by reason. */
 export interface PipelineMetrics {
+  /** Deliveries that reached an outcome since the pipeline was created. */
   readonly deliveries: number;
+  /** Outcomes by `kind` (`executed`, `duplicate`, `busy`, `conflict`, `retry`, `dead`). */
   readonly outcomes: Readonly<Record<OutcomeKind, number>>;
+  /** `duplicate` and `busy` outcomes by source: `redelivery`, `republish`, `concurrent`. */
   readonly duplicates: Readonly<Record<DuplicateSource, number>>;
+  /** Dead-lettered deliveries (`conflict` and `dead` outcomes) by reason. */
   readonly deadLettered: Readonly<Record<string, number>>;
   /** Executions that took over an expired lease or a failed attempt. */
   readonly reclaimed: number;

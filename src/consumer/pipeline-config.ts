@@ -21,7 +21,18 @@ import {
   type RetryPolicyConfig,
 } from './retry-policy.js';
 
+/**
+ * Input of `createPipeline(config)`: where claims are recorded, the group, the handler, and how keys,
+ * retries and leases work. Checked at `createPipeline`: a bad value throws a {@link ConfigError} there,
+ * never at the first delivery. `Tx` is the ledger's transaction type (what `ctx.tx` is), `T` the
+ * decoded message.
+ */
 export interface PipelineConfig<Tx, T = unknown> {
+  /**
+   * Where `(group, key)` claims are recorded: a SQL ledger in your business database (so the claim and
+   * the effect share a transaction), a Redis ledger (leased mode only) or a tiered one. The pipeline
+   * initializes it; closing it stays yours.
+   */
   readonly ledger: Ledger<Tx>;
   /** The consumer group: the same event is applied once per group. */
   readonly group: string;
@@ -31,17 +42,24 @@ export interface PipelineConfig<Tx, T = unknown> {
    * Transactional mode: applies the won events of a batch (`processBatch`) at once inside the claim's
    * transaction, so a batch costs one business statement instead of one per event. A throw rolls the
    * batch back and every delivery is processed on its own (through `handler`, or this with one event).
+   * Only the events whose claim was won reach it: duplicates, busy keys and conflicts are answered
+   * without it. Refused in leased mode. See {@link BatchHandler} for what it returns, and
+   * docs/pipeline.md for an example. @default none (`handler` runs once per event)
    */
   readonly batchHandler?: BatchHandler<Tx, T>;
   /** Where the business key comes from. @default { header: 'oncemq-key' } */
   readonly key?: KeySource;
-  /** @default 'transactional' when the ledger can share a transaction, else 'leased' */
+  /**
+   * How a claim and the effect relate: `transactional` (one local transaction, exactly-once database
+   * effect) or `leased` (effects outside the database, at-least-once to the downstream).
+   * @default 'transactional' when the ledger can share a transaction, else 'leased'
+   */
   readonly mode?: Mode;
-  /** @default 'json' */
+  /** How the body becomes the handler's message: `json`, `text`, `bytes` or a function. @default 'json' */
   readonly decode?: Decoder<T>;
   /** Payload fingerprint for conflict detection. @default true (SHA-256 of the body) */
   readonly fingerprint?: FingerprintSource;
-  /** @default RetryPolicy.rocketmq() */
+  /** What follows a failed handler: immediate retries, delayed retries, then the dead-letter queue. @default RetryPolicy.rocketmq() */
   readonly retry?: RetryPolicy | RetryPolicyConfig;
   /** Added to the retry horizon when checking the ledger's retention (broker retention, replays). @default '1d' */
   readonly replayMargin?: Duration;
@@ -57,7 +75,7 @@ export interface PipelineConfig<Tx, T = unknown> {
   readonly renewEvery?: Duration;
   /** Leased mode, after a failed execution: keep the row as FAIL with the error, or delete it. @default 'fail' */
   readonly onFailure?: 'fail' | 'release';
-  /** @default JSON */
+  /** Stores handler results in the ledger and reads them back for duplicates. @default JSON */
   readonly serializer?: Serializer;
   /** Called with every outcome, after the ledger has recorded it. */
   readonly onOutcome?: (outcome: Outcome) => void;
@@ -86,10 +104,15 @@ export interface PipelineConfig<Tx, T = unknown> {
  */
 export const MIN_LEASE_PER_RENEWAL = 3;
 
+/** Defaults of the {@link PipelineConfig} fields that have a fixed one. */
 export const DEFAULT_PIPELINE_CONFIG = Object.freeze({
+  /** Bodies are decoded as UTF-8 JSON; one that does not parse is a `malformed` dead letter. */
   decode: 'json',
+  /** A leased claim's lease. */
   lease: '30s',
+  /** Leased mode keeps a failed execution's row as FAIL with the error as its remark. */
   onFailure: 'fail',
+  /** Added to the retry horizon when the ledger's retention is checked. */
   replayMargin: DEFAULT_REPLAY_MARGIN,
 } as const);
 

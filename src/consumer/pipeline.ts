@@ -22,9 +22,16 @@ export type { BatchContext, BatchEvent, BatchHandler, Handler } from './delivery
 export { DEFAULT_PIPELINE_CONFIG } from './pipeline-config.js';
 export type { PipelineConfig } from './pipeline-config.js';
 
+/**
+ * What `createPipeline(config)` returns: a {@link Processor} any transport (or your own consumer loop)
+ * drives, one `process(envelope)` per delivery, acting on each outcome's `action`.
+ */
 export interface Pipeline {
+  /** The consumer group, checked. */
   readonly group: string;
+  /** The mode chosen: the configured one, else `transactional` when the ledger can share a transaction. */
   readonly mode: Mode;
+  /** The retry policy in force (a configured `RetryPolicyConfig` becomes a policy). */
   readonly retry: RetryPolicy;
   /**
    * Runs one delivery to its outcome. Never rejects for anything a message or a user function does
@@ -40,6 +47,7 @@ export interface Pipeline {
    * shares their round trips); a later copy of a key in the same batch is claimed at its turn.
    */
   processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
+  /** A snapshot of the counters: outcomes by kind, duplicates by source, dead letters by reason. */
   metrics(): PipelineMetrics;
   /** Refuses further deliveries. The ledger stays open: it is the caller's. */
   close(): void;

@@ -31,6 +31,7 @@ export const ROCKETMQ_MAX_RECONSUME_TIMES = 16;
 /** Reconsume n (0-based `reconsumeTimes`) waits delay level n + 3, as RocketMQ does. */
 export const ROCKETMQ_FIRST_RETRY_LEVEL = 3;
 
+/** Input of `new RetryPolicy(config)`, and what a pipeline's `retry` option takes instead of a policy. */
 export interface RetryPolicyConfig {
   /** Name shown in messages and metrics. @default 'custom' */
   readonly name?: string;
@@ -45,15 +46,29 @@ export interface RetryPolicyConfig {
 
 /** What to do after a failed delivery. */
 export type RetryDecision =
-  | { readonly action: 'retry'; readonly delayMs: number; readonly reconsumeTimes: number }
-  | { readonly action: 'dead-letter'; readonly reconsumeTimes: number };
+  | {
+      /** Retries are left: deliver the message again after `delayMs`. */
+      readonly action: 'retry';
+      /** How long the retried copy waits before it is delivered. */
+      readonly delayMs: number;
+      /** The delayed retries the message had before this failure. */
+      readonly reconsumeTimes: number;
+    }
+  | {
+      /** The schedule is used up: dead-letter the message (reason `retries-exhausted`). */
+      readonly action: 'dead-letter';
+      /** The delayed retries the message had before this failure. */
+      readonly reconsumeTimes: number;
+    };
 
 /**
  * Immediate retries in-process, then delayed retries, then the dead-letter queue.
  * The policy knows its redelivery horizon: the time from the first delivery to the last retry.
  */
 export class RetryPolicy {
+  /** The policy's name (`rocketmq`, `exponential`, `none`, or the configured one), in messages and metrics. */
   readonly name: string;
+  /** Handler re-runs within one delivery before a delayed retry. */
   readonly immediate: number;
   /** Delays of the delayed retries in milliseconds; its length is the most reconsumes allowed. */
   readonly delaysMs: readonly number[];
@@ -146,6 +161,7 @@ export class RetryPolicy {
     return { action: 'retry', delayMs: delay, reconsumeTimes };
   }
 
+  /** Describes the policy for messages: name, immediate and delayed retries, and horizon. */
   toString(): string {
     return `retry policy '${this.name}' (${this.immediate} immediate, ${this.maxReconsumeTimes} delayed, horizon ${formatDuration(this.horizonMs)})`;
   }

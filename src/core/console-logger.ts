@@ -28,8 +28,11 @@ export interface ConsoleLoggerConfig {
 
 /** The defaults of {@link ConsoleLoggerConfig} (the sink and the clock aside). */
 export const DEFAULT_CONSOLE_LOGGER_CONFIG: Readonly<{
+  /** Warnings and errors are written; info and debug are not. */
   level: LogLevel;
+  /** Ten lines of one kind per interval. */
   linesPerInterval: number;
+  /** A minute. */
   interval: Duration;
 }> = Object.freeze({ level: 'warn', linesPerInterval: 10, interval: '1m' });
 

@@ -35,8 +35,14 @@ export interface DeliveryKeepAlive {
 export interface Envelope {
   /** The broker's id of this stored copy. Identifies a copy, never a business event. */
   readonly brokerId: string;
+  /** The topic (subject, stream, queue name) the message was published to. */
   readonly topic: string;
+  /**
+   * The message's headers as exact text (AMQP headers, JetStream headers, Kafka record headers,
+   * RocketMQ properties): the business key and the ordering key are read from here by default.
+   */
   readonly headers: Readonly<Record<string, string>>;
+  /** The message's bytes as the broker stored them; the pipeline's `decode` turns them into the message. */
   readonly body: Uint8Array;
   /**
    * oncemq's own attempt count, the one the retry policy reads: 1 on the first delivery, +1 for each
@@ -69,15 +75,31 @@ export interface Envelope {
 
 /** Input of {@link createEnvelope}: a body may be bytes, text, or a value to encode as JSON. */
 export interface EnvelopeInit {
+  /**
+   * The broker's id of this stored copy (a message id, `partition:offset`, a stream entry id). The
+   * pipeline tells a redelivery from a republished copy by it; it is never the business key.
+   */
   brokerId: string;
+  /** The topic the message was received from. */
   topic: string;
+  /** Bytes as they are, text as UTF-8, anything else encoded as JSON ({@link encodeBody}). */
   body: Uint8Array | string | object;
+  /** The message's headers as text. Copied and frozen. @default {} */
   headers?: Readonly<Record<string, string>>;
+  /**
+   * {@link Envelope.deliveryCount}: your consumer loop's own attempt count of this message, which the
+   * retry policy reads; carry `outcome.nextDeliveryCount` on the copy you redeliver. @default 1
+   */
   deliveryCount?: number;
+  /** {@link Envelope.brokerDeliveryCount}: the broker's raw count, information only. @default undefined */
   brokerDeliveryCount?: number;
+  /** {@link Envelope.publishedAt}: when the first copy was published. @default undefined */
   publishedAt?: Date;
+  /** {@link Envelope.orderingKey}. @default the `oncemq-ordering-key` header, if present */
   orderingKey?: string;
+  /** {@link Envelope.keepAlive}: how to keep the delivery at the broker while a handler runs. @default none */
   keepAlive?: DeliveryKeepAlive;
+  /** {@link Envelope.nonKeyHeaders}: headers no key may be read from. @default none */
   nonKeyHeaders?: Readonly<Record<string, string>> | undefined;
 }
 

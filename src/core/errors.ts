@@ -11,10 +11,18 @@ export type OncemqErrorCode =
   | 'conflict'
   | 'closed'
   | 'transport-unavailable'
-  | 'commit-rejected';
+  | 'commit-rejected'
+  | 'rollback-check';
 
+/**
+ * The base of every error oncemq throws. Catch it to tell oncemq's errors from your own and a
+ * driver's (which oncemq wraps, the driver's error kept as `cause`), and switch on {@link code} (or
+ * use `instanceof` on the subclasses) to decide what to do.
+ */
 export class OncemqError extends Error {
+  /** The class's name (`ConfigError`, `LeaseLostError`, …), as in stack traces and logs. */
   override name = 'OncemqError';
+  /** What went wrong, for a `switch`: stable across releases, unlike the message. */
   readonly code: OncemqErrorCode;
 
   constructor(code: OncemqErrorCode, message: string, options?: ErrorOptions) {
@@ -25,6 +33,7 @@ export class OncemqError extends Error {
 
 /** A configuration that cannot work; raised at start-up, never mid-run. Names the field and the fix. */
 export class ConfigError extends OncemqError {
+  /** Always `'ConfigError'`. */
   override name = 'ConfigError' as const;
   /** The configuration field at fault, as a dotted path (`retry.delays`, `ledger.table`). */
   readonly field: string;
@@ -43,7 +52,13 @@ export type PermanentReason = 'missing-key' | 'malformed' | 'invalid' | (string 
  * a malformed payload, a failed validation, a missing business key. Skips all retries.
  */
 export class PermanentError extends OncemqError {
+  /** Always `'PermanentError'`. */
   override name = 'PermanentError' as const;
+  /**
+   * Why the message cannot succeed. `missing-key`, `invalid-key` and `malformed` become the dead
+   * outcome's `reason`; any other reason is dead-lettered as `permanent-error`, this error (with its
+   * reason) kept as the outcome's `error`.
+   */
   readonly reason: PermanentReason;
 
   constructor(reason: PermanentReason, message: string, options?: ErrorOptions) {
@@ -51,6 +66,7 @@ export class PermanentError extends OncemqError {
     this.reason = reason;
   }
 
+  /** True when `error` is a {@link PermanentError}: a handler's failure that no retry can fix. */
   static is(error: unknown): error is PermanentError {
     return error instanceof PermanentError;
   }
@@ -61,9 +77,13 @@ export class PermanentError extends OncemqError {
  * reclaimed the key, or the row was released. The stale owner must stop and must not write.
  */
 export class LeaseLostError extends OncemqError {
+  /** Always `'LeaseLostError'`. */
   override name = 'LeaseLostError' as const;
+  /** The consumer group of the lost claim. */
   readonly group: string;
+  /** The business key of the lost claim. */
   readonly key: string;
+  /** The ledger attempt this owner held; the new owner's attempt is higher. */
   readonly attempt: number;
 
   constructor(group: string, key: string, attempt: number, options?: ErrorOptions) {
@@ -80,6 +100,7 @@ export class LeaseLostError extends OncemqError {
 
 /** The ledger's store could not be reached or failed; the message is not acked and will come back. */
 export class LedgerUnavailableError extends OncemqError {
+  /** Always `'LedgerUnavailableError'`. */
   override name = 'LedgerUnavailableError' as const;
 
   constructor(message: string, options?: ErrorOptions) {
@@ -94,6 +115,7 @@ export class LedgerUnavailableError extends OncemqError {
  * it is charged to the message: it is retried by the retry policy and then dead-lettered.
  */
 export class CommitRejectedError extends OncemqError {
+  /** Always `'CommitRejectedError'`. */
   override name = 'CommitRejectedError' as const;
 
   constructor(message: string, options?: ErrorOptions) {
@@ -103,6 +125,7 @@ export class CommitRejectedError extends OncemqError {
 
 /** The transport was closed while an operation needed it. */
 export class TransportClosedError extends OncemqError {
+  /** Always `'TransportClosedError'`. */
   override name = 'TransportClosedError' as const;
 
   constructor(message: string, options?: ErrorOptions) {
@@ -112,10 +135,15 @@ export class TransportClosedError extends OncemqError {
 
 /** The same business key arrived with a different payload fingerprint: key reuse, never a duplicate. */
 export class ConflictError extends OncemqError {
+  /** Always `'ConflictError'`. */
   override name = 'ConflictError' as const;
+  /** The consumer group the key was recorded in. */
   readonly group: string;
+  /** The reused business key. */
   readonly key: string;
+  /** The fingerprint the ledger recorded for the key; `null` when it recorded none. */
   readonly recordedFingerprint: string | null;
+  /** The fingerprint of the copy that arrived; `null` when the pipeline computes none (`fingerprint: false`). */
   readonly fingerprint: string | null;
 
   constructor(
@@ -137,8 +165,9 @@ export class ConflictError extends OncemqError {
   }
 }
 
-/** Use after close. */
+/** Use after close: a pipeline, a ledger or a transport was called after its `close()`. */
 export class ClosedError extends OncemqError {
+  /** Always `'ClosedError'`. */
   override name = 'ClosedError' as const;
 
   constructor(what: string) {
@@ -170,6 +199,7 @@ export function errorText(error: unknown): string {
 
 /** The broker's store could not be reached or failed; the operation did not happen and may be retried. */
 export class TransportUnavailableError extends OncemqError {
+  /** Always `'TransportUnavailableError'`. */
   override name = 'TransportUnavailableError' as const;
 
   constructor(message: string, options?: ErrorOptions) {

@@ -16,9 +16,18 @@ import { sha256Hex } from './fingerprint.js';
  *   copy under a new broker id, so such duplicates pass as new events.
  */
 export type KeySource =
-  | { readonly header: string }
-  | { readonly jsonPath: string | readonly string[] }
-  | { readonly brokerId: true }
+  | {
+      /** The header that carries the key, read as exact text (before the body is decoded). */
+      readonly header: string;
+    }
+  | {
+      /** A path into the decoded body, or several for a composite key. */
+      readonly jsonPath: string | readonly string[];
+    }
+  | {
+      /** Opt-in to the broker's id of the copy as the key: producer retries then pass as new events. */
+      readonly brokerId: true;
+    }
   | ((envelope: Envelope, message: unknown) => unknown);
 
 /** The default key source: the header oncemq's own producers set. */

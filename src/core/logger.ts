@@ -2,9 +2,13 @@ import { DEFAULT_LOGGER, DISCARD } from './console-logger.js';
 
 /** Where oncemq writes log lines: the message first, then the fields (console's order). */
 export interface Logger {
+  /** Detail for tracing one delivery: every outcome's line (group, key, brokerId, attempt, outcome). */
   debug(message: string, fields?: Record<string, unknown>): void;
+  /** Something an operator may want to know: a ledger ready or closed, a stream or consumer created, a rebalance. */
   info(message: string, fields?: Record<string, unknown>): void;
+  /** Something went wrong and was handled: a lost lease, a result that could not be stored. */
   warn(message: string, fields?: Record<string, unknown>): void;
+  /** Something failed that needs a look: a listener threw, a delivery could not be settled at the broker. */
   error(message: string, fields?: Record<string, unknown>): void;
 }
 
@@ -15,11 +19,17 @@ type PinoMethod = (fields: Record<string, unknown>, message: string) => void;
  * logger by pino's `bindings()` and `child()`.
  */
 export interface PinoLike {
+  /** pino's `debug(fields, message)`. */
   debug: PinoMethod;
+  /** pino's `info(fields, message)`. */
   info: PinoMethod;
+  /** pino's `warn(fields, message)`. */
   warn: PinoMethod;
+  /** pino's `error(fields, message)`. */
   error: PinoMethod;
+  /** pino's `child(bindings)`; only its presence is checked, to tell a pino logger from a console-style one. */
   child(bindings: Record<string, unknown>): unknown;
+  /** pino's `bindings()`; only its presence is checked, to tell a pino logger from a console-style one. */
   bindings(): Record<string, unknown>;
 }
 

@@ -10,6 +10,11 @@ import type { ClaimRequest, LedgerRecord } from './ledger.js';
  */
 export type ExistingRowDecision = 'conflict' | 'duplicate' | 'busy' | 'reclaim';
 
+/**
+ * Decides a claim against the row already stored for its key (see {@link ExistingRowDecision}), at
+ * `nowMs` on the application's clock. A custom backend calls it with the row its claim found, so
+ * that it answers as the built-in ledgers do.
+ */
 export function decideExisting(
   record: LedgerRecord,
   request: ClaimRequest,

@@ -40,6 +40,10 @@ export interface TransactionalClaims<Tx> {
  * after the claim names the owner and attempt it expects, and answers whether the row still had them.
  */
 export interface LeasedClaims {
+  /**
+   * Claims `request` atomically and commits at once: a PROCESSING row with a fresh owner token and a
+   * lease of `request.leaseMs`, or the answer for the row already there (see `decideExisting`).
+   */
   claim(request: ClaimRequest): Promise<ClaimResult>;
   /** The new end of the lease, or `undefined` when `claim` no longer owns the row. */
   renew(claim: Claim, leaseMs: number): Promise<Date | undefined>;
@@ -63,7 +67,12 @@ export type BatchClaim<Tx> = (
 
 /** Rows read and reset on purpose (the CLI's `oncemq ledger`). Capability `inspect`. */
 export interface LedgerInspection {
+  /** Rows matching every filter of `query`, oldest update first, at most `query.limit` (default 100). */
   list(query: ListQuery): Promise<readonly LedgerRecord[]>;
+  /**
+   * Deletes the row of `(group, key)` when it is PROCESSING or FAIL, or SUCCESS with `options.force`;
+   * answers whether a row was deleted.
+   */
   reset(group: string, key: string, options: ResetOptions): Promise<boolean>;
 }
 
@@ -92,6 +101,7 @@ export interface LedgerBackend<Tx = unknown> {
   readonly name: string;
   /** How long finished rows are kept. */
   readonly retentionMs: number;
+  /** Facts about the store that no method declares. @default { storesResult: true, concurrentConnections: true } */
   readonly traits?: LedgerTraits;
   /** How statements run in the handler's transaction; SQL backends only. */
   readonly dialect?: SqlDialect<Tx> | undefined;
@@ -100,13 +110,20 @@ export interface LedgerBackend<Tx = unknown> {
   open(): Promise<void>;
   /** Lets go of what the backend opened. Called once, after open() settled, whether or not it ran. */
   close(): Promise<void>;
+  /** The row of `(group, key)`, or `undefined` when there is none. */
   get(group: string, key: string): Promise<LedgerRecord | undefined>;
 
+  /** Claims sharing the handler's transaction; present means capability `transactional`. @default none */
   readonly transactional?: TransactionalClaims<Tx> | undefined;
+  /** Owner-checked leased claims; present means capability `leased`. @default none */
   readonly leased?: LeasedClaims | undefined;
+  /** A batch claimed in one transaction; present means capability `batchClaim` (needs `transactional`). @default none */
   readonly batchClaim?: BatchClaim<Tx> | undefined;
+  /** Listing and resetting rows; present means capability `inspect`. @default none */
   readonly inspect?: LedgerInspection | undefined;
+  /** The ledger-wide lock for retention; present means capability `maintenanceLock`. @default none */
   readonly maintenanceLock?: MaintenanceLockTaker | undefined;
+  /** Deleting finished rows; present means capability `purge`. @default none */
   readonly purge?: Purge | undefined;
 }
 

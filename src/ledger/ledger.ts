@@ -8,13 +8,22 @@ import type { SqlDialect } from './sql-dialect.js';
 
 export { MAX_REMARK_LENGTH } from './claim-request.js';
 
+/**
+ * A ledger row's state. `PROCESSING`: a leased claim is held (or its owner died and the lease will
+ * run out). `SUCCESS`: the effect was applied; every later copy is a duplicate. `FAIL`: the last
+ * execution failed; the next delivery reclaims the key.
+ */
 export type LedgerStatus = 'PROCESSING' | 'SUCCESS' | 'FAIL';
 
 /** One ledger row as stored. */
 export interface LedgerRecord {
+  /** The consumer group of the row. */
   readonly group: string;
+  /** The normalized business key. */
   readonly key: string;
+  /** Where the key stands: being processed, applied, or failed. */
   readonly status: LedgerStatus;
+  /** The payload fingerprint recorded with the key; `null` when the pipeline computes none. */
   readonly fingerprint: string | null;
   /** Token of the process that holds (or last held) the claim. */
   readonly owner: string | null;
@@ -24,22 +33,29 @@ export interface LedgerRecord {
   readonly leaseUntil: Date | null;
   /** Broker id of the copy that created the row; tells redelivery from republish. */
   readonly brokerId: string | null;
+  /** Topic of the copy that created the row. */
   readonly topic: string | null;
   /** Error text of the last failure. */
   readonly remark: string | null;
   /** Serialized result stored at completion, replayed to duplicates. */
   readonly result: string | null;
+  /** When the key was first claimed. */
   readonly createdAt: Date;
+  /** When the row last changed (claim, renewal, completion, failure); retention purges by it. */
   readonly updatedAt: Date;
 }
 
 /** What a claim records about the delivery that makes it. */
 export interface ClaimRequest {
+  /** The consumer group claiming the key. */
   readonly group: string;
   /** The normalized business key. */
   readonly key: string;
+  /** The delivery's payload fingerprint, compared with the recorded one (a mismatch is a conflict). */
   readonly fingerprint: string | null;
+  /** The broker id of the copy claiming; recorded, and compared to tell redelivery from republish. */
   readonly brokerId: string;
+  /** The topic of the copy claiming. */
   readonly topic: string;
   /** Length of the lease a leased claim takes. */
   readonly leaseMs: number;
@@ -47,22 +63,57 @@ export interface ClaimRequest {
 
 /** A claim held by this process: the owner token and attempt every later write is checked against. */
 export interface Claim {
+  /** The consumer group of the claimed key. */
   readonly group: string;
+  /** The claimed business key. */
   readonly key: string;
+  /** This claim's owner token, random per claim: a renewal or completion by anyone else is refused. */
   readonly owner: string;
+  /** The execution number of this claim: 1 for the first, +1 for each reclaim. */
   readonly attempt: number;
+  /** When the lease ends unless renewed: the claim's time plus the request's `leaseMs`. */
   readonly leaseUntil: Date;
 }
 
-/** Answer of an atomic claim. */
+/**
+ * Answer of an atomic claim: `acquired` or `reclaimed` (this delivery won the key and may run the
+ * handler, with `claim`), or `duplicate`, `busy`, `conflict` (another copy's row, as `record`).
+ */
 export type ClaimResult =
-  | { readonly status: 'acquired'; readonly claim: Claim }
-  /** Took over an expired lease or a failed attempt; `previous` is the row as it was. */
-  | { readonly status: 'reclaimed'; readonly claim: Claim; readonly previous: LedgerRecord }
-  | { readonly status: 'duplicate'; readonly record: LedgerRecord }
-  | { readonly status: 'busy'; readonly record: LedgerRecord }
-  | { readonly status: 'conflict'; readonly record: LedgerRecord };
+  | {
+      /** A first claim of the key: this delivery runs the handler. */
+      readonly status: 'acquired';
+      /** The won claim. */
+      readonly claim: Claim;
+    }
+  | {
+      /** Took over an expired lease or a failed attempt: this delivery runs the handler. */
+      readonly status: 'reclaimed';
+      /** The won claim, its attempt one more than the previous row's. */
+      readonly claim: Claim;
+      /** The row as it was before the takeover. */
+      readonly previous: LedgerRecord;
+    }
+  | {
+      /** The key is SUCCESS: the effect was applied by a copy before. */
+      readonly status: 'duplicate';
+      /** The SUCCESS row, with its broker id and stored result. */
+      readonly record: LedgerRecord;
+    }
+  | {
+      /** Another copy holds a live lease on the key. */
+      readonly status: 'busy';
+      /** The PROCESSING row, with its lease end. */
+      readonly record: LedgerRecord;
+    }
+  | {
+      /** The key is recorded with another fingerprint. */
+      readonly status: 'conflict';
+      /** The row with the other fingerprint. */
+      readonly record: LedgerRecord;
+    };
 
+/** The `status` of a {@link ClaimResult}: `acquired`, `reclaimed`, `duplicate`, `busy` or `conflict`. */
 export type ClaimStatus = ClaimResult['status'];
 
 /** A claim this delivery won: its handler may run. */
@@ -125,23 +176,29 @@ export interface PurgeOptions {
   readonly maxBatches?: number;
 }
 
+/** What one {@link Ledger.purge} call did. */
 export interface PurgeResult {
+  /** Rows deleted. */
   readonly deleted: number;
+  /** Statements (short transactions) it took; `maxBatches` bounds it. */
   readonly batches: number;
 }
 
 /** Input of {@link Ledger.list}; all filters combine. */
 export interface ListQuery {
+  /** Only rows of this consumer group. @default every group */
   readonly group?: string;
+  /** Only rows in this status. @default every status */
   readonly status?: LedgerStatus;
   /** Only PROCESSING rows whose lease ended before this instant: stuck claims of dead owners. */
   readonly leaseExpiredBefore?: Date;
-  /** @default 100 */
+  /** Most rows returned. @default 100 */
   readonly limit?: number;
 }
 
 /** A held ledger-wide lock for maintenance (retention runs); see {@link Ledger.tryMaintenanceLock}. */
 export interface MaintenanceLock {
+  /** Lets the lock go, so that another instance's next retention run may take it. */
   release(): Promise<void>;
 }
 
@@ -167,6 +224,7 @@ export interface ResetOptions {
 export interface Ledger<Tx = unknown> {
   /** Backend name, for logs and metrics. */
   readonly name: string;
+  /** What this ledger can do; the pipeline picks its mode and batch path from these. */
   readonly capabilities: LedgerCapabilities;
   /** How long finished rows are kept; checked against the redelivery horizon at start-up. */
   readonly retentionMs: number;
@@ -214,6 +272,7 @@ export interface Ledger<Tx = unknown> {
    */
   transactionMany(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]>;
 
+  /** The row of `(group, key)`, or `undefined` when the ledger has none (never claimed, or purged). */
   get(group: string, key: string): Promise<LedgerRecord | undefined>;
   /** Rows matching `query`, oldest update first. Requires `capabilities.inspect`. */
   list(query: ListQuery): Promise<readonly LedgerRecord[]>;

@@ -4,6 +4,7 @@ import { ConfigError, errorText } from '../core/errors.js';
 import { toLogger, type LoggerLike } from '../core/logger.js';
 import type { Ledger } from './ledger.js';
 
+/** Input of {@link startRetention}: how often and how much of a ledger's finished rows to delete. */
 export interface RetentionConfig {
   /** Time between the end of one run and the start of the next. @default '1m' */
   readonly every?: Duration;
@@ -20,10 +21,11 @@ export interface RetentionConfig {
   readonly retry?: RetryPolicy;
   /** Added to the retry horizon (broker retention, dead-letter replays). @default '1d' */
   readonly replayMargin?: Duration;
-  /** Called after every batch and at the end of every run. */
+  /** Called after every batch and at the end of every run; a throw is logged and changes nothing. @default none */
   readonly onProgress?: (progress: RetentionProgress) => void;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where runs and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
@@ -31,12 +33,17 @@ export interface RetentionConfig {
   readonly clock?: () => number;
 }
 
+/** Defaults of the {@link RetentionConfig} fields that have a fixed one. */
 export const DEFAULT_RETENTION_CONFIG = Object.freeze({
+  /** A minute between the end of one run and the start of the next. */
   every: '1m',
+  /** Rows deleted per statement. */
   batchSize: 1000,
+  /** Added to the retry horizon when `olderThan` is checked. */
   replayMargin: DEFAULT_REPLAY_MARGIN,
 } as const);
 
+/** What `onProgress` hears after every batch and at the end of every run. */
 export interface RetentionProgress {
   /** Number of the run, from 1. */
   readonly run: number;
@@ -54,6 +61,7 @@ export interface RetentionProgress {
   readonly error?: unknown;
 }
 
+/** A running retention, as {@link startRetention} returns it. */
 export interface Retention {
   /** Runs a pass now (waits for a pass in progress first); resolves with its last progress report. */
   runOnce(): Promise<RetentionProgress>;

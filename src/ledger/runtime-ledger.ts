@@ -21,6 +21,7 @@ import type {
 } from './ledger.js';
 import type { SqlDialect } from './sql-dialect.js';
 
+/** Options of `new RuntimeLedger(backend, options)`, and of every built-in ledger's runtime. */
 export interface RuntimeLedgerOptions {
   /**
    * Where the ledger reports that it is ready or closed, and the failures it recovers from.

@@ -29,7 +29,10 @@ export interface SqlLedgerConfig {
 
 /** The defaults every SQL ledger shares. */
 export const DEFAULT_SQL_LEDGER_CONFIG = Object.freeze({
+  /** The ledger table's name. */
   table: 'oncemq_ledger',
+  /** Finished rows are kept a week: well past the default redelivery horizon (4h45m40s plus a day). */
   retention: '7d',
+  /** `init()` creates or upgrades the table. */
   migrate: true,
 } as const);

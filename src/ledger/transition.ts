@@ -11,6 +11,7 @@ export interface TransitionSpec {
   readonly table: string;
   /** Column that identifies the row. */
   readonly idColumn: string;
+  /** The row's id, bound as a parameter. */
   readonly id: TransitionValue;
   /** Column holding the row's state. */
   readonly statusColumn: string;
@@ -22,12 +23,22 @@ export interface TransitionSpec {
   readonly set?: Readonly<Record<string, TransitionValue>>;
 }
 
+/** What {@link transition} did to the row. */
 export type TransitionResult =
-  | { readonly status: 'applied' }
-  /** The row is already in `to`: a duplicate of a change that happened before. */
-  | { readonly status: 'already' }
-  /** The row is in a state the change may not leave (`current`), or does not exist (`null`). */
-  | { readonly status: 'rejected'; readonly current: unknown };
+  | {
+      /** The row moved from one of `from` to `to`. */
+      readonly status: 'applied';
+    }
+  | {
+      /** The row is already in `to`: a duplicate of a change that happened before. */
+      readonly status: 'already';
+    }
+  | {
+      /** The row is in a state the change may not leave, or does not exist. */
+      readonly status: 'rejected';
+      /** The row's state as found, or `null` when there is no such row. */
+      readonly current: unknown;
+    };
 
 function qualified(name: string, field: string, quote: (part: string) => string): string {
   const parts = typeof name === 'string' ? name.split('.') : [name];

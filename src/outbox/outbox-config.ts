@@ -6,6 +6,7 @@ import { sqlIdentifier } from '../ledger/sql-identifier.js';
 /** Longest outbox table name: the ordering-key table adds `_keys`, the NOTIFY channel a prefix. */
 export const MAX_OUTBOX_TABLE_LENGTH = 40;
 
+/** Input of `createOutbox(config)`: the database (by its dialect or a ledger) and the table. */
 export interface OutboxConfig<Tx> {
   /** The SQL dialect of the database the outbox lives in. Give this or `ledger`. */
   readonly dialect?: SqlDialect<Tx>;
@@ -22,8 +23,11 @@ export interface OutboxConfig<Tx> {
   readonly notify?: boolean;
 }
 
+/** Defaults of the {@link OutboxConfig} fields that have a fixed one. */
 export const DEFAULT_OUTBOX_CONFIG = Object.freeze({
+  /** The outbox table's name. */
   table: 'oncemq_outbox',
+  /** PostgreSQL: `add()` notifies listening relays. */
   notify: true,
 } as const);
 

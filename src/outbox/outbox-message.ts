@@ -5,11 +5,13 @@ import { MAX_OUTBOX_NAME_LENGTH } from './outbox-schema.js';
 
 /** A message written to the outbox; the relay publishes it with these fields unchanged. */
 export interface OutboxMessage {
+  /** The topic the relay publishes to. */
   readonly topic: string;
   /** The business key, sent unchanged in the `oncemq-key` header: consumers absorb a re-publish by it. */
   readonly key: string;
   /** Messages of one ordering key are published one after another, in the order their transactions committed. */
   readonly orderingKey?: string;
+  /** More headers, sent as they are. @default none */
   readonly headers?: Readonly<Record<string, string>>;
   /** Bytes as they are, text as UTF-8, anything else as JSON. */
   readonly body: Uint8Array | string | object;

@@ -7,9 +7,13 @@ import { outboxStatements, type OutboxStatements } from './outbox-statements.js'
 
 /** What `add` wrote: the row's unique id, sent as the message's `oncemq-outbox-id` header. */
 export interface OutboxEntry {
+  /** The row's unique id (a UUID), the same on every publish of the row. */
   readonly id: string;
+  /** The topic the relay publishes to. */
   readonly topic: string;
+  /** The business key the message carries. */
   readonly key: string;
+  /** The message's ordering key, if it has one. */
   readonly orderingKey: string | undefined;
   /** Position of the message in its ordering key (1, 2, …); `undefined` without one. */
   readonly seq: number | undefined;
@@ -17,8 +21,11 @@ export interface OutboxEntry {
 
 /** The transactional outbox: writes outgoing messages in the caller's transaction; a relay publishes them. */
 export interface Outbox<Tx> {
+  /** How statements run in the caller's transaction `Tx`: the database the outbox lives in. */
   readonly dialect: SqlDialect<Tx>;
+  /** The outbox table's name, checked. */
   readonly table: string;
+  /** PostgreSQL schema of the tables; `undefined` for the connection's search path (and elsewhere). */
   readonly schema: string | undefined;
   /** @internal the names and statements the relay runs */
   readonly config: ResolvedOutboxConfig<Tx>;

@@ -20,10 +20,13 @@ export interface RelayFaults {
 
 /** Thrown by a fault hook to make the relay stop as if its process died. */
 export class RelayCrash extends Error {
+  /** Always `'RelayCrash'`. */
   override name = 'RelayCrash' as const;
 }
 
+/** Input of `createRelay(config)`: which outbox to read, where to publish, and how fast. */
 export interface RelayConfig<Tx> {
+  /** The outbox whose rows the relay sends (`createOutbox(...)`, migrated). */
   readonly outbox: Outbox<Tx>;
   /** Where the messages go; `publish` resolves on the broker's confirm. */
   readonly transport: Pick<Transport, 'name' | 'publish'>;
@@ -49,23 +52,35 @@ export interface RelayConfig<Tx> {
   readonly listen?: boolean;
   /** Owner token prefix written into the leases it holds. @default host, process id and a random suffix */
   readonly name?: string;
+  /** Fault hooks for tests: kill the relay between publish and mark. @default none */
   readonly faults?: RelayFaults;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where rounds, failures and back-offs are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
 }
 
+/** Defaults of the {@link RelayConfig} fields that have a fixed one. */
 export const DEFAULT_RELAY_CONFIG = Object.freeze({
+  /** Rows claimed per round. */
   batchSize: 100,
+  /** Wait between rounds that found less than a batch. */
   pollInterval: '500ms',
+  /** How long a claimed row is the relay's. */
   lease: '30s',
+  /** First wait after a failed round. */
   minBackoff: '200ms',
+  /** Longest wait between failed rounds. */
   maxBackoff: '30s',
+  /** A publish unconfirmed this long counts as failed. */
   publishTimeout: '30s',
+  /** Sent rows are kept a day. */
   retention: '1d',
+  /** Sent rows past retention are deleted every minute. */
   cleanupEvery: '1m',
+  /** PostgreSQL: wake on the outbox's NOTIFY. */
   listen: true,
 } as const);
 

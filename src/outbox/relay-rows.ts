@@ -9,15 +9,21 @@ export const OUTBOX_ID_HEADER = 'oncemq-outbox-id';
 
 /** A pending row a relay holds the lease of, about to be published. */
 export interface RelayedMessage {
+  /** The row's primary key in the outbox table. */
   readonly rowId: number;
   /** The row's unique id ({@link OUTBOX_ID_HEADER}). */
   readonly id: string;
+  /** The topic it is published to. */
   readonly topic: string;
+  /** The business key it carries. */
   readonly key: string;
+  /** Its ordering key, if any: it is published only after every earlier row of that key is sent. */
   readonly orderingKey: string | undefined;
+  /** Its position in its ordering key (1, 2, …); `undefined` without one. */
   readonly seq: number | undefined;
   /** Times a relay claimed this row, this claim included: above 1, the row may have been published before. */
   readonly attempts: number;
+  /** The message as the relay publishes it: the outbox id, business key and ordering key in its headers. */
   readonly message: OutgoingMessage;
 }
 

@@ -16,11 +16,15 @@ const PIPELINE_DEPTH = 2;
 
 /** What one round of a relay did. */
 export interface RelayRound {
+  /** Rows the round claimed. */
   readonly claimed: number;
+  /** Rows published and marked sent. */
   readonly published: number;
+  /** Rows whose publish failed; they are tried again after a back-off. */
   readonly failed: number;
 }
 
+/** Counters of a relay since it was created, as {@link Relay.metrics} returns them. */
 export interface RelayMetrics {
   /** Rows published and marked sent. */
   readonly published: number;
@@ -28,7 +32,9 @@ export interface RelayMetrics {
   readonly failed: number;
   /** Rows published again after an earlier claim of theirs (a relay died or lost its lease). */
   readonly republished: number;
+  /** Sent rows deleted after their retention. */
   readonly cleaned: number;
+  /** Rounds run. */
   readonly rounds: number;
 }
 
@@ -38,6 +44,7 @@ export interface RelayMetrics {
  * sent rows after their retention. Several relays share the work.
  */
 export class Relay<Tx> {
+  /** The owner token written into the leases of the rows this relay claims (`name` plus a random suffix). */
   readonly owner: string;
   readonly #outbox: Outbox<Tx>;
   readonly #transport: Pick<Transport, 'name' | 'publish'>;
@@ -69,6 +76,7 @@ export class Relay<Tx> {
     this.#session = openOutboxSession(config.outbox.dialect, config.database);
   }
 
+  /** True between `start()` and `stop()` (or a crash). */
   get running(): boolean {
     return this.#running;
   }
@@ -78,6 +86,7 @@ export class Relay<Tx> {
     return this.#crashed;
   }
 
+  /** A snapshot of the relay's counters. */
   metrics(): RelayMetrics {
     return { ...this.#metrics };
   }

@@ -17,19 +17,31 @@ import type { Outbox } from './outbox.js';
  * rolls back by its answer, checks back undecided ones.
  */
 export interface HalfMessageProducer {
+  /**
+   * Stores `message` as a half message, runs `localTx`, and commits the half message (the broker
+   * delivers it) or rolls it back by the state `localTx` answers; `UNKNOWN`, or a throw, leaves it to
+   * the check-back.
+   */
   sendInTransaction(
     message: OutgoingMessage,
     localTx: (message: HalfMessageView) => TransactionState | Promise<TransactionState>,
   ): Promise<TransactionSendResult>;
+  /** Stops the producer and its check-backs. */
   close(): void | Promise<void>;
 }
 
 /** A transport with the `halfMessages` capability hands out native producers through this. */
 export interface HalfMessageTransport extends Transport {
+  /** A producer of half messages in `config.group`, whose check-backs call `config.check`. */
   createTransactionProducer(config: TransactionProducerConfig): Promise<HalfMessageProducer>;
 }
 
+/**
+ * Input of `createTransactionalSender(config)`: the transport, the database of the local
+ * transaction, and the outbox (for transports without half messages) or `check` (for those with).
+ */
 export interface TransactionalSenderConfig<Tx> {
+  /** Where the message goes; its `halfMessages` capability decides between half messages and the outbox. */
   readonly transport: Transport;
   /** Where the local transaction runs: a pg or mysql2 pool, or a better-sqlite3 database. */
   readonly database: OutboxDatabase;
@@ -48,7 +60,8 @@ export interface TransactionalSenderConfig<Tx> {
   /** Native half messages: wait between check-backs. @default the producer's ('60s') */
   readonly checkInterval?: TransactionProducerConfig['checkInterval'];
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where a failure to close the producer is logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
@@ -58,6 +71,7 @@ export interface TransactionalSenderConfig<Tx> {
 export interface TransactionalSendResult<R> {
   /** `half-message` on a transport with native half messages, else `outbox`. */
   readonly via: 'half-message' | 'outbox';
+  /** How the message ended: `COMMIT` (it goes out), `ROLLBACK` (it never does) or `UNKNOWN` (left to the check-back). */
   readonly state: TransactionState;
   /** The local transaction's value. */
   readonly value: R;
@@ -82,6 +96,7 @@ function isHalfMessageTransport(transport: Transport): transport is HalfMessageT
  * transaction, and the relay publishes it after the commit.
  */
 export class TransactionalSender<Tx> {
+  /** How this sender carries messages: `half-message` when the transport has native half messages, else `outbox`. */
   readonly via: 'half-message' | 'outbox';
   readonly #session: OutboxSession<Tx>;
   readonly #outbox: Outbox<Tx> | undefined;
@@ -174,6 +189,7 @@ export class TransactionalSender<Tx> {
     return { via: 'outbox', state: 'COMMIT', value, outboxId: id };
   }
 
+  /** Closes the half-message producer, if any; the database and the transport stay the caller's. */
   async close(): Promise<void> {
     if (this.#native === undefined) return;
     try {

@@ -7,12 +7,13 @@ import { ATTRIBUTES, INSTRUMENTATION_SCOPE, METRICS } from './telemetry-names.js
 
 /** Input of {@link observeDeadLetterDepth}. */
 export interface DeadLetterGaugeConfig {
-  /** @default the global meter provider of `@opentelemetry/api` */
+  /** Where the gauge is created. @default the global meter provider of `@opentelemetry/api` */
   readonly meterProvider?: MeterProviderLike;
 }
 
 /** A running observation; `close()` stops it. */
 export interface DeadLetterGauge {
+  /** Stops reporting: the gauge's callback is removed, the broker is not read again. */
   close(): void;
 }
 

@@ -20,10 +20,15 @@ export interface PrometheusConfig {
   readonly global?: boolean;
 }
 
+/** Defaults of {@link PrometheusConfig}. */
 export const DEFAULT_PROMETHEUS_CONFIG = Object.freeze({
+  /** The OpenTelemetry Prometheus exporter's usual port. */
   port: 9464,
+  /** Loopback only: expose it on purpose. */
   host: '127.0.0.1',
+  /** Prometheus's usual scrape path. */
   endpoint: '/metrics',
+  /** The endpoint's meter provider is not made the global one. */
   global: false,
 } as const);
 

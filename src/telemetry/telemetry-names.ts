@@ -7,6 +7,7 @@
 /** Instrumentation scope (meter and tracer name). */
 export const INSTRUMENTATION_SCOPE = 'oncemq';
 
+/** Names of the instruments oncemq creates on its meter (docs/observability.md gives units and attributes). */
 export const METRICS = Object.freeze({
   /** Counter: every delivery the pipeline took to an outcome (semconv). */
   consumed: 'messaging.client.consumed.messages',
@@ -24,20 +25,35 @@ export const METRICS = Object.freeze({
   deadLetterDepth: 'oncemq.dead_letter.depth',
 });
 
+/** Names of the attributes oncemq puts on its metrics and spans (docs/observability.md says where each goes). */
 export const ATTRIBUTES = Object.freeze({
+  /** The messaging system: `telemetry.system` for a consumer, the transport's name for a producer (semconv). */
   system: 'messaging.system',
+  /** The consumer group (semconv). */
   group: 'messaging.consumer.group.name',
+  /** The topic (semconv). */
   destination: 'messaging.destination.name',
+  /** `process` for a consumer, `send` for a producer (semconv). */
   operationType: 'messaging.operation.type',
+  /** `process` for a consumer, `send` for a producer (semconv). */
   operationName: 'messaging.operation.name',
+  /** The broker id of the copy (semconv). */
   messageId: 'messaging.message.id',
+  /** The class name of what a handler or a publish threw (semconv). */
   errorType: 'error.type',
+  /** The outcome's `kind`. */
   outcome: 'oncemq.outcome',
+  /** A duplicate's or busy outcome's source: `redelivery`, `republish`, `concurrent`. */
   duplicateSource: 'oncemq.duplicate.source',
+  /** A dead-lettered outcome's reason. */
   deadLetterReason: 'oncemq.dead_letter.reason',
+  /** The ledger's answer to the claim: `acquired`, `reclaimed`, `duplicate`, `busy`, `conflict`. */
   claimStatus: 'oncemq.claim.status',
+  /** The business key (spans only: keys are unbounded, never a metric attribute). */
   key: 'oncemq.key',
+  /** oncemq's delivery count of the envelope (spans only). */
   attempt: 'oncemq.attempt',
+  /** The outcome's `action`: `ack`, `retry`, `dead-letter` (spans only). */
   action: 'oncemq.action',
 });
 

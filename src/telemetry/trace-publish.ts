@@ -4,7 +4,12 @@ import type { AttributesLike, OtelApiLike } from './otel-like.js';
 import { ATTRIBUTES, INSTRUMENTATION_SCOPE } from './telemetry-names.js';
 
 /** The W3C Trace Context headers a producer writes and a consumer reads. */
-export const TRACE_HEADERS = Object.freeze({ parent: 'traceparent', state: 'tracestate' });
+export const TRACE_HEADERS = Object.freeze({
+  /** `traceparent`: trace id, parent span id and flags. */
+  parent: 'traceparent',
+  /** `tracestate`: vendor-specific trace state. */
+  state: 'tracestate',
+});
 
 /**
  * Publishes `message` inside a PRODUCER span (`send {topic}`) and carries that span's context in the

@@ -14,6 +14,7 @@ export class ConnectProxy {
     this.#server = server;
   }
 
+  /** Starts a proxy on a free port of 127.0.0.1. */
   static async start(): Promise<ConnectProxy> {
     const server = createServer((_, response) => response.writeHead(405).end());
     const proxy = new ConnectProxy(server);
@@ -24,6 +25,7 @@ export class ConnectProxy {
     return proxy;
   }
 
+  /** The proxy's URL (`http://127.0.0.1:<port>`), for the client's `grpc_proxy`. */
   get url(): string {
     const address = this.#server.address();
     if (address === null || typeof address === 'string') throw new Error('the proxy is not listening');
@@ -55,6 +57,7 @@ export class ConnectProxy {
     return count;
   }
 
+  /** Cuts every tunnel and stops listening. */
   async close(): Promise<void> {
     this.drop();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));

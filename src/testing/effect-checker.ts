@@ -21,6 +21,7 @@ export interface EffectReport {
   readonly lostEffects: number;
   /** Dead letters recorded, and by reason (summing to `deadLettered`). */
   readonly deadLettered: number;
+  /** Dead letters recorded, by reason. */
   readonly deadLetterReasons: Readonly<Record<string, number>>;
   /**
    * The messages behind the dead letters, by reason: a key dead-lettered again (a copy the producer
@@ -31,7 +32,9 @@ export interface EffectReport {
   readonly duplicates: Readonly<Record<DuplicateSource, number>>;
   /** Up to `sample` keys with double effects and lost effects, for the error message. */
   readonly doubleKeys: readonly string[];
+  /** Up to `sample` keys with lost effects. */
   readonly lostKeys: readonly string[];
+  /** No double effect and no lost effect: the exactly-once effect held. */
   readonly ok: boolean;
 }
 
@@ -83,6 +86,7 @@ export class EffectChecker {
     if (outcome.kind === 'duplicate' || outcome.kind === 'busy') this.duplicate(outcome.source);
   }
 
+  /** The verdict so far, naming up to `sample` keys of each kind of failure. */
   report(sample = 20): EffectReport {
     let effects = 0;
     let doubleEffects = 0;

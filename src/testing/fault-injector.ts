@@ -14,6 +14,7 @@ export const FAULT_NAMES = [
   'relay-crash',
 ] as const;
 
+/** One of {@link FAULT_NAMES}: a fault the injector can inject. */
 export type FaultName = (typeof FAULT_NAMES)[number];
 
 /**
@@ -33,18 +34,21 @@ export const DEFAULT_FAULT_RATES: Readonly<Record<FaultName, number>> = Object.f
   'relay-crash': 0.01,
 });
 
+/** Input of `new FaultInjector(config)`: the seed, and which faults at which rates. */
 export interface FaultInjectorConfig {
   /** Same seed, same decisions. @default 1 */
   readonly seed?: number | string;
   /** Faults switched on. @default every fault in FAULT_NAMES */
   readonly faults?: readonly FaultName[];
-  /** Rates overriding {@link DEFAULT_FAULT_RATES}, each in [0, 1]. */
+  /** Rates overriding {@link DEFAULT_FAULT_RATES}, each in [0, 1]. @default DEFAULT_FAULT_RATES */
   readonly rates?: Partial<Record<FaultName, number>>;
 }
 
 /** The error an injected `handler-crash` throws, and the cause of an injected `commit-failure`. */
 export class InjectedFault extends Error {
+  /** Always `'InjectedFault'`. */
   override name = 'InjectedFault' as const;
+  /** The fault injected: `handler-crash` or `commit-failure`. */
   readonly fault: FaultName;
 
   constructor(fault: FaultName, subject: string) {
@@ -70,7 +74,9 @@ function hash32(text: string): number {
 
 /** Reads `all`, `none`, or `name[=rate],name…` (the demo's `--faults`). */
 export function parseFaults(text: string): {
+  /** The faults named, to switch on. */
   faults: FaultName[];
+  /** The rates given with `name=rate`; the others keep their default. */
   rates: Partial<Record<FaultName, number>>;
 } {
   const trimmed = text.trim();
@@ -118,7 +124,9 @@ const subjectOf = (envelope: Envelope): string => envelope.headers[KEY_HEADER] ?
  * `rebalance` is asked: at the middle delivery of each pulled batch, and batches form with timing.
  */
 export class FaultInjector implements LocalFaultHooks {
+  /** The seed, as text: the same seed makes the same decisions. */
   readonly seed: string;
+  /** The rate of every fault, defaults and overrides merged. */
   readonly rates: Readonly<Record<FaultName, number>>;
   readonly #enabled: ReadonlySet<FaultName>;
   readonly #asked = new Map<string, number>();

@@ -25,7 +25,9 @@ export interface LedgerNamespace<Tx> {
    * the claim's transaction handle, `count` reads how many effects `key` has (committed ones only).
    */
   readonly effect?: {
+    /** Writes one effect for `key` through the claim's transaction `tx`. */
     apply(tx: Tx, key: string): void | Promise<void>;
+    /** How many committed effects `key` has. */
     count(key: string): Promise<number>;
   };
   /** Closes every instance opened and removes the namespace. */
@@ -83,7 +85,12 @@ export function wonClaim(result: ClaimResult): Claim {
 }
 
 /** A promise with its resolver, to hold a transaction open. */
-export function gate(): { promise: Promise<void>; open: () => void } {
+export function gate(): {
+  /** Resolves once `open` is called. */
+  promise: Promise<void>;
+  /** Resolves `promise`. */
+  open: () => void;
+} {
   let open = (): void => undefined;
   const promise = new Promise<void>((resolve) => {
     open = resolve;

@@ -13,7 +13,9 @@ export function cutConnection(socket: Socket): void {
 
 /** Where a {@link TcpProxy} forwards to. */
 export interface TcpProxyConfig {
+  /** Host of the broker or database the proxy forwards to. */
   readonly targetHost: string;
+  /** Its port. */
   readonly targetPort: number;
   /** Port to listen on (loopback). @default a free one */
   readonly listenPort?: number;
@@ -40,6 +42,7 @@ export class TcpProxy {
     this.#config = config;
   }
 
+  /** Starts a proxy on 127.0.0.1 that forwards every connection to the target. */
   static async start(config: TcpProxyConfig): Promise<TcpProxy> {
     const server = createServer();
     const proxy = new TcpProxy(server, config);
@@ -160,6 +163,7 @@ export class TcpProxy {
     this.refuse(false);
   }
 
+  /** Drops every connection and stops listening. */
   async close(): Promise<void> {
     this.refuse(true);
     this.dropConnections();

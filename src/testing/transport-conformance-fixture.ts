@@ -5,6 +5,7 @@ import type { SubscribeOptions, Subscription, Transport } from '../transport/tra
 
 /** A transport made fresh for one conformance case, with the hooks its broker allows. */
 export interface TransportUnderTest {
+  /** The transport under test, fresh for this case, in a namespace of its own. */
   readonly transport: Transport;
   /**
    * Breaks the connections of the given subscriptions (and the transport's own) the way a network
@@ -42,23 +43,45 @@ export interface TransportUnderTest {
 
 /** A header value as another producer sets it, in one of the types a broker's client can carry. */
 export type ForeignHeaderValue =
-  /** A text header (AMQP long string, a NATS header, a RocketMQ property). */
-  | { readonly type: 'text'; readonly value: string }
-  /** Raw bytes (AMQP byte array, a Kafka header, a Redis Streams field), UTF-8 or not. */
-  | { readonly type: 'bytes'; readonly value: Uint8Array }
-  /** A signed 64-bit integer (AMQP `l`). */
-  | { readonly type: 'integer'; readonly value: bigint }
-  /** A double (AMQP `d`). */
-  | { readonly type: 'float'; readonly value: number }
-  /** A boolean (AMQP `t`). */
-  | { readonly type: 'boolean'; readonly value: boolean };
+  | {
+      /** A text header (AMQP long string, a NATS header, a RocketMQ property). */
+      readonly type: 'text';
+      /** The text. */
+      readonly value: string;
+    }
+  | {
+      /** Raw bytes (AMQP byte array, a Kafka header, a Redis Streams field), UTF-8 or not. */
+      readonly type: 'bytes';
+      /** The bytes. */
+      readonly value: Uint8Array;
+    }
+  | {
+      /** A signed 64-bit integer (AMQP `l`). */
+      readonly type: 'integer';
+      /** The integer. */
+      readonly value: bigint;
+    }
+  | {
+      /** A double (AMQP `d`). */
+      readonly type: 'float';
+      /** The number. */
+      readonly value: number;
+    }
+  | {
+      /** A boolean (AMQP `t`). */
+      readonly type: 'boolean';
+      /** The boolean. */
+      readonly value: boolean;
+    };
 
+/** The `type` of a {@link ForeignHeaderValue}: `text`, `bytes`, `integer`, `float` or `boolean`. */
 export type ForeignHeaderType = ForeignHeaderValue['type'];
 
 /** A message as another producer stores it: these headers (each name once, or several times) and this body. */
 export interface ForeignMessage {
   /** Header name and value; a name with several values is sent once per value, where the broker allows it. */
   readonly headers: readonly (readonly [string, ForeignHeaderValue])[];
+  /** The body, as bytes. */
   readonly body: Uint8Array;
 }
 

@@ -22,13 +22,17 @@ export interface DeadLetter {
   readonly key: string | null;
   /** The broker id of the copy that was dead-lettered. */
   readonly brokerId: string;
+  /** Why it was dead-lettered (`missing-key`, `conflict`, `retries-exhausted`, …). */
   readonly reason: DeadLetterReason;
   /** Text of the last error. */
   readonly error: string | null;
   /** oncemq's delivery count of the last attempt. */
   readonly deliveryCount: number;
+  /** When it was dead-lettered; the Unix epoch when the broker's copy does not say. */
   readonly deadAt: Date;
+  /** The stored copy's headers: the original's own plus {@link DEAD_LETTER_HEADERS}. */
   readonly headers: Readonly<Record<string, string>>;
+  /** The original body (its first bytes only, for a letter stored cut). */
   readonly body: Uint8Array;
   /** What the broker adds in its own terms (RabbitMQ's `x-death`, the original queue or partition). */
   readonly details?: Readonly<Record<string, unknown>> | undefined;
@@ -52,10 +56,11 @@ export interface DeadLetterCut {
 
 /** Input of {@link DeadLetters.list}. */
 export interface DeadLetterQuery {
+  /** The consumer group whose dead letters to list. */
   readonly group: string;
-  /** Only dead letters with this reason. */
+  /** Only dead letters with this reason. @default every reason */
   readonly reason?: string;
-  /** @default 100 */
+  /** Most letters returned. @default 100 */
   readonly limit?: number;
 }
 
@@ -103,13 +108,21 @@ export function noDeadLetters(transport: string): DeadLetters {
  * tell why it is there. Values are single-line text (some brokers refuse line breaks in headers).
  */
 export const DEAD_LETTER_HEADERS = Object.freeze({
+  /** The consumer group that dead-lettered the message. */
   group: 'oncemq-dead-group',
+  /** The dead-letter reason. */
   reason: 'oncemq-dead-reason',
+  /** The last error's text, on one line, cut to 1000 characters. */
   error: 'oncemq-dead-error',
+  /** The topic the message was published to. */
   topic: 'oncemq-original-topic',
+  /** The broker id of the copy that was dead-lettered. */
   brokerId: 'oncemq-original-broker-id',
+  /** When it was dead-lettered, as an ISO 8601 time. */
   deadAt: 'oncemq-dead-at',
+  /** The business key as the group read it; absent when none could be read. */
   key: 'oncemq-dead-key',
+  /** oncemq's delivery count of the last attempt (`oncemq-delivery-count`). */
   deliveryCount: DELIVERY_COUNT_HEADER,
   /** Only on a copy stored cut: the size of the original body, in bytes. */
   bodyBytes: 'oncemq-dead-body-bytes',
@@ -130,8 +143,11 @@ function headerText(text: string, max: number): string {
 
 /** What a dead-letter copy records about why a delivery ended there. */
 export interface DeadLetterCause {
+  /** The consumer group that dead-letters the delivery. */
   readonly group: string;
+  /** The outcome's reason. */
   readonly reason: DeadLetterReason;
+  /** The outcome's error, any thrown value; its text goes in the error header. */
   readonly error: unknown;
   /** The outcome's business key (`outcome.key`), read by the group's own key source. */
   readonly key?: string | null | undefined;
@@ -209,7 +225,9 @@ export function readDeadLetter(
 
 /** A dead letter as a transport is about to store it. */
 export interface DeadLetterCopy {
+  /** The headers to store, {@link DEAD_LETTER_HEADERS} included. */
   readonly headers: Readonly<Record<string, string>>;
+  /** The body to store. */
   readonly body: Uint8Array;
 }
 
@@ -237,6 +255,7 @@ function headerBytes(headers: Readonly<Record<string, string>>): number {
 
 /** A dead letter that does not fit the broker's limit even with its body and own headers left out. */
 export class DeadLetterTooLargeError extends OncemqError {
+  /** Always `'DeadLetterTooLargeError'`. */
   override name = 'DeadLetterTooLargeError';
 
   constructor(headerBytes: number, limit: number) {
@@ -281,6 +300,7 @@ export function fitDeadLetter(copy: DeadLetterCopy, limit: DeadLetterSizeLimit):
 
 /** A replay refused: the dead letter was stored cut, so its copy would be a different message. */
 export class DeadLetterCutError extends OncemqError {
+  /** Always `'DeadLetterCutError'`. */
   override name = 'DeadLetterCutError';
 }
 

@@ -12,7 +12,9 @@ export const INVALID_HEADER_REASON = 'invalid-header';
 
 /** An `oncemq-*` header a transport reads with a value out of the bounds it writes itself. */
 export interface HeaderFault {
+  /** The header's name. */
   readonly header: string;
+  /** The value it carried, as text. */
   readonly value: string;
   /** What is wrong with it, completing "header 'x' = 'v' …". */
   readonly why: string;

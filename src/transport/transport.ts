@@ -47,6 +47,7 @@ export const DEFAULT_TRANSPORT_CAPABILITIES: TransportCapabilities = Object.free
 
 /** A message to publish. */
 export interface OutgoingMessage {
+  /** The topic (subject, stream) to publish to; each transport checks it against its broker's naming rules. */
   readonly topic: string;
   /** Bytes as they are, text as UTF-8, anything else as JSON. */
   readonly body: Uint8Array | string | object;
@@ -54,16 +55,32 @@ export interface OutgoingMessage {
   readonly key?: string;
   /** Messages with the same ordering key go to the same queue (partition, stream, message group). */
   readonly orderingKey?: string;
+  /** More headers, sent as text; oncemq's own (`oncemq-*`) are set by the transport. @default none */
   readonly headers?: Readonly<Record<string, string>>;
 }
 
 /**
  * The broker's confirm of a stored message. What every broker has is required; where a broker
  * places the copy (queue, partition and offset, stream sequence, entry id) is in `position`.
+ *
+ * A receipt may carry more than this type names. The Kafka transport's also has `partition` (a
+ * number) and `offset`, a `bigint` (Kafka offsets are 64-bit), so `JSON.stringify(receipt)` throws
+ * `TypeError: Do not know how to serialize a BigInt`. To log or store a receipt, use `position`,
+ * whose values are strings and numbers (Kafka's offset as a decimal string), or serialize with a
+ * replacer that writes bigints as strings.
+ *
+ * @example
+ * ```ts
+ * const receipt = await transport.publish({ topic: 'payments', key: 'evt-1', body });
+ * const json = JSON.stringify(receipt, (_key, value: unknown) =>
+ *   typeof value === 'bigint' ? value.toString() : value,
+ * );
+ * ```
  */
 export interface PublishReceipt {
   /** The broker's id of the stored copy the confirm was received for; envelopes of that copy carry it. */
   readonly brokerId: string;
+  /** The topic the message was stored in. */
   readonly topic: string;
   /**
    * The producer's id of the send, the same for every copy that resends of it stored (RocketMQ's
@@ -82,6 +99,10 @@ export interface PublishReceipt {
  * Nothing is acked before that.
  */
 export interface Processor {
+  /**
+   * Runs one delivery to its outcome; the transport settles the delivery by `outcome.action`. A
+   * rejection is not the message's fault: the delivery stays unacked and comes again.
+   */
   process(envelope: Envelope): Promise<Outcome>;
   /** Optional: processes a batch at once, one outcome per envelope in order. */
   processBatch?(envelopes: readonly Envelope[]): Promise<readonly Outcome[]>;
@@ -166,7 +187,9 @@ export interface SubscribeOptions {
 
 /** Defaults of {@link SubscribeOptions}. */
 export const DEFAULT_SUBSCRIBE_OPTIONS = Object.freeze({
+  /** Deliveries processed at once per subscription. */
   concurrency: 16,
+  /** How long the broker holds a delivery for this consumer. */
   visibility: '30s',
 } as const);
 
@@ -185,7 +208,9 @@ export function refuseOrdering(transport: string, options: SubscribeOptions | un
 
 /** A running subscription of one consumer (one member of the group). */
 export interface Subscription {
+  /** The consumer group this member joined. */
   readonly group: string;
+  /** The topics it consumes. */
   readonly topics: readonly string[];
   /**
    * Stops taking deliveries, waits for the ones in progress to reach their outcome and be settled
@@ -194,9 +219,14 @@ export interface Subscription {
   close(): Promise<void>;
 }
 
+/**
+ * A broker adapter: publishes with confirms, runs consumer groups that settle each delivery by its
+ * outcome's `action`, and keeps dead letters. docs/transports/contract.md is the contract in prose.
+ */
 export interface Transport {
   /** Transport name, for logs and metrics. */
   readonly name: string;
+  /** What the broker does natively; the conformance suite and the core branch on these, never on the name. */
   readonly capabilities: TransportCapabilities;
   /** Publishes and resolves once the broker confirmed that the message is stored. */
   publish(message: OutgoingMessage): Promise<PublishReceipt>;

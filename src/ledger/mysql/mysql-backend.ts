@@ -43,14 +43,20 @@ import {
   type MysqlStatements,
 } from './mysql-schema.js';
 import { runClaimTransaction } from './mysql-transaction.js';
+import { bridgedDialect, pinConnection, type SqlBridge } from '../sql-bridge.js';
+import type { SqlDialect } from '../sql-dialect.js';
 
 /** Seconds `init()` waits for another process's migration lock. */
 const MIGRATION_LOCK_SECONDS = 30;
 
 /** What the MySQL backend is built from: the ledger's configuration, checked. */
-export interface MysqlBackendSettings<Conn extends MysqlConnectionLike> {
+export interface MysqlBackendSettings<Conn extends MysqlConnectionLike, Tx> {
   readonly pool: MysqlPoolLike<Conn> | undefined;
   readonly connection: Conn | undefined;
+  /** The caller's transaction `connection` is inside, handed to the work (`connection` itself when undefined). */
+  readonly joinedTx: Tx | undefined;
+  /** Transactions opened through the application's ORM or query builder instead of the pool. */
+  readonly bridge: SqlBridge<MysqlConnectionLike, Tx> | undefined;
   /** The table's name as configured, and its database when one was named. */
   readonly tableName: string;
   readonly database: string | undefined;
@@ -86,25 +92,29 @@ function mysqlConnectionConfig(target: unknown): Record<string, unknown> {
  * The MySQL/MariaDB ledger's backend: statements on the application's pool (a connection of its own
  * per transaction), or one at a time on the application's connection.
  */
-export class MysqlBackend<Conn extends MysqlConnectionLike>
-  implements LedgerBackend<Conn>, TransactionalClaims<Conn>, LedgerInspection
+export class MysqlBackend<Conn extends MysqlConnectionLike, Tx = Conn>
+  implements LedgerBackend<Tx>, TransactionalClaims<Tx>, LedgerInspection
 {
   readonly name = 'mysql';
   readonly retentionMs: number;
-  readonly dialect = mysqlDialect;
+  readonly dialect: SqlDialect<Tx>;
   readonly transactional = this;
   readonly leased: SqlLeases<number>;
   readonly inspect = this;
 
-  readonly #settings: MysqlBackendSettings<Conn>;
+  readonly #settings: MysqlBackendSettings<Conn, Tx>;
   readonly #clock: () => number;
   #statements: MysqlStatements | undefined;
   /** The database the table lives in, read at open() when none was configured. */
   #database: string | undefined;
   #queue: Promise<unknown> = Promise.resolve();
 
-  constructor(settings: MysqlBackendSettings<Conn>) {
+  constructor(settings: MysqlBackendSettings<Conn, Tx>) {
     this.#settings = settings;
+    this.dialect =
+      settings.bridge === undefined
+        ? (mysqlDialect as unknown as SqlDialect<Tx>)
+        : bridgedDialect(mysqlDialect, settings.bridge);
     this.retentionMs = settings.retentionMs;
     this.#clock = settings.clock;
     this.leased = new SqlLeases(
@@ -211,10 +221,11 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
     return run;
   }
 
-  /** Runs `fn` on the pool, or alone on the configured connection. */
+  /** Runs `fn` on the pool (or the bridge's autocommit statements), or alone on the configured connection. */
   #onConnection<T>(fn: (db: MysqlConnectionLike | MysqlPoolLike) => Promise<T>): Promise<T> {
-    const connection = this.#settings.connection;
+    const { connection, bridge } = this.#settings;
     if (connection !== undefined) return this.#exclusive(() => fn(connection));
+    if (bridge !== undefined) return fn(bridge.autocommit);
     return fn(this.#settings.pool as MysqlPoolLike<Conn>);
   }
 
@@ -225,8 +236,10 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
 
   /** Runs `fn` with a connection of its own: one from the pool, or the configured connection, alone. */
   async #withConnection<T>(fn: (conn: Conn) => Promise<T>): Promise<T> {
-    const connection = this.#settings.connection;
+    const { connection, bridge } = this.#settings;
     if (connection !== undefined) return this.#exclusive(() => fn(connection));
+    // a tool hands out one connection only inside a transaction of its own
+    if (bridge !== undefined) return bridge.transaction((conn) => fn(conn as Conn));
     const conn = await (this.#settings.pool as MysqlPoolLike<Conn>).getConnection();
     try {
       return await fn(conn);
@@ -235,13 +248,18 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
     }
   }
 
+  /**
+   * Runs a claim transaction: on a pool connection of its own, on the configured connection (joining
+   * its transaction), or — with a bridge — under a savepoint of a transaction opened through the
+   * application's tool, which commits it. `finish` gets the transaction handed to the caller's work.
+   */
   #claimTransaction<C, R>(
     claim: (conn: Conn, nested: boolean) => Promise<C>,
     won: (claimed: C) => boolean,
-    finish: (conn: Conn, claimed: C, nested: boolean) => Promise<R>,
+    finish: (conn: Conn, claimed: C, nested: boolean, tx: Tx) => Promise<R>,
     lost: (claimed: C) => R,
   ): Promise<R> {
-    const { connection, lockRetries, logger } = this.#settings;
+    const { connection, lockRetries, logger, bridge, joinedTx } = this.#settings;
     const onRetry = (error: unknown, round: number): void => {
       logger.debug('oncemq: claim transaction hit a lock conflict; running it again', {
         ledger: this.name,
@@ -249,27 +267,33 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
         error: errorText(error),
       });
     };
-    return this.#withConnection((conn) =>
+    const run = (conn: Conn, tx: Tx, inTransaction: boolean): Promise<R> =>
       runClaimTransaction(conn, {
         joinable: connection !== undefined,
+        inTransaction,
         lockRetries,
         claim,
         won,
-        finish,
+        finish: (c, claimed, nested) => finish(c, claimed, nested, tx),
         lost,
         onRetry,
-      }),
+      });
+    if (connection === undefined && bridge !== undefined) {
+      return bridge.transaction((conn, tx) => run(conn as Conn, tx, true));
+    }
+    return this.#withConnection((conn) =>
+      run(conn, joinedTx ?? (conn as unknown as Tx), joinedTx !== undefined),
     );
   }
 
-  transaction(request: ClaimRequest, work: TransactionWork<Conn>): Promise<ClaimResult> {
+  transaction(request: ClaimRequest, work: TransactionWork<Tx>): Promise<ClaimResult> {
     const s = this.#s;
     return this.#claimTransaction(
       (conn) => claimOnMysql(conn, s, request, 'SUCCESS', true, this.#clock),
       isWon,
-      async (conn, claimed) => {
+      async (conn, claimed, _nested, tx) => {
         if (!isWon(claimed)) return claimed;
-        const result = await work(conn, claimed.claim);
+        const result = await work(tx, claimed.claim);
         if (result !== null) await conn.execute(s.storeResult, [result, request.group, request.key]);
         return claimed;
       },
@@ -281,7 +305,7 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
    * Claims a batch with one multi-row insert and one read in one transaction, runs `work` once for
    * the won claims, and commits once for the whole batch.
    */
-  batchClaim(requests: readonly ClaimRequest[], work: BatchWork<Conn>): Promise<readonly ClaimResult[]> {
+  batchClaim(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]> {
     const context = (nested: boolean): MysqlBatchContext => ({
       s: this.#s,
       table: this.#settings.table,
@@ -292,8 +316,8 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
     return this.#claimTransaction(
       (conn, nested) => claimBatchOnMysql(conn, requests, plan, context(nested)),
       (claimed) => wonClaims(claimed).length > 0,
-      (conn, claimed, nested) =>
-        finishBatchOnMysql(conn, requests, plan, claimed, work as BatchWork<never>, context(nested)),
+      (conn, claimed, nested, tx) =>
+        finishBatchOnMysql(conn, requests, plan, claimed, (_, won) => work(tx, won), context(nested)),
       (claimed) => answerTwins(requests, claimed, () => undefined, this.#clock()),
     );
   }
@@ -327,7 +351,14 @@ export class MysqlBackend<Conn extends MysqlConnectionLike>
    */
   maintenanceLock(): Promise<MaintenanceLock | undefined> {
     const name = this.#lockName('maintenance');
-    const connection = this.#settings.connection;
+    const { connection, bridge } = this.#settings;
+    // a tool hands out a connection only inside a transaction: the lock's is held open until release
+    if (connection === undefined && bridge !== undefined) {
+      return takeMysqlUserLockFromPool(name, {
+        ...bridge.autocommit,
+        getConnection: () => pinConnection(bridge),
+      });
+    }
     if (connection === undefined)
       return takeMysqlUserLockFromPool(name, this.#settings.pool as MysqlPoolLike<Conn>);
     return takeMysqlUserLock(

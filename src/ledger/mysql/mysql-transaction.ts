@@ -21,7 +21,12 @@ export interface OpenMysqlTx<Conn extends MysqlConnectionLike> {
 export async function beginMysqlTx<Conn extends MysqlConnectionLike>(
   conn: Conn,
   joinable: boolean,
+  inTransaction = false,
 ): Promise<OpenMysqlTx<Conn>> {
+  if (inTransaction) {
+    await conn.query('SAVEPOINT oncemq_claim');
+    return { conn, nested: true };
+  }
   if (joinable) {
     const [probe] = await conn.query('DO 0');
     if (((header(probe).serverStatus ?? 0) & SERVER_STATUS_IN_TRANS) !== 0) {
@@ -51,6 +56,8 @@ export async function commitMysqlTx(tx: OpenMysqlTx<MysqlConnectionLike>): Promi
 export interface ClaimTransactionSteps<Conn, C, R> {
   /** Join a transaction already open on the connection (savepoint) rather than open one. */
   readonly joinable: boolean;
+  /** The connection is known to be inside the caller's transaction: a savepoint, without asking the server. */
+  readonly inTransaction?: boolean;
   /** Times the claim phase runs again after a deadlock or a lock-wait timeout. */
   readonly lockRetries: number;
   /** Claims; `nested` when the claim joined the caller's transaction. Driver errors raw. */
@@ -74,7 +81,7 @@ export async function runClaimTransaction<Conn extends MysqlConnectionLike, C, R
   steps: ClaimTransactionSteps<Conn, C, R>,
 ): Promise<R> {
   for (let round = 0; ; round++) {
-    const tx = await beginMysqlTx(conn, steps.joinable);
+    const tx = await beginMysqlTx(conn, steps.joinable, steps.inTransaction);
     let claimed: C;
     try {
       claimed = await steps.claim(conn, tx.nested);

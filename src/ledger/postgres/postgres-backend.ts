@@ -25,15 +25,21 @@ import { pgStatements, pgMigrations, type PgStatements } from './postgres-ledger
 import { pgList, pgPurge, pgTryAdvisoryLock } from './postgres-maintenance.js';
 import { pgMigrate, pgSchemaVersion } from './postgres-migrate.js';
 import { dropExpiredPartitions, ensurePartitions, keyLockText } from './postgres-partitions.js';
-import { pgSavepoint, pgTransaction } from './postgres-transaction.js';
+import { pgCommitCheck, pgSavepoint, pgTransaction } from './postgres-transaction.js';
+import { bridgedDialect, bridgeTransaction, pinConnection, type SqlBridge } from '../sql-bridge.js';
+import type { SqlDialect } from '../sql-dialect.js';
 
 /** What the PostgreSQL backend is built from: the ledger's configuration, checked. */
-export interface PostgresBackendSettings {
+export interface PostgresBackendSettings<Tx> {
   readonly pool: PgPoolLike | undefined;
   readonly connectionString: string | undefined;
   readonly poolSize: number;
   /** A client inside the caller's transaction, which the ledger joins. */
   readonly client: PgClientLike | undefined;
+  /** The caller's transaction `client` belongs to, handed to the work (`client` itself when undefined). */
+  readonly joinedTx: Tx | undefined;
+  /** Transactions opened through the application's ORM or query builder instead of the pool. */
+  readonly bridge: SqlBridge<PgClientLike, Tx> | undefined;
   readonly schema: string;
   readonly table: string;
   readonly retentionMs: number;
@@ -47,24 +53,28 @@ export interface PostgresBackendSettings {
  * The PostgreSQL ledger's backend: autocommit statements on the pool (or the joined client),
  * transactions on a pooled client (or under a savepoint of the joined client's transaction).
  */
-export class PostgresBackend
-  implements LedgerBackend<PgClientLike>, TransactionalClaims<PgClientLike>, LedgerInspection
+export class PostgresBackend<Tx = PgClientLike>
+  implements LedgerBackend<Tx>, TransactionalClaims<Tx>, LedgerInspection
 {
   readonly name = 'postgres';
   readonly retentionMs: number;
-  readonly dialect = postgresDialect;
+  readonly dialect: SqlDialect<Tx>;
   readonly transactional = this;
   /** A joined ledger has no leased claims: a lease must be visible before the caller's transaction ends. */
   readonly leased: SqlLeases<Date> | undefined;
   readonly inspect = this;
 
-  readonly #settings: PostgresBackendSettings;
+  readonly #settings: PostgresBackendSettings<Tx>;
   readonly #sql: PgStatements;
   readonly #clock: () => number;
   #pool: PgPoolLike | undefined;
 
-  constructor(settings: PostgresBackendSettings) {
+  constructor(settings: PostgresBackendSettings<Tx>) {
     this.#settings = settings;
+    this.dialect =
+      settings.bridge === undefined
+        ? (postgresDialect as unknown as SqlDialect<Tx>)
+        : bridgedDialect(postgresDialect, settings.bridge);
     this.retentionMs = settings.retentionMs;
     this.#clock = settings.clock;
     this.#pool = settings.pool;
@@ -86,9 +96,9 @@ export class PostgresBackend
         : undefined;
   }
 
-  /** Where autocommit statements go: the joined client, or the pool. */
+  /** Where autocommit statements go: the joined client, the bridge, or the pool. */
   get #q(): PgClientLike {
-    const target = this.#settings.client ?? this.#pool;
+    const target = this.#settings.client ?? this.#settings.bridge?.autocommit ?? this.#pool;
     if (target === undefined) throw new LedgerUnavailableError('the PostgreSQL ledger is not open');
     return target;
   }
@@ -159,15 +169,20 @@ export class PostgresBackend
     await pool.end?.();
   }
 
-  /** Runs `fn` in a transaction: a pooled client with BEGIN/COMMIT, or a savepoint in the joined one. */
+  /**
+   * Runs `fn` in a transaction: a savepoint in the joined client's, one the bridge opens through the
+   * application's tool, or a pooled client with BEGIN/COMMIT. `fn` gets the client the ledger's
+   * statements run on and the transaction handed to the caller's work.
+   */
   #inTransaction<T>(
-    fn: (client: PgClientLike) => Promise<T>,
+    fn: (client: PgClientLike, tx: Tx) => Promise<T>,
     keep: (value: T) => boolean = () => true,
   ): Promise<T> {
-    const joined = this.#settings.client;
-    if (joined !== undefined) return pgSavepoint(joined, fn, keep);
+    const { client: joined, joinedTx, bridge } = this.#settings;
+    if (joined !== undefined) return pgSavepoint(joined, (c) => fn(c, joinedTx ?? (c as Tx)), keep);
+    if (bridge !== undefined) return bridgeTransaction(bridge, fn, keep, pgCommitCheck);
     if (this.#pool === undefined) throw new LedgerUnavailableError('the PostgreSQL ledger is not open');
-    return pgTransaction(this.#pool, fn, keep);
+    return pgTransaction(this.#pool, (c) => fn(c, c as Tx), keep);
   }
 
   #claimOn(
@@ -189,11 +204,11 @@ export class PostgresBackend
     return this.#claimOn(this.#q, request, 'PROCESSING');
   }
 
-  transaction(request: ClaimRequest, work: TransactionWork<PgClientLike>): Promise<ClaimResult> {
-    return this.#inTransaction(async (client) => {
+  transaction(request: ClaimRequest, work: TransactionWork<Tx>): Promise<ClaimResult> {
+    return this.#inTransaction(async (client, tx) => {
       const claimed = await this.#claimOn(client, request, 'SUCCESS');
       if (!isWon(claimed)) return claimed;
-      const result = await work(client, claimed.claim);
+      const result = await work(tx, claimed.claim);
       if (result !== null) {
         await pgExecute(
           client,
@@ -222,13 +237,10 @@ export class PostgresBackend
    * Claims a batch with one multi-row `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING RETURNING`
    * in one transaction, keys in sorted order (concurrent batches cannot deadlock), and runs `work` once.
    */
-  batchClaim(
-    requests: readonly ClaimRequest[],
-    work: BatchWork<PgClientLike>,
-  ): Promise<readonly ClaimResult[]> {
+  batchClaim(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]> {
     const sql = this.#sql;
-    return this.#inTransaction((client) =>
-      pgClaimMany(client, requests, work, {
+    return this.#inTransaction((client, tx) =>
+      pgClaimMany(client, requests, (_, won) => work(tx, won), {
         sql,
         now: this.#clock(),
         claimOne: (c, request) => this.#claimOn(c, request, 'SUCCESS'),
@@ -261,9 +273,16 @@ export class PostgresBackend
    * that connection dies, which frees it). A joined ledger locks on the caller's connection.
    */
   maintenanceLock(): Promise<MaintenanceLock | undefined> {
-    const { schema, table, client } = this.#settings;
+    const { schema, table, client, bridge } = this.#settings;
     const name = `oncemq:maintenance:${schema}.${table}`;
     if (client !== undefined) return pgTryAdvisoryLock({ client }, name);
+    // a tool hands out a connection only inside a transaction: the lock's is held open until release
+    if (bridge !== undefined) {
+      return pgTryAdvisoryLock(
+        { pool: { ...bridge.autocommit, connect: () => pinConnection(bridge) } },
+        name,
+      );
+    }
     if (this.#pool === undefined) throw new LedgerUnavailableError('the PostgreSQL ledger is not open');
     return pgTryAdvisoryLock({ pool: this.#pool }, name);
   }

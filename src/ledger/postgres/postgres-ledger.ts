@@ -1,17 +1,19 @@
 import { parseDuration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
+import { checkBridge, type SqlBridge } from '../sql-bridge.js';
 import type { SqlDialect } from '../sql-dialect.js';
 import { DEFAULT_SQL_LEDGER_CONFIG, type SqlLedgerConfig } from '../sql-ledger-config.js';
 import { sqlIdentifier } from '../sql-identifier.js';
 import { PostgresBackend } from './postgres-backend.js';
 import type { PgClientLike, PgPoolLike } from './postgres-client.js';
 
-export interface PostgresLedgerConfig extends SqlLedgerConfig {
+/** Input of `new PostgresLedger(config)`: one connection source (`pool`, `connectionString`, `client` or `bridge`) and the table. */
+export interface PostgresLedgerConfig<Tx = PgClientLike> extends SqlLedgerConfig {
   /**
    * The application's pg `Pool`. Each transactional claim checks out a client, opens the
    * transaction, and hands the client to the handler as `ctx.tx`. Give exactly one of `pool`,
-   * `connectionString` or `client`.
+   * `connectionString`, `client` or `bridge`.
    */
   readonly pool?: PgPoolLike;
   /** A connection string; oncemq creates its own pool with the `pg` package and ends it on close(). */
@@ -23,6 +25,12 @@ export interface PostgresLedgerConfig extends SqlLedgerConfig {
    * joins it: each claim runs under a savepoint, the caller commits. Transactional mode only.
    */
   readonly client?: PgClientLike;
+  /**
+   * The application's ORM or query builder (`knexBridge(knex)` from `oncemq/knex`, …): each
+   * transactional claim opens its transaction through it and hands the tool's own transaction object
+   * to the handler as `ctx.tx`. The ORM adapters build the ledger with it (`knexLedger(knex)`).
+   */
+  readonly bridge?: SqlBridge<PgClientLike, Tx>;
   /** Schema of the ledger table; created by migrate() when missing. @default 'public' */
   readonly schema?: string;
   /** Ledger table name (at most 48 characters: index names derive from it). @default 'oncemq_ledger' */
@@ -40,11 +48,16 @@ export interface PostgresLedgerConfig extends SqlLedgerConfig {
   readonly partitioned?: false | 'daily';
 }
 
+/** Defaults of the {@link PostgresLedgerConfig} fields that have a fixed one. */
 export const DEFAULT_POSTGRES_LEDGER_CONFIG = Object.freeze({
   ...DEFAULT_SQL_LEDGER_CONFIG,
+  /** The ledger table's schema. */
   schema: 'public',
+  /** Connections of the pool made from `connectionString`. */
   poolSize: 10,
+  /** oncemq's statements are prepared once per connection. */
   preparedStatements: true,
+  /** One unpartitioned table. */
   partitioned: false,
 } as const);
 
@@ -57,20 +70,29 @@ export const MAX_POSTGRES_TABLE_LENGTH = 48;
  * sees its row (duplicate) or, if it rolled back, inserts (acquired) — never a unique-violation error.
  * Transactions run in the server's default READ COMMITTED isolation.
  */
-export class PostgresLedger extends RuntimeLedger<PgClientLike> {
+export class PostgresLedger<Tx = PgClientLike> extends RuntimeLedger<Tx> {
   /** How statements run in the handler's transaction (`transition(ledger.dialect, ctx.tx, …)`). */
-  declare readonly dialect: SqlDialect<PgClientLike>;
+  declare readonly dialect: SqlDialect<Tx>;
+  /** The ledger table's schema, checked. */
   readonly schema: string;
+  /** The ledger table's name, checked. */
   readonly table: string;
 
-  readonly #config: PostgresLedgerConfig;
-  readonly #backend: PostgresBackend;
+  readonly #config: PostgresLedgerConfig<Tx>;
+  readonly #backend: PostgresBackend<Tx>;
 
-  constructor(config: PostgresLedgerConfig) {
-    const sources = [config.pool, config.connectionString, config.client].filter((s) => s !== undefined);
-    if (sources.length !== 1) {
-      throw new ConfigError('pool', 'give exactly one of pool (a pg Pool), connectionString or client');
+  constructor(config: PostgresLedgerConfig<Tx>, joinedTx?: Tx) {
+    const sources = [config.pool, config.connectionString, config.client, config.bridge].filter(
+      (s) => s !== undefined,
+    );
+    const joinedBridge = joinedTx !== undefined && config.client !== undefined && sources.length === 2;
+    if (sources.length !== 1 && !joinedBridge) {
+      throw new ConfigError(
+        'pool',
+        'give exactly one of pool (a pg Pool), connectionString, client or bridge (an ORM adapter)',
+      );
     }
+    if (config.bridge !== undefined) checkBridge(config.bridge, 'postgres');
     const schema = sqlIdentifier(config.schema ?? DEFAULT_POSTGRES_LEDGER_CONFIG.schema, 'schema');
     const table = sqlIdentifier(config.table ?? DEFAULT_POSTGRES_LEDGER_CONFIG.table, 'table');
     if (table.length > MAX_POSTGRES_TABLE_LENGTH) {
@@ -83,11 +105,13 @@ export class PostgresLedger extends RuntimeLedger<PgClientLike> {
     if (partitioned !== false && partitioned !== 'daily') {
       throw new ConfigError('partitioned', `expected false or 'daily', got ${JSON.stringify(partitioned)}`);
     }
-    const backend = new PostgresBackend({
+    const backend = new PostgresBackend<Tx>({
       pool: config.pool,
       connectionString: config.connectionString,
       poolSize: config.poolSize ?? DEFAULT_POSTGRES_LEDGER_CONFIG.poolSize,
       client: config.client,
+      joinedTx,
+      bridge: config.bridge,
       schema,
       table,
       retentionMs: parseDuration(config.retention ?? DEFAULT_POSTGRES_LEDGER_CONFIG.retention, 'retention'),
@@ -103,16 +127,17 @@ export class PostgresLedger extends RuntimeLedger<PgClientLike> {
     this.#backend = backend;
   }
 
-  /** The ledger joined to `client`, a connection inside the caller's transaction (same table, clock and logger). */
-  join(client: PgClientLike): PostgresLedger {
-    const { retention, preparedStatements, partitioned, logger, clock } = this.#config;
-    return new PostgresLedger({
-      ...{ retention, preparedStatements, partitioned, logger, clock },
-      schema: this.schema,
-      table: this.table,
-      client,
-      migrate: false,
-    });
+  /**
+   * The ledger joined to `tx`, the caller's open transaction (same table, clock and logger): a pg
+   * client inside BEGIN, or the ORM's transaction object for a ledger built on a bridge. Each claim
+   * runs under a savepoint of it and the caller commits; the work gets `tx` back.
+   */
+  join(tx: Tx): PostgresLedger<Tx> {
+    const { retention, preparedStatements, partitioned, logger, clock, bridge } = this.#config;
+    const shared = { retention, preparedStatements, partitioned, logger, clock, bridge };
+    const common = { ...shared, schema: this.schema, table: this.table, migrate: false };
+    if (bridge === undefined) return new PostgresLedger<Tx>({ ...common, client: tx as PgClientLike });
+    return new PostgresLedger<Tx>({ ...common, client: bridge.connection(tx) }, tx);
   }
 
   /**

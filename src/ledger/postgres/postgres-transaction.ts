@@ -100,3 +100,21 @@ export async function pgSavepoint<T>(
   await pgQuery(client, 'RELEASE SAVEPOINT oncemq_claim', [], 'releasing the savepoint');
   return value;
 }
+
+/**
+ * The last statement of a transaction that another tool commits (an ORM, a query builder): it fails
+ * when an earlier statement aborted the transaction, whose COMMIT would otherwise answer ROLLBACK
+ * without an error that the tool reports. The failure rolls the transaction back and the delivery is
+ * retried, never acked.
+ */
+export async function pgCommitCheck(client: PgClientLike): Promise<void> {
+  try {
+    await client.query('SELECT 1');
+  } catch (error) {
+    throw new LedgerUnavailableError(
+      'the transaction was aborted by an earlier failed statement (a database error caught inside the handler?), ' +
+        'so it cannot commit: nothing was applied and the delivery must be retried',
+      { cause: error },
+    );
+  }
+}

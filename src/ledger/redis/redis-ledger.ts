@@ -5,6 +5,7 @@ import { RedisBackend } from './redis-backend.js';
 import { toRedisLike, type RedisClientInput, type RedisLike } from './redis-like.js';
 import { redisTtl, validatePrefix } from './redis-record.js';
 
+/** Input of `new RedisLedger(config)`: the client, and how keys are named and kept. */
 export interface RedisLedgerConfig {
   /**
    * A connected node-redis v5+ client, an ioredis v5+ client, or a {@link RedisLike} adapter
@@ -36,9 +37,13 @@ export interface RedisLedgerConfig {
   readonly logger?: LoggerLike;
 }
 
+/** Defaults of the {@link RedisLedgerConfig} fields that have a fixed one. */
 export const DEFAULT_REDIS_LEDGER_CONFIG = Object.freeze({
+  /** First part of every key. */
   prefix: 'oncemq',
+  /** A finished key's TTL: a week, well past the default redelivery horizon. */
   retention: '7d',
+  /** Longest wait for one Redis command. */
   timeout: '5s',
 } as const);
 
@@ -53,8 +58,11 @@ export const DEFAULT_REDIS_LEDGER_CONFIG = Object.freeze({
  * are removed by their TTL (no purge).
  */
 export class RedisLedger extends RuntimeLedger<never> {
+  /** First part of every key, checked. */
   readonly prefix: string;
+  /** Longest wait for one Redis command, in milliseconds. */
   readonly timeoutMs: number;
+  /** The client, adapted to the commands the ledger sends. */
   readonly redis: RedisLike;
 
   readonly #backend: RedisBackend;

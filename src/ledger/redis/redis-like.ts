@@ -28,7 +28,9 @@ export interface RedisLike {
   setNxGet(key: string, value: string, ttlMs: number): Promise<string | null>;
   /** `SET key value PX ttlMs` (unconditional). */
   setPx(key: string, value: string, ttlMs: number): Promise<void>;
+  /** `GET key`: the value as text, `null` when the key does not exist. */
   get(key: string): Promise<string | null>;
+  /** `DEL key`: how many keys were deleted (0 or 1). */
   del(key: string): Promise<number>;
   /** `EVALSHA`; rejects with an error whose message starts with `NOSCRIPT` when the script is not cached. */
   evalSha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
@@ -69,6 +71,7 @@ function ioredisConnection(client: object): RedisConnectionState {
 
 /** The part of a node-redis v5/v6 client (`createClient()`, `createCluster()`) oncemq calls. */
 export interface NodeRedisClientLike {
+  /** node-redis `set(key, value, { condition: 'NX', expiration: { type: 'PX', value }, GET: true })`. */
   set(
     key: string,
     value: string,
@@ -78,10 +81,15 @@ export interface NodeRedisClientLike {
       GET?: true;
     },
   ): Promise<unknown>;
+  /** node-redis `get(key)`. */
   get(key: string): Promise<unknown>;
+  /** node-redis `del(key)`. */
   del(key: string): Promise<unknown>;
+  /** node-redis `evalSha(sha1, { keys, arguments })`. */
   evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** node-redis `eval(script, { keys, arguments })`. */
   eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** node-redis `scriptLoad(script)`: caches a script for `evalSha`. */
   scriptLoad(script: string): Promise<unknown>;
 }
 
@@ -90,14 +98,22 @@ export interface IoredisLike {
   // One overload per spelling oncemq sends: ioredis declares each token sequence separately, and a
   // single signature with optional tokens would not match its overloads.
   /* eslint-disable @typescript-eslint/unified-signatures */
+  /** ioredis `set(key, value, 'PX', ms)`. */
   set(key: string, value: string, px: 'PX', milliseconds: number): Promise<unknown>;
+  /** ioredis `set(key, value, 'PX', ms, 'NX')`. */
   set(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX'): Promise<unknown>;
+  /** ioredis `set(key, value, 'PX', ms, 'NX', 'GET')` (Redis 7.0+). */
   set(key: string, value: string, px: 'PX', milliseconds: number, nx: 'NX', get: 'GET'): Promise<unknown>;
   /* eslint-enable @typescript-eslint/unified-signatures */
+  /** ioredis `get(key)`. */
   get(key: string): Promise<unknown>;
+  /** ioredis `del(key)`. */
   del(key: string): Promise<unknown>;
+  /** ioredis `evalsha(sha1, numkeys, ...keys, ...args)`. */
   evalsha(sha1: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** ioredis `eval(script, numkeys, ...keys, ...args)`. */
   eval(script: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** ioredis `defineCommand(name, { lua, numberOfKeys })`. */
   defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
 }
 

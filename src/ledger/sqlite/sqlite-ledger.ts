@@ -10,6 +10,7 @@ import type { SqliteDatabaseLike } from './sqlite-database.js';
 
 export type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite-database.js';
 
+/** Input of `new SqliteLedger(config)`: the database (or a path to open), and the table. */
 export interface SqliteLedgerConfig<
   Db extends SqliteDatabaseLike = SqliteDatabaseLike,
 > extends SqlLedgerConfig {
@@ -28,9 +29,12 @@ export interface SqliteLedgerConfig<
   readonly synchronous?: 'full' | 'normal';
 }
 
+/** Defaults of the {@link SqliteLedgerConfig} fields that have a fixed one. */
 export const DEFAULT_SQLITE_LEDGER_CONFIG = Object.freeze({
   ...DEFAULT_SQL_LEDGER_CONFIG,
+  /** Wait up to 5 s for another process's write lock. */
   busyTimeout: '5s',
+  /** Every commit is durable before the message is acked. */
   synchronous: 'full',
 } as const);
 
@@ -45,6 +49,7 @@ export const DEFAULT_SQLITE_LEDGER_CONFIG = Object.freeze({
 export class SqliteLedger<Db extends SqliteDatabaseLike = SqliteDatabaseLike> extends RuntimeLedger<Db> {
   /** How statements run in the handler's transaction (`transition(ledger.dialect, ctx.tx, …)`). */
   declare readonly dialect: SqlDialect<Db>;
+  /** The ledger table's name, checked. */
   readonly table: string;
 
   /** Rows per multi-row INSERT of a batch claim (8 bound values each, well under SQLite's limit). */

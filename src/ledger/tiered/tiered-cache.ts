@@ -17,7 +17,9 @@ export interface TieredCacheMetrics {
   readonly misses: number;
   /** Completed keys written to Redis after their SQL commit (including backfills). */
   readonly writes: number;
+  /** Cache reads that failed or timed out; the claim went to SQL. */
   readonly readFailures: number;
+  /** Cache writes that failed or timed out; the key is answered by SQL until written again. */
   readonly writeFailures: number;
   /** Reads and writes skipped because the breaker was open (Redis recently failed). */
   readonly skipped: number;

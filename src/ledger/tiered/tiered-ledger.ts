@@ -10,6 +10,7 @@ import { TieredCache, type TieredCacheMetrics } from './tiered-cache.js';
 
 export type { TieredCacheMetrics } from './tiered-cache.js';
 
+/** Input of `new TieredLedger(config)`: the SQL ledger of record and the Redis client in front of it. */
 export interface TieredLedgerConfig<Tx> {
   /** The ledger of record: a transactional SQL ledger (SqliteLedger, PostgresLedger…). */
   readonly ledger: Ledger<Tx>;
@@ -35,10 +36,15 @@ export interface TieredLedgerConfig<Tx> {
   readonly logger?: LoggerLike;
 }
 
+/** Defaults of the {@link TieredLedgerConfig} fields that have a fixed one. */
 export const DEFAULT_TIERED_LEDGER_CONFIG = Object.freeze({
+  /** First part of every cache key. */
   prefix: 'oncemq-cache',
+  /** A completed key stays in Redis a day. */
   cacheTtl: '1d',
+  /** A Redis command slower than this counts as Redis down. */
   timeout: '200ms',
+  /** SQL alone for this long after a Redis failure. */
   retryAfter: '5s',
 } as const);
 
@@ -50,10 +56,15 @@ export const DEFAULT_TIERED_LEDGER_CONFIG = Object.freeze({
  * (a circuit breaker keeps it out of the path for `retryAfter`, then probes it again).
  */
 export class TieredLedger<Tx = unknown> extends RuntimeLedger<Tx> {
+  /** First part of every cache key, checked. */
   readonly prefix: string;
+  /** How long a completed key stays in Redis, in milliseconds. */
   readonly cacheTtlMs: number;
+  /** Longest wait for one Redis command, in milliseconds. */
   readonly timeoutMs: number;
+  /** The SQL ledger of record behind the cache. */
   readonly sql: Ledger<Tx>;
+  /** The Redis client, adapted. */
   readonly redis: RedisLike;
 
   readonly #cache: TieredCache;
@@ -89,6 +100,7 @@ export class TieredLedger<Tx = unknown> extends RuntimeLedger<Tx> {
     this.#cache = cache;
   }
 
+  /** A snapshot of the Redis tier's counters: hits, misses, writes, failures, breaker opens. */
   cacheMetrics(): TieredCacheMetrics {
     return this.#cache.metrics();
   }

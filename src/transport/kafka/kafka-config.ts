@@ -6,6 +6,7 @@ import { durationMs, wholeNumber } from '../config-checks.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
 import { KafkaNames } from './kafka-names.js';
 
+/** Input of `new KafkaTransport(config)`: the brokers, the names of the group topics, and timings. */
 export interface KafkaTransportConfig {
   /**
    * The bootstrap brokers as a URL, `kafka://host:9092` (several: `kafka://h1:9092,h2:9092`). One of
@@ -59,29 +60,44 @@ export interface KafkaTransportConfig {
    */
   readonly brokerAddresses?: Readonly<Record<string, string>>;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where rebalances, created topics and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
 }
 
+/** Defaults of the {@link KafkaTransportConfig} fields that have a fixed one. */
 export const DEFAULT_KAFKA_TRANSPORT_CONFIG = Object.freeze({
+  /** The client id of every connection. */
   clientId: 'oncemq',
+  /** First word of the group topics. */
   prefix: 'oncemq',
+  /** Missing topics are created. */
   topology: 'create',
+  /** Partitions of the topics the transport creates. */
   partitions: 4,
+  /** Kafka's default `max.message.bytes`. */
   maxMessageBytes: 1_048_588,
+  /** Longest wait for one request. */
   timeout: '10s',
+  /** Wait before a delivery whose processor threw is processed again. */
   failureBackoff: '1s',
+  /** How often a subscription looks for new retry tiers. */
   retryDiscoveryInterval: '5s',
+  /** The group session timeout. */
   sessionTimeout: '10s',
+  /** Heartbeats to the group coordinator. */
   heartbeatInterval: '1s',
+  /** Most bytes of one fetch: 1 MiB. */
   fetchMaxBytes: 1024 * 1024,
 } as const);
 
 /** A broker address. */
 export interface KafkaBrokerAddress {
+  /** Host name or IP address. */
   readonly host: string;
+  /** TCP port. */
   readonly port: number;
 }
 

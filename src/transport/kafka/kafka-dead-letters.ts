@@ -41,8 +41,11 @@ interface DeadLetterTopic {
 export class KafkaDeadLetters implements DeadLetters {
   /** The headers of a listed dead letter that are not text, as its record carries them (a replay stores them again). */
   readonly #unread = new WeakMap<DeadLetter, [Buffer, Buffer][]>();
+  /** @internal made by the transport */
   constructor(
+    /** @internal the transport's settings */
     readonly settings: KafkaSettings,
+    /** @internal opens the transport's clients */
     readonly open: () => Promise<{
       readonly driver: KafkaDriver;
       readonly publisher: KafkaPublisher;

@@ -48,7 +48,10 @@ export function parseKafkaBrokerId(
  * group. A group name's `:`, `%` and `|` (allowed by oncemq, not by Kafka) are written as `_`.
  */
 export class KafkaNames {
-  constructor(readonly prefix: string) {
+  constructor(
+    /** First word of every group topic (`KafkaTransportConfig.prefix`), checked. */
+    readonly prefix: string,
+  ) {
     if (!KAFKA_PREFIX_PATTERN.test(prefix)) {
       throw new ConfigError(
         'prefix',

@@ -51,6 +51,7 @@ export class KafkaSubscription implements Subscription {
   #discovery: NodeJS.Timeout | undefined;
   #closing: Promise<void> | undefined;
 
+  /** @internal made by the transport's `subscribe()` */
   constructor(init: KafkaSubscriptionInit) {
     this.#init = init;
     this.group = init.group;

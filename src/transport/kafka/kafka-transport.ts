@@ -60,6 +60,7 @@ export class KafkaTransport implements Transport {
     batch: true,
     keepAlive: false,
   });
+  /** The configuration, checked, with its defaults, durations in milliseconds. */
   readonly settings: KafkaSettings;
   /** The groups' dead-letter topics: list, replay to the group only, purge. */
   readonly deadLetters: DeadLetters;

@@ -22,19 +22,27 @@ export interface BrokerDatabaseLike {
 export interface StoredMessage {
   /** Commit-log offset: unique per stored copy. */
   readonly commitOffset: number;
+  /** The topic it is stored in (a retry copy: the group's retry topic). */
   readonly topic: string;
+  /** The queue of the topic it is stored in. */
   readonly queueId: number;
+  /** Its position in that queue. */
   readonly queueOffset: number;
+  /** The producer's unique id of the send, kept by its resends and retries. */
   readonly uniqueId: string;
+  /** Its headers. */
   readonly headers: Readonly<Record<string, string>>;
+  /** Its body. */
   readonly body: Uint8Array;
   /** First publish of the message (kept by retries). */
   readonly bornAt: number;
+  /** When this copy was stored, in epoch milliseconds. */
   readonly storedAt: number;
   /** Delayed retries so far. */
   readonly reconsumeTimes: number;
   /** For a retry copy: the topic the message was first published to. */
   readonly originTopic: string | null;
+  /** For a retry copy: the broker id of the copy whose retry it is. */
   readonly originBrokerId: string | null;
 }
 

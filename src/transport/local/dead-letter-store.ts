@@ -74,6 +74,7 @@ export class DeadLetterStore implements DeadLetters {
   readonly #brokerId: (commitOffset: number) => string;
   readonly #ensureTopic: (topic: string) => void;
 
+  /** @internal made by the broker */
   constructor(
     store: BrokerStore,
     brokerId: (commitOffset: number) => string,
@@ -84,6 +85,10 @@ export class DeadLetterStore implements DeadLetters {
     this.#ensureTopic = ensureTopic;
   }
 
+  /**
+   * Stores the dead letter of `message` for `group`, with its broker id, oncemq's delivery count, the
+   * reason, the error's text and the business key the group read (`null` when none).
+   */
   add(
     group: string,
     message: StoredMessage,

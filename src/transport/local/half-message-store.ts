@@ -3,14 +3,23 @@ import type { BrokerStore, MessageToStore } from './broker-store.js';
 
 /** A half (prepared) message waiting for its transaction's decision. */
 export interface HalfMessage {
+  /** The half message's row id. */
   readonly id: number;
+  /** The producer group whose check-back decides it. */
   readonly producerGroup: string;
+  /** The topic it is stored in once committed. */
   readonly topic: string;
+  /** The queue it is stored in once committed. */
   readonly queueId: number;
+  /** The producer's unique id of the send. */
   readonly uniqueId: string;
+  /** Its headers. */
   readonly headers: Readonly<Record<string, string>>;
+  /** Its body. */
   readonly body: Uint8Array;
+  /** When it was sent, in epoch milliseconds. */
   readonly bornAt: number;
+  /** Check-backs made so far. */
   readonly checks: number;
 }
 

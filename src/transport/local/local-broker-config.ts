@@ -7,6 +7,7 @@ import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerSettings } from './local-consumer.js';
 import { roundRobinSelector, type QueueSelector } from './queue-selector.js';
 
+/** Input of `new LocalBroker(config)`: the SQLite file, queues, and consumer timings. */
 export interface LocalBrokerConfig {
   /** SQLite file of the broker, shared by every process that opens it; `:memory:` for a private one. @default './.oncemq/broker.db' */
   readonly path?: string;
@@ -47,24 +48,38 @@ export interface LocalBrokerConfig {
   /** Fault hooks (a `FaultInjector` from `oncemq/testing`). @default none */
   readonly faults?: LocalFaultHooks;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where rebalances, crashes and consumer failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
 }
 
+/** Defaults of the {@link LocalBrokerConfig} fields that have a fixed one. */
 export const DEFAULT_LOCAL_BROKER_CONFIG = Object.freeze({
+  /** The broker's SQLite file, under the working directory. */
   path: './.oncemq/broker.db',
+  /** The address written into broker ids. */
   address: '127.0.0.1:10911',
+  /** Queues of a topic created on first use. */
   queues: 4,
+  /** How often a consumer persists its offsets. */
   commitInterval: '5s',
+  /** How often a consumer heart-beats. */
   heartbeatInterval: '1s',
+  /** A member silent this long is removed. */
   sessionTimeout: '10s',
+  /** Messages pulled from a queue at once. */
   pullBatchSize: 32,
+  /** Wait between pulls that found nothing. */
   pollInterval: '20ms',
+  /** A new group starts at the first stored message. */
   consumeFrom: 'first',
+  /** Sends of one message when confirms are lost. */
   sendAttempts: 3,
+  /** Survives a process crash, as RocketMQ's async flush. */
   synchronous: 'normal',
+  /** Wait for another process's write lock. */
   busyTimeout: '5s',
 } as const);
 

@@ -48,8 +48,11 @@ export class LocalBroker implements Transport {
     batch: true,
     keepAlive: true,
   });
+  /** The broker's SQLite file (`:memory:` for a private one). */
   readonly path: string;
+  /** The `host:port` written into broker ids. */
   readonly address: string;
+  /** Queues of a topic this broker creates. */
   readonly queues: number;
   readonly #settings: ConsumerSettings;
   readonly #sendAttempts: number;
@@ -148,7 +151,7 @@ export class LocalBroker implements Transport {
     return store;
   }
 
-  /** The store, once open. */
+  /** @internal the SQLite store, once open (the CLI and the tests read it) */
   get store(): BrokerStore {
     if (this.#store === undefined)
       throw new TransportUnavailableError('the local broker is not open; call init() first');
@@ -160,6 +163,11 @@ export class LocalBroker implements Transport {
     return `${this.address}-${commitOffset.toString(16).toUpperCase().padStart(16, '0')}`;
   }
 
+  /**
+   * Queues of `topic`, creating the topic with {@link queues} queues on first use. Throws a
+   * ConfigError when the topic was created with another count and this broker was configured with
+   * `queues` explicitly.
+   */
   queueCount(topic: string): number {
     let count = this.#queueCounts.get(topic);
     if (count === undefined) {

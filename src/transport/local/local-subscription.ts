@@ -49,6 +49,7 @@ export class LocalSubscription implements Subscription {
   #closed = false;
   #onClose: (() => void) | undefined;
 
+  /** @internal made by the broker's `subscribe()` */
   constructor(
     ctx: ConsumerContext,
     group: string,
@@ -73,10 +74,12 @@ export class LocalSubscription implements Subscription {
     this.#onClose = fn;
   }
 
+  /** @internal started by the broker's `subscribe()` */
   start(): void {
     this.#member.start();
   }
 
+  /** This member's id in the group: its consumer name and a random suffix, new at each join. */
   get memberId(): string {
     return this.#member.memberId;
   }

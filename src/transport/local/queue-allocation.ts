@@ -1,6 +1,8 @@
 /** One queue of a topic. */
 export interface QueueRef {
+  /** The topic. */
   readonly topic: string;
+  /** The queue's number within the topic, from 0. */
   readonly queueId: number;
 }
 

@@ -15,16 +15,23 @@ export type TransactionState = 'COMMIT' | 'ROLLBACK' | 'UNKNOWN';
  * the broker's half-message id: a number on the local broker, RocketMQ's message id (a string) there.
  */
 export interface HalfMessageView<Id extends number | string = number> {
+  /** The broker's id of the half message. */
   readonly id: Id;
+  /** The topic it goes to once committed. */
   readonly topic: string;
+  /** Its business key (the `oncemq-key` header), to look the business row up by. */
   readonly key: string | undefined;
+  /** The producer's unique id of the send. */
   readonly uniqueId: string;
+  /** Its headers. */
   readonly headers: Readonly<Record<string, string>>;
+  /** Its body. */
   readonly body: Uint8Array;
   /** Check-backs made before this one. */
   readonly checks: number;
 }
 
+/** Input of `broker.createTransactionProducer(config)`: the producer group and its check-back. */
 export interface TransactionProducerConfig {
   /** Producer group: check-backs of its half messages go to this producer. */
   readonly group: string;
@@ -36,14 +43,19 @@ export interface TransactionProducerConfig {
   readonly maxChecks?: number;
 }
 
+/** Defaults of {@link TransactionProducerConfig}, RocketMQ's. */
 export const DEFAULT_TRANSACTION_PRODUCER_CONFIG = Object.freeze({
+  /** A minute between check-backs. */
   checkInterval: '60s',
+  /** Check-backs before an undecided half message is moved aside. */
   maxChecks: 15,
 } as const);
 
 /** What became of a transactional send; `Id` as in {@link HalfMessageView}. */
 export interface TransactionSendResult<Id extends number | string = number> {
+  /** What the local transaction answered: `COMMIT`, `ROLLBACK`, or `UNKNOWN` (left to the check-back). */
   readonly state: TransactionState;
+  /** The broker's id of the half message. */
   readonly halfId: Id;
   /** Present once committed: the copy consumers will see. */
   readonly receipt?: PublishReceipt;
@@ -66,8 +78,11 @@ const view = (half: HalfMessage): HalfMessageView => ({
  * then moved aside to `TRANS_CHECK_MAX_TIME_TOPIC` with a log line.
  */
 export class TransactionProducer {
+  /** The producer group. */
   readonly group: string;
+  /** Time between a half message's check-backs, in milliseconds. */
   readonly checkIntervalMs: number;
+  /** Check-backs before an undecided half message is moved aside. */
   readonly maxChecks: number;
   readonly #broker: LocalBroker;
   readonly #check: TransactionProducerConfig['check'];
@@ -201,6 +216,7 @@ export class TransactionProducer {
     return due.length;
   }
 
+  /** Stops the check-backs; undecided half messages wait for the next producer of the group. */
   close(): void {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;

@@ -13,6 +13,7 @@ import type { NatsConnectionLike } from './nats-driver.js';
 /** `create`: streams and consumers are created (or updated) at start; `check`: nothing is created. */
 export type NatsTopology = 'create' | 'check';
 
+/** Input of `new NatsTransport(config)`: the connection, the names of streams and subjects, and timings. */
 export interface NatsTransportConfig {
   /**
    * Your connection, from `connect()` of `@nats-io/transport-node` 3; oncemq uses it and does not
@@ -86,7 +87,8 @@ export interface NatsTransportConfig {
    */
   readonly publishTimeout?: Duration;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where created streams and consumers, lost connections and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
@@ -95,22 +97,39 @@ export interface NatsTransportConfig {
 /** Deliveries the server still makes past `maxDeliver`, so a copy whose consumer died on its last delivery can still be dead-lettered. */
 export const MAX_DELIVER_GRACE = 3;
 
+/** Defaults of the {@link NatsTransportConfig} fields that have a fixed one. */
 export const DEFAULT_NATS_TRANSPORT_CONFIG = Object.freeze({
+  /** A local nats-server. */
   servers: 'nats://127.0.0.1:4222',
+  /** Streams and consumers are created at start. */
   topology: 'create',
+  /** Prefix of stream names. */
   streamPrefix: 'ONCEMQ',
+  /** Prefix of subjects. */
   subjectPrefix: 'oncemq',
+  /** The streams' duplicate window. */
   duplicateWindow: '2m',
+  /** Topic streams keep messages until an operator limits them. */
   maxAge: 0,
+  /** Streams are stored on disk. */
   storage: 'file',
+  /** One replica per stream. */
   replicas: 1,
+  /** Uncharged deliveries of one copy before it is dead-lettered (`max-deliveries`). */
   maxDeliver: 64,
+  /** No limit on pending acks. */
   maxAckPending: -1,
+  /** Partitions of an ordered group. */
   partitions: 4,
+  /** A member's ownership of an ordered group's partition, unrenewed. */
   partitionLease: '10s',
+  /** How long one pull waits for messages. */
   pullExpires: '5s',
+  /** Wait before a copy whose processor threw comes again. */
   failureBackoff: '1s',
+  /** Deadline of one JetStream request. */
   requestTimeout: '5s',
+  /** How long a publish keeps sending while the server is away. */
   publishTimeout: '30s',
 } as const);
 

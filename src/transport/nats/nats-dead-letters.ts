@@ -62,6 +62,7 @@ function unavailable(what: string, error: unknown): TransportUnavailableError {
 export class NatsDeadLetters implements DeadLetters {
   readonly #open: () => Promise<NatsDeadLetterParts>;
 
+  /** @internal made by the transport */
   constructor(open: () => Promise<NatsDeadLetterParts>) {
     this.#open = open;
   }

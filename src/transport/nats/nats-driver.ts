@@ -12,13 +12,21 @@ import { ConfigError } from '../../core/errors.js';
  * `@nats-io/transport-node` 3: the JetStream client built on it needs the whole of it.
  */
 export interface NatsConnectionLike {
-  status(): AsyncIterable<{ readonly type: string }>;
+  /** The connection's status events: oncemq watches for disconnects and reconnects. */
+  status(): AsyncIterable<{
+    /** The event: `disconnect`, `reconnect`, `close`, … */
+    readonly type: string;
+  }>;
+  /** Core NATS publish: pull requests, and acks sent to a delivery's reply subject. */
   publish(subject: string, payload?: string | Uint8Array, options?: { reply?: string }): void;
+  /** A core NATS subscription (a pull's or an ack confirm's inbox), its messages handed to `callback`. */
   subscribe(
     subject: string,
     options: { callback: (error: Error | null, msg: Msg) => void },
   ): NatsSubscriptionLike;
+  /** True once the connection is closed for good. */
   isClosed(): boolean;
+  /** Closes the connection; called on `close()` only for a connection oncemq made. */
   close(): Promise<void>;
 }
 

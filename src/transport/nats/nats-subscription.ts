@@ -44,6 +44,7 @@ export class NatsSubscription implements Subscription {
   /** Called once closed (the transport forgets it). */
   onClose: () => void = () => undefined;
 
+  /** @internal made by the transport's `subscribe()` */
   constructor(group: string, topics: readonly string[], parts: NatsSubscriptionParts) {
     this.group = group;
     this.topics = Object.freeze([...topics]);
@@ -56,6 +57,7 @@ export class NatsSubscription implements Subscription {
     return this.#closing;
   }
 
+  /** @internal started by the transport's `subscribe()` */
   start(): void {
     // A lost connection ends its session: its pulls stop (what they still bring is redelivered later).
     this.#offLoss = this.#parts.ctx.session.onLoss(() => {

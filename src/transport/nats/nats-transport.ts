@@ -106,6 +106,10 @@ export class NatsTransport implements Transport {
     });
   }
 
+  /**
+   * Everything but half messages; `brokerDedupWindowMs` is the streams' duplicate window (as
+   * created, once connected).
+   */
   get capabilities(): TransportCapabilities {
     return Object.freeze({
       delay: true,

@@ -16,6 +16,7 @@ export type UnconfirmedReason =
 
 /** A publish the broker did not confirm as stored. */
 export class UnconfirmedPublishError extends TransportUnavailableError {
+  /** Why: `lost` (maybe stored), `nacked` or `unroutable` (not stored). */
   readonly reason: UnconfirmedReason;
 
   constructor(reason: UnconfirmedReason, message: string, options?: ErrorOptions) {

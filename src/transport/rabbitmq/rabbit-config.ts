@@ -18,6 +18,7 @@ export const DEFAULT_RABBITMQ_DELAY_LEVELS: readonly string[] = Object.freeze([
   ...ROCKETMQ_DELAY_LEVELS,
 ]);
 
+/** Input of `new RabbitTransport(config)`: the broker, the names of what it declares, and its timings. */
 export interface RabbitTransportConfig {
   /** The broker. Not used when `connection` is given. @default 'amqp://guest:guest@127.0.0.1:5672' */
   readonly url?: string;
@@ -58,7 +59,7 @@ export interface RabbitTransportConfig {
   readonly maxMessageSize?: number;
   /** First wait before re-opening a lost channel; doubles up to `maxReconnectDelay`. @default '100ms' */
   readonly reconnectDelay?: Duration;
-  /** @default '5s' */
+  /** Longest wait between two attempts to re-open a lost channel. @default '5s' */
   readonly maxReconnectDelay?: Duration;
   /**
    * Longest wait of a close for the broker's answer: a consumer's cancel, a channel's close-ok, the
@@ -78,48 +79,82 @@ export interface RabbitTransportConfig {
    */
   readonly partitions?: number;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where connection losses, topology changes and settle failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
 }
 
+/** Defaults of the {@link RabbitTransportConfig} fields that have a fixed one. */
 export const DEFAULT_RABBIT_TRANSPORT_CONFIG = Object.freeze({
+  /** A local broker with the default user. */
   url: 'amqp://guest:guest@127.0.0.1:5672',
+  /** The direct exchange messages are published to. */
   exchange: 'oncemq',
+  /** First part of every queue name. */
   prefix: 'oncemq',
+  /** Exchanges and queues are declared. */
   topology: 'create',
+  /** Quorum queues where the server has them. */
   queueType: 'auto',
+  /** Each topic's log keeps a week of messages. */
   retention: '7d',
+  /** RocketMQ's levels plus three below a second. */
   delayLevels: DEFAULT_RABBITMQ_DELAY_LEVELS,
+  /** Sends of one message when its confirm is lost. */
   publishAttempts: 3,
+  /** Longest wait of a publish. */
   publishTimeout: '30s',
+  /** RabbitMQ 3.10's default `max_message_size`, 128 MiB. */
   maxMessageSize: 134_217_728,
+  /** First wait before re-opening a lost channel. */
   reconnectDelay: '100ms',
+  /** Longest wait before re-opening a lost channel. */
   maxReconnectDelay: '5s',
+  /** Longest wait of a close for the broker's answer. */
   closeTimeout: '5s',
+  /** Wait before a delivery whose processor threw is handed back. */
   failureBackoff: '500ms',
+  /** Partition queues of an ordered group. */
   partitions: 4,
 } as const);
 
-/** The validated configuration. */
+/** The validated configuration, durations in milliseconds. */
 export interface RabbitSettings {
+  /** The broker's URL (unused when `connection` is given). */
   readonly url: string;
+  /** Your own connection, or `undefined` when the transport opens one to `url`. */
   readonly connection: AmqpConnectionLike | undefined;
+  /** The direct exchange messages are published to. */
   readonly exchange: string;
+  /** First part of every queue name. */
   readonly prefix: string;
+  /** Whether the transport declares its topology or only checks it. */
   readonly topology: 'create' | 'check';
+  /** Type of the queues the transport declares. */
   readonly queueType: 'auto' | 'quorum' | 'classic';
+  /** How long a topic's log keeps messages; `false` for no log. */
   readonly retentionMs: number | false;
+  /** Delays of the retry queues, shortest first. */
   readonly delayLevelsMs: readonly number[];
+  /** Sends of one message when its confirm is lost. */
   readonly publishAttempts: number;
+  /** Longest wait of a publish for a connection and its confirm. */
   readonly publishTimeoutMs: number;
+  /** The server's `max_message_size`, in bytes. */
   readonly maxMessageSize: number;
+  /** First wait before re-opening a lost channel. */
   readonly reconnectDelayMs: number;
+  /** Longest wait before re-opening a lost channel. */
   readonly maxReconnectDelayMs: number;
+  /** Longest wait of a close for the broker's answer. */
   readonly closeTimeoutMs: number;
+  /** First wait before a delivery whose processor threw is handed back. */
   readonly failureBackoffMs: number;
+  /** Partition queues of an ordered group. */
   readonly partitions: number;
+  /** Where the transport logs. */
   readonly logger: Logger;
 }
 

@@ -31,28 +31,34 @@ export function validTopic(topic: unknown): string {
  *   generation's partition queues.
  */
 export class RabbitNames {
+  /** First part of every name (`RabbitTransportConfig.prefix`). */
   readonly prefix: string;
 
   constructor(prefix: string) {
     this.prefix = prefix;
   }
 
+  /** The group's work queue: `oncemq.points`. */
   work(group: string): string {
     return `${this.prefix}.${group}`;
   }
 
+  /** The group's retry queue of one delay level: `oncemq.points@retry.10s`. */
   retry(group: string, levelMs: number): string {
     return `${this.work(group)}@retry.${formatDuration(levelMs)}`;
   }
 
+  /** The group's dead-letter queue: `oncemq.points@dead`. */
   dead(group: string): string {
     return `${this.work(group)}@dead`;
   }
 
+  /** The topic's log stream: `oncemq@log.payments`. */
   log(topic: string): string {
     return `${this.prefix}@log.${topic}`;
   }
 
+  /** The exchange marking that the group's queue got the topic's log: `oncemq.points@ready.payments`. */
   ready(group: string, topic: string): string {
     return `${this.work(group)}@ready.${topic}`;
   }
@@ -62,10 +68,12 @@ export class RabbitNames {
     return `${this.work(group)}@p${index}${drainedTo === undefined ? '' : `of${drainedTo}`}`;
   }
 
+  /** The queue listing the old generation's partition queues while a drain runs: `oncemq.points@draining`. */
   drainMarker(group: string): string {
     return `${this.work(group)}@draining`;
   }
 
+  /** The empty queue whose `x-max-length` records an ordered group's partition count: `oncemq.points@partitions`. */
   partitionMarker(group: string): string {
     return `${this.work(group)}@partitions`;
   }

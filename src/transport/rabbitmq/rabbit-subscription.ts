@@ -115,6 +115,7 @@ export class RabbitSubscription implements Subscription {
   /** Channels opened for this member so far (1 + recoveries). */
   channels = 0;
 
+  /** @internal made by the transport's `subscribe()` */
   constructor(
     ctx: RabbitSubscriptionContext,
     group: string,

@@ -46,6 +46,7 @@ export class RabbitTransport implements Transport {
     batch: true,
     keepAlive: true,
   });
+  /** The configuration, checked, with its defaults. */
   readonly settings: RabbitSettings;
   readonly deadLetters: RabbitDeadLetters;
   readonly #connection: RabbitConnection;
@@ -81,7 +82,12 @@ export class RabbitTransport implements Transport {
   }
 
   /** Queues and exchanges declared or checked so far (a test removes them after itself). */
-  get declared(): { readonly queues: ReadonlySet<string>; readonly exchanges: ReadonlySet<string> } {
+  get declared(): {
+    /** Queues declared or checked. */
+    readonly queues: ReadonlySet<string>;
+    /** Exchanges declared or checked. */
+    readonly exchanges: ReadonlySet<string>;
+  } {
     return this.#topology.declared;
   }
 
@@ -183,7 +189,7 @@ export class RabbitTransport implements Transport {
    * `concurrency` is the prefetch; `batchSize` the most deliveries handed to `processBatch` at once
    * (@default the concurrency); `consumerName` the consumer tag's prefix; `visibility` is not used
    * (RabbitMQ holds a delivery for as long as its channel lives). With `ordering`, the group consumes
-   * its partition queues instead, one key at a time (see {@link RabbitOrderedSubscription}).
+   * its partition queues instead, one key at a time (docs/transports/rabbitmq.md, "Per-key ordering").
    */
   subscribe(
     group: string,

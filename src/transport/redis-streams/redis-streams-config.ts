@@ -7,6 +7,7 @@ import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.j
 import type { StreamClientInput } from './stream-connection.js';
 import { SHARD_SLOTS, StreamKeys } from './stream-keys.js';
 
+/** Input of `new RedisStreamsTransport(config)`: the client, the key prefix, and timings. */
 export interface RedisStreamsTransportConfig {
   /**
    * A connected node-redis v5+ or ioredis v5+ client (told apart by shape), or a `StreamConnection`.
@@ -57,23 +58,36 @@ export interface RedisStreamsTransportConfig {
    */
   readonly partitions?: number;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where lost connections, deleted entries and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
 }
 
+/** Defaults of the {@link RedisStreamsTransportConfig} fields that have a fixed one. */
 export const DEFAULT_REDIS_STREAMS_CONFIG = Object.freeze({
+  /** First word of every key. */
   prefix: 'oncemq',
+  /** Streams and consumer groups are created. */
   topology: 'create',
+  /** Longest wait for one command. */
   timeout: '10s',
+  /** Sends of one publish when its confirm is lost. */
   publishAttempts: 5,
+  /** How long one blocking read waits. */
   block: '2s',
+  /** Wait before a delivery whose processor threw is handed out again. */
   failureBackoff: '1s',
+  /** Longest wait before a due retry is moved to its retry stream. */
   retryPollInterval: '1s',
+  /** How long a read and acked entry stays before it is trimmed. */
   retention: '1h',
+  /** How often each subscription trims its streams. */
   trimInterval: '1m',
+  /** Deliveries without an outcome before an entry is dead-lettered (`delivery-limit`). */
   maxDeliveries: 32,
+  /** Partitions of an ordered group. */
   partitions: 4,
 } as const);
 

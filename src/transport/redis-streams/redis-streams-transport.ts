@@ -57,6 +57,7 @@ export class RedisStreamsTransport implements Transport {
     batch: true,
     keepAlive: true,
   });
+  /** The configuration, checked, with its defaults, durations in milliseconds. */
   readonly settings: StreamSettings;
   /** The groups' dead-letter streams: list, replay to the group only, purge. */
   readonly deadLetters: DeadLetters;

@@ -17,6 +17,7 @@ export interface SendOptions {
 export interface StreamConnection {
   /** Which client drives it, for logs and errors. */
   readonly client: string;
+  /** Sends one command, as its words (`['XADD', key, '*', …]`), and resolves with the reply. */
   send(args: readonly CommandArg[], options?: SendOptions): Promise<unknown>;
   /**
    * Opens another connection of the same client with the same settings: a blocking read holds its
@@ -36,24 +37,36 @@ type Listener = (...args: unknown[]) => void;
 
 /** The part of a node-redis v5+ client (`createClient()`) the stream transport calls. */
 export interface NodeRedisStreamsClientLike {
+  /** node-redis `sendCommand(args, { typeMapping })`: one command as its words. */
   sendCommand(
     args: readonly (string | Buffer)[],
     options?: { typeMapping?: Record<number, unknown> },
   ): Promise<unknown>;
+  /** node-redis `duplicate()`: a new client with the same settings, not yet connected. */
   duplicate(): NodeRedisStreamsClientLike;
+  /** node-redis `connect()`. */
   connect(): Promise<unknown>;
+  /** node-redis `destroy()`: closes the connection at once. */
   destroy(): void;
+  /** Listens to a client event (`error`, `reconnecting`, `end`). */
   on(event: string, listener: Listener): unknown;
+  /** Stops listening to a client event. */
   off(event: string, listener: Listener): unknown;
 }
 
 /** The part of an ioredis v5+ client (`new Redis()`) the stream transport calls. */
 export interface IoredisStreamsClientLike {
+  /** ioredis `call(command, ...args)`: one command, bulk replies as text. */
   call(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
+  /** ioredis `callBuffer(command, ...args)`: one command, bulk replies as bytes. */
   callBuffer(command: string, ...args: (string | Buffer)[]): Promise<unknown>;
+  /** ioredis `duplicate()`: a new connection with the same settings. */
   duplicate(): IoredisStreamsClientLike;
+  /** ioredis `disconnect()`: closes the connection at once. */
   disconnect(): void;
+  /** Listens to a client event (`error`, `reconnecting`, `end`). */
   on(event: string, listener: Listener): unknown;
+  /** Stops listening to a client event. */
   off(event: string, listener: Listener): unknown;
 }
 

@@ -23,7 +23,10 @@ export function validTopic(topic: unknown, field = 'topic'): string {
  * or group name can make two keys collide.
  */
 export class StreamKeys {
-  constructor(readonly prefix: string) {
+  constructor(
+    /** First word of every key (`RedisStreamsTransportConfig.prefix`), checked. */
+    readonly prefix: string,
+  ) {
     if (typeof prefix !== 'string' || !STREAM_PREFIX_PATTERN.test(prefix)) {
       throw new ConfigError(
         'prefix',

@@ -42,6 +42,7 @@ export interface StreamMember {
 export class StreamSubscription implements Subscription {
   readonly group: string;
   readonly topics: readonly string[];
+  /** This member's consumer name in the group's streams: `consumerName`, else host, process id and a counter. */
   readonly consumer: string;
   readonly #member: StreamMember;
   readonly #settler: StreamSettler;
@@ -63,6 +64,7 @@ export class StreamSubscription implements Subscription {
   readonly #pause = new Pause();
   #recheck: NodeJS.Timeout | undefined;
 
+  /** @internal made by the transport's `subscribe()` */
   constructor(member: StreamMember) {
     this.#member = member;
     this.group = member.group;

@@ -20,13 +20,19 @@ export type RocketMQMessageType = 'NORMAL' | 'FIFO' | 'DELAY' | 'TRANSACTION';
 /** Read + write permission (`PermName.PERM_READ | PERM_WRITE`). */
 const PERM_READ_WRITE = 6;
 
+/** A topic to create on every broker of the cluster. */
 export interface TopicSpec {
+  /** The topic's name. */
   readonly topic: string;
+  /** The message type it accepts. */
   readonly type: RocketMQMessageType;
+  /** Its read and write queues per broker. */
   readonly queues: number;
 }
 
+/** A subscription group to create on every broker of the cluster. */
 export interface GroupSpec {
+  /** The group's name. */
   readonly group: string;
   /** Delivers each message group of a FIFO topic in order (`consumeMessageOrderly`). */
   readonly orderly: boolean;
@@ -36,6 +42,7 @@ export interface GroupSpec {
 
 /** Admin requests to one cluster, found through its name server. */
 export class RocketMQAdmin {
+  /** The name server's host and port. */
   readonly nameServer: Address;
   readonly #timeoutMs: number;
 

@@ -3,6 +3,7 @@ import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 
+/** Input of `new RocketMQTransport(config)`: the proxy and name server, topic kind, and timings. */
 export interface RocketMQTransportConfig {
   /**
    * The proxy's gRPC endpoint as a URL, `rocketmq://host:8081`; `?namesrv=host:port` names the name
@@ -41,21 +42,31 @@ export interface RocketMQTransportConfig {
   /** Wait before receiving again after a receive failed. @default '1s' */
   readonly failureBackoff?: Duration;
   /**
-   * Where failures are logged: `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * Where the client's lines, created topics and groups and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
    * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
 }
 
+/** A proxy on this machine, at the proxy's default gRPC port. */
 export const DEFAULT_ROCKETMQ_URL = 'rocketmq://127.0.0.1:8081';
 
+/** Defaults of the {@link RocketMQTransportConfig} fields that have a fixed one. */
 export const DEFAULT_ROCKETMQ_TRANSPORT_CONFIG = Object.freeze({
+  /** {@link DEFAULT_ROCKETMQ_URL}. */
   url: DEFAULT_ROCKETMQ_URL,
+  /** Topics and groups are created. */
   topology: 'create',
+  /** Normal (not FIFO) topics. */
   fifo: false,
+  /** Queues of a topic the transport creates. */
   queues: 8,
+  /** Longest wait for one request. */
   requestTimeout: '5s',
+  /** How long one receive waits at the proxy. */
   longPoll: '5s',
+  /** Wait before receiving again after a failed receive. */
   failureBackoff: '1s',
 } as const);
 
@@ -84,7 +95,14 @@ export interface RocketMQSettings {
 }
 
 /** Reads a `rocketmq://` URL into the proxy's endpoint, the name server and the namespace. */
-export function parseRocketMQUrl(text: string): { endpoints: string; nameServer: string; namespace: string } {
+export function parseRocketMQUrl(text: string): {
+  /** The proxy's gRPC endpoint, `host:port` (port 8081 when the URL names none). */
+  endpoints: string;
+  /** The name server, `host:port`: `?namesrv=`, else port 9876 on the proxy's host. */
+  nameServer: string;
+  /** The client namespace: `?namespace=`, else empty. */
+  namespace: string;
+} {
   let url: URL;
   try {
     url = new URL(text);

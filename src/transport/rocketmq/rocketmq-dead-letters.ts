@@ -85,6 +85,7 @@ function toDeadLetter(group: string, id: string, stored: StoredMessage): DeadLet
 export class RocketMQDeadLetters implements DeadLetters {
   readonly #open: () => Promise<RocketMQDeadLetterParts>;
 
+  /** @internal made by the transport */
   constructor(open: () => Promise<RocketMQDeadLetterParts>) {
     this.#open = open;
   }

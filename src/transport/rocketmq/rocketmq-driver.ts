@@ -8,15 +8,25 @@ import { guardTelemetry } from './telemetry-guard.js';
 
 /** A received message (`MessageView`); `receiptHandle` is replaced by each visibility change. */
 export interface MessageViewLike {
+  /** The message id the broker gave the stored copy. */
   readonly messageId: string;
+  /** The topic it was received from. */
   readonly topic: string;
+  /** The body. */
   readonly body: Buffer;
+  /** Its message group, on a FIFO topic. */
   readonly messageGroup?: string | undefined;
+  /** Its keys (oncemq's producers set the business key). */
   readonly keys: string[];
+  /** When it was first sent. */
   readonly bornTimestamp?: Date | undefined;
+  /** The broker's count of deliveries of this copy. */
   readonly deliveryAttempt?: number | undefined;
+  /** The handle `ack` and `changeInvisibleDuration` name; each visibility change replaces it. */
   readonly receiptHandle: string;
+  /** Its offset in its queue. */
   readonly offset?: number | undefined;
+  /** Its user properties: oncemq's headers. */
   readonly properties: Map<string, string>;
 }
 
@@ -30,6 +40,7 @@ export interface SendMessageLike {
   delay?: number;
 }
 
+/** The broker's answer to a send (`SendReceipt`). */
 export interface SendReceiptLike {
   readonly messageId: string;
   readonly offset?: number | undefined;
@@ -41,18 +52,29 @@ export interface TransactionLike {
   rollback(): Promise<void>;
 }
 
+/** The part of the client's `Producer` oncemq calls. */
 export interface ProducerLike {
+  /** Starts the producer: connects to the proxy. */
   startup(): Promise<void>;
+  /** Stops the producer and closes its connections. */
   shutdown(): Promise<void>;
+  /** Sends a message (inside `transaction`: as its half message) and resolves on the broker's receipt. */
   send(message: SendMessageLike, transaction?: TransactionLike): Promise<SendReceiptLike>;
+  /** Starts a transaction for one half message. */
   beginTransaction(): TransactionLike;
 }
 
+/** The part of the client's `SimpleConsumer` oncemq calls. */
 export interface SimpleConsumerLike {
+  /** Starts the consumer of its group: connects to the proxy. */
   startup(): Promise<void>;
+  /** Stops the consumer and closes its connections. */
   shutdown(): Promise<void>;
+  /** Long-polls up to `maxMessageNum` messages, each invisible to other consumers for `invisibleDurationMs`. */
   receive(maxMessageNum: number, invisibleDurationMs: number): Promise<MessageViewLike[]>;
+  /** Acks a received message by its current receipt handle. */
   ack(message: MessageViewLike): Promise<void>;
+  /** Makes a received message invisible for `invisibleDurationMs` from now (a delayed retry, or keep-alive). */
   changeInvisibleDuration(message: MessageViewLike, invisibleDurationMs: number): Promise<void>;
 }
 

@@ -40,6 +40,7 @@ export class RocketMQSubscription implements Subscription {
   /** Called once closed (the transport forgets it). */
   onClose: () => void = () => undefined;
 
+  /** @internal made by the transport's `subscribe()` */
   constructor(group: string, topics: readonly string[], parts: RocketMQSubscriptionParts) {
     this.group = group;
     this.topics = Object.freeze([...topics]);
@@ -47,6 +48,7 @@ export class RocketMQSubscription implements Subscription {
     this.#slots = new DeliverySlots(parts.concurrency);
   }
 
+  /** @internal started by the transport's `subscribe()` */
   start(): void {
     this.#loop = this.#receiveLoop();
   }

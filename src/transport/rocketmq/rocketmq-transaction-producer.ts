@@ -70,12 +70,14 @@ function view(message: MessageViewLike): HalfMessageView<string> {
  * visible) or rolls back. An undecided one is checked back by the broker through `check`.
  */
 export class RocketMQTransactionProducer {
+  /** The producer group; the broker checks its undecided half messages back through it. */
   readonly group: string;
   readonly #config: RocketMQTransactionProducerConfig;
   readonly #settings: RocketMQSettings;
   readonly #topology: RocketMQTopology;
   readonly #producer: ProducerLike;
 
+  /** @internal made by the transport's `createTransactionProducer()` */
   constructor(
     driver: RocketMQDriver,
     settings: RocketMQSettings,

@@ -90,6 +90,7 @@ export class RocketMQTransport implements Transport {
     });
   }
 
+  /** Everything but a broker dedup window; `ordering` only on FIFO topics (`fifo: true`). */
   get capabilities(): TransportCapabilities {
     return Object.freeze({
       delay: true,
@@ -103,7 +104,12 @@ export class RocketMQTransport implements Transport {
   }
 
   /** The proxy endpoint and name server this transport uses. */
-  get endpoints(): { readonly endpoints: string; readonly nameServer: string } {
+  get endpoints(): {
+    /** The proxy's gRPC endpoints (`host:port`). */
+    readonly endpoints: string;
+    /** The name server (`host:port`), for the admin calls. */
+    readonly nameServer: string;
+  } {
     return { endpoints: this.#settings.endpoints, nameServer: this.#settings.nameServer };
   }
 
