@@ -53,7 +53,9 @@ export type { FingerprintSource } from './core/fingerprint.js';
 export { DEFAULT_KEY_SOURCE } from './core/key.js';
 export type { KeySource } from './core/key.js';
 export { SILENT_LOGGER } from './core/logger.js';
-export type { Logger } from './core/logger.js';
+export type { Logger, PartialLogger } from './core/logger.js';
+export { consoleLogger, DEFAULT_CONSOLE_LOGGER_CONFIG, DEFAULT_LOGGER } from './core/console-logger.js';
+export type { ConsoleLoggerConfig, LogLevel } from './core/console-logger.js';
 export type {
   BusyOutcome,
   OutcomeBase,

@@ -10,5 +10,6 @@ export type {
   IoredisLike,
   NodeRedisClientLike,
   RedisClientInput,
+  RedisConnectionState,
   RedisLike,
 } from './ledger/redis/redis-like.js';

@@ -138,6 +138,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let producer: Transport | undefined;
   let members: ChaosMembers | undefined;
   let schedule: ChaosSchedule | undefined;
+  let failed = false;
   try {
     route = await brokerRoute(entry, join(dir, 'broker.db'), options.brokerUrl);
     store = await openDemoStore(options.store, {
@@ -225,12 +226,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       lostKeys: report.lostKeys,
       memberErrors: ok ? [] : members.stderr.slice(-10),
     };
+  } catch (error) {
+    failed = true;
+    throw error;
   } finally {
     await schedule?.stop();
     await members?.stop();
     await producer?.close();
     await route?.close();
-    if (route !== undefined) await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]);
+    // Nothing is on the broker before the producer opened. After a failed run, a failed clean-up
+    // (often the same unreachable broker) must not hide its error.
+    if (route !== undefined && producer !== undefined) {
+      await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]).catch((error: unknown) => {
+        if (!failed) throw error;
+      });
+    }
     await store?.close();
     rmSync(dir, { recursive: true, force: true });
   }

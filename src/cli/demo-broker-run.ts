@@ -36,6 +36,8 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
   const subscriptions: Subscription[] = [];
   let store: DemoStore | undefined;
   let cuts: ConnectionCuts | undefined;
+  let failed = false;
+  let opened = false;
   try {
     store = await openDemoStore(options.store, {
       dir,
@@ -48,6 +50,7 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
     const consumer = demoConsumer(store, injector, checker, options.naive);
     const processor = faultyProcessor(consumer.processor, injector);
     const producer = await entry.open({ url: route.direct, namespace });
+    opened = true;
     transports.push(producer);
     for (let index = 0; index < options.consumers; index++) {
       const transport = await entry.open({ url: route.proxied, namespace });
@@ -121,12 +124,21 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
       await options.live.finished(result);
     }
     return result;
+  } catch (error) {
+    failed = true;
+    throw error;
   } finally {
     cuts?.stop();
     await Promise.all(subscriptions.map((subscription) => subscription.close()));
     await Promise.all(transports.map((transport) => transport.close()));
     await route.close();
-    await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]);
+    // Nothing is on the broker before the producer opened. After a failed run, a failed clean-up
+    // (often the same unreachable broker) must not hide its error.
+    if (opened) {
+      await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]).catch((error: unknown) => {
+        if (!failed) throw error;
+      });
+    }
     await store?.close();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -8,6 +8,7 @@ import type { EffectChecker } from '../testing/effect-checker.js';
 import type { FaultInjector } from '../testing/fault-injector.js';
 import type { Processor } from '../transport/transport.js';
 import type { DemoStore } from './demo-store.js';
+import { SILENT_LOGGER } from '../core/logger.js';
 
 export const DEMO_GROUP = 'points';
 export const DEMO_TOPIC = 'payment-succeeded';
@@ -110,6 +111,8 @@ export function demoConsumer(
     ledger: injector.enabled('commit-failure') ? injectCommitFailures(store.ledger, injector) : store.ledger,
     group: DEMO_GROUP,
     retry: DEMO_RETRY,
+    // The demo's faults fail handlers and commits on purpose: their lines would drown the summary.
+    logger: SILENT_LOGGER,
     handler: async (event, ctx) => {
       await store.addPoints(ctx.tx, event.userId, event.eventId, POINTS_PER_EVENT);
       injector.handlerCrash(ctx.key, ctx.attempt);

@@ -32,6 +32,7 @@ import { effectFields, type DemoOptions, type DemoResult } from './demo-result.j
 import { openDemoStore, type DemoStore } from './demo-store.js';
 import { demoLocalBroker } from './demo-run.js';
 import { RUN_SUBSCRIBE, runTransport } from './run-transports.js';
+import { SILENT_LOGGER } from '../core/logger.js';
 
 /** Outbox relays publishing at once (one more is started for each that crashes). */
 export const ORDERS_RELAYS = 2;
@@ -121,7 +122,8 @@ async function realOrdersBroker(
     await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
     await Promise.all(transports.map((transport) => transport.close()));
     await route.close();
-    await entry.cleanup({ url: route.direct, namespace }, [ORDERS_GROUP]);
+    // Nothing is on the broker before the producer opened.
+    if (transports.length > 0) await entry.cleanup({ url: route.direct, namespace }, [ORDERS_GROUP]);
   };
   try {
     const producer = await entry.open({ url: route.direct, namespace, ordered: true });
@@ -150,7 +152,8 @@ async function realOrdersBroker(
       close,
     };
   } catch (error) {
-    await close();
+    // A failed clean-up (often the same unreachable broker) must not hide why the run could not start.
+    await close().catch(() => undefined);
     throw error;
   }
 }
@@ -189,6 +192,7 @@ class RelayCrew {
     const crash = relayCrashFault(this.injector);
     const relay = createRelay<unknown>({
       outbox: this.db.outbox,
+      logger: SILENT_LOGGER,
       transport: {
         name: 'demo',
         async publish(message) {

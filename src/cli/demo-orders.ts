@@ -10,6 +10,7 @@ import type { FaultInjector } from '../testing/fault-injector.js';
 import type { Processor } from '../transport/transport.js';
 import { DEMO_RETRY } from './demo-consumer.js';
 import type { DemoStore } from './demo-store.js';
+import { SILENT_LOGGER } from '../core/logger.js';
 
 export const ORDERS_GROUP = 'shipping';
 export const ORDERS_TOPIC = 'order-events';
@@ -229,6 +230,8 @@ export function ordersConsumer(
     ledger: injector.enabled('commit-failure') ? injectCommitFailures(store.ledger, injector) : store.ledger,
     group: ORDERS_GROUP,
     retry: DEMO_RETRY,
+    // The demo's faults fail handlers and commits on purpose: their lines would drown the summary.
+    logger: SILENT_LOGGER,
     handler: async (event, ctx) => {
       await applyStep(db.dialect, ctx.tx, event);
       injector.handlerCrash(ctx.key, ctx.attempt);

@@ -8,6 +8,7 @@ import type { LocalSubscription } from '../transport/local/local-subscription.js
 import { DEMO_GROUP, DEMO_TOPIC, demoConsumer, type PaymentSucceeded } from './demo-consumer.js';
 import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';
 import { openDemoStore, type DemoStore } from './demo-store.js';
+import { SILENT_LOGGER } from '../core/logger.js';
 
 export { DEMO_GROUP, DEMO_RETRY, DEMO_TOPIC, POINTS_PER_EVENT } from './demo-consumer.js';
 export type { DemoLive, DemoOptions, DemoResult, DemoView } from './demo-result.js';
@@ -23,6 +24,7 @@ export function demoLocalBroker(dir: string, injector: FaultInjector): LocalBrok
     sessionTimeout: '2s',
     pollInterval: '5ms',
     faults: injector,
+    logger: SILENT_LOGGER,
   });
 }
 

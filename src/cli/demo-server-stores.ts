@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { SILENT_LOGGER } from '../core/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
+import { unreachableLedger } from '../ledger/ledger-errors.js';
 import type { OutboxDatabase } from '../outbox/outbox-database.js';
 import { quoteIdentifier } from '../ledger/sql-identifier.js';
 import { resolveServiceUrl } from './connection.js';
@@ -109,8 +111,13 @@ export async function openPostgresDemoStore(options: ServerStoreOptions): Promis
   // A connection killed while idle (failover, pg_terminate_backend) leaves the pool; the next query opens another.
   pool.on('error', () => undefined);
   const query: PgQueryable = pool;
-  if (owned) await query.query(`CREATE SCHEMA ${quoteIdentifier(schema)}`);
-  const ledger = new PostgresLedger({ pool, schema });
+  if (owned) {
+    await query.query(`CREATE SCHEMA ${quoteIdentifier(schema)}`).catch(async (error: unknown) => {
+      await pool.end();
+      throw unreachableLedger('PostgreSQL', url, error) ?? error;
+    });
+  }
+  const ledger = new PostgresLedger({ pool, schema, logger: SILENT_LOGGER });
   await ledger.init();
   const runOn =
     (client: PgQueryable): Run =>
@@ -151,12 +158,14 @@ export async function openMysqlDemoStore(options: ServerStoreOptions): Promise<D
   const database = options.namespace ?? namespace();
   const owned = options.attach !== true;
   if (owned) {
-    const admin = await mysql.createConnection({ uri: url });
+    const admin = await mysql.createConnection({ uri: url }).catch((error: unknown) => {
+      throw unreachableLedger('MySQL', url, error) ?? error;
+    });
     await admin.query(`CREATE DATABASE \`${database}\``);
     await admin.end();
   }
   const pool = mysql.createPool({ uri: url, database, connectionLimit: options.connections });
-  const ledger = new MysqlLedger({ pool });
+  const ledger = new MysqlLedger({ pool, logger: SILENT_LOGGER });
   await ledger.init();
   const runOn =
     (client: MysqlExecutable): Run =>

@@ -9,6 +9,7 @@ import {
   type SqliteDatabaseLike,
   type SqliteStatementLike,
 } from '../ledger/sqlite/sqlite-ledger.js';
+import { SILENT_LOGGER } from '../core/logger.js';
 
 /**
  * The demo's business data: a balance per user and one grant row per applied effect (no unique key,
@@ -99,7 +100,7 @@ export async function openSqliteDemoStore(
   options: DemoStoreOptions,
 ): Promise<DemoStore<SqliteDatabaseLike> & { readonly ledger: SqliteLedger }> {
   const path = join(options.dir, 'demo.db');
-  const ledger = new SqliteLedger({ database: path, synchronous: 'normal' });
+  const ledger = new SqliteLedger({ database: path, synchronous: 'normal', logger: SILENT_LOGGER });
   await ledger.init();
   const opened: SqliteDatabaseLike[] = [];
   const db = ledger.database;

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { ConfigError } from '../core/errors.js';
+import { SILENT_LOGGER } from '../core/logger.js';
+import { unreachableLedger } from '../ledger/ledger-errors.js';
 import { TieredLedger } from '../ledger/tiered/tiered-ledger.js';
 import { resolveServiceUrl } from './connection.js';
 import { openSqliteDemoStore, type DemoStore, type DemoStoreOptions } from './demo-store.js';
-import { loadDriver, redactedLocation } from './stores.js';
+import { loadDriver } from './stores.js';
 
 /** How long the demo waits for Redis before it says it cannot reach it. */
 const CONNECT_TIMEOUT_MS = 5000;
@@ -20,7 +21,9 @@ export async function openTieredDemoStore(options: DemoStoreOptions): Promise<De
     url,
     socket: { reconnectStrategy: (retries: number) => Math.min(50 * (retries + 1), 500) },
   });
-  client.on('error', () => undefined);
+  // The client reconnects until the wait below gives up; its last error says why it could not connect.
+  let lastError: unknown;
+  client.on('error', (error: unknown) => (lastError = error));
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
@@ -33,19 +36,13 @@ export async function openTieredDemoStore(options: DemoStoreOptions): Promise<De
     ]);
   } catch (error) {
     client.destroy();
-    throw new ConfigError(
-      'url',
-      `cannot reach Redis at ${redactedLocation(url)}: ${(error as Error).message}`,
-      {
-        cause: error,
-      },
-    );
+    throw unreachableLedger('Redis', url, lastError ?? error, true) ?? error;
   } finally {
     clearTimeout(timer);
   }
   const sqlite = await openSqliteDemoStore(options);
   const prefix = `oncemq-demo-${randomBytes(4).toString('hex')}`;
-  const ledger = new TieredLedger({ ledger: sqlite.ledger, redis: client, prefix });
+  const ledger = new TieredLedger({ ledger: sqlite.ledger, redis: client, prefix, logger: SILENT_LOGGER });
   await ledger.init();
   return {
     ...sqlite,

@@ -1,4 +1,5 @@
 import { ConfigError } from '../core/errors.js';
+import { SILENT_LOGGER } from '../core/logger.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { UsageError } from './command.js';
 import { resolveServiceUrl, type ResolvedUrl } from './connection.js';
@@ -77,7 +78,10 @@ export async function loadDriver<T>(load: () => Promise<T>, driver: string): Pro
 const url = (service: 'postgres' | 'mysql', target: StoreTarget): ResolvedUrl =>
   resolveServiceUrl(service, target.url);
 
-/** Each store by name: adding one is one entry. Drivers load only when their store is used. */
+/**
+ * Each store by name: adding one is one entry. Drivers load only when their store is used. The
+ * commands print a failure as one line of their own, so their ledgers log nothing.
+ */
 const STORES: Readonly<Record<string, StoreOpener>> = {
   async sqlite(target) {
     if (target.url === undefined || target.url === '') {
@@ -85,7 +89,12 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
     }
     const path = target.url.replace(/^sqlite:(\/\/)?/, '');
     const { SqliteLedger } = await import('../ledger/sqlite/sqlite-ledger.js');
-    const ledger = new SqliteLedger({ database: path, table: target.table, migrate: target.migrate });
+    const ledger = new SqliteLedger({
+      database: path,
+      table: target.table,
+      migrate: target.migrate,
+      logger: SILENT_LOGGER,
+    });
     return { ledger, location: path, close: () => ledger.close() };
   },
   async mysql(target) {
@@ -94,7 +103,7 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
     const { MysqlLedger } = await import('../ledger/mysql/mysql-ledger.js');
     const pool = mysql.createPool({ uri, connectionLimit: 2 });
     const { table, database, migrate } = target;
-    const ledger = new MysqlLedger({ pool, table, database, migrate });
+    const ledger = new MysqlLedger({ pool, table, database, migrate, logger: SILENT_LOGGER });
     return {
       ledger,
       location: redactedLocation(uri),
@@ -108,7 +117,14 @@ const STORES: Readonly<Record<string, StoreOpener>> = {
     const { url: connectionString } = url('postgres', target);
     const { PostgresLedger } = await import('../ledger/postgres/postgres-ledger.js');
     const { table, schema, migrate } = target;
-    const ledger = new PostgresLedger({ connectionString, poolSize: 2, table, schema, migrate });
+    const ledger = new PostgresLedger({
+      connectionString,
+      poolSize: 2,
+      table,
+      schema,
+      migrate,
+      logger: SILENT_LOGGER,
+    });
     return { ledger, location: redactedLocation(connectionString), close: () => ledger.close() };
   },
 };

@@ -177,7 +177,8 @@ export class LeaseKeeper {
     if (now >= held.leaseDeadline - this.#guardMs) {
       // No renewal landed in time: a rival may soon reclaim the key. Stop the handler now, even if a
       // renewal is still on its way: the ledger may not have it yet.
-      held.lose(
+      this.#lose(
+        held,
         new LeaseLostError(claim.group, claim.key, claim.attempt, {
           cause: new Error(
             `no lease renewal landed in time: the lease (${this.leaseMs}ms) would end in ${held.leaseDeadline - now}ms`,
@@ -210,7 +211,7 @@ export class LeaseKeeper {
       (error: unknown) => {
         held.renewing = false;
         if (error instanceof LeaseLostError) {
-          held.lose(error);
+          this.#lose(held, error);
           return;
         }
         held.failures++;
@@ -223,6 +224,18 @@ export class LeaseKeeper {
         this.#schedule();
       },
     );
+  }
+
+  /** Gives up the lease of `held` (its handler's signal aborts), saying so once. */
+  #lose(held: HeldDelivery, error: LeaseLostError): void {
+    if (held.lost) return;
+    held.lose(error);
+    this.logger.warn("oncemq: lease lost; the handler's signal is aborted", {
+      group: error.group,
+      key: error.key,
+      attempt: error.attempt,
+      error: errorText(error.cause ?? error),
+    });
   }
 
   /** Wait before sending a failed renewal again: {@link RENEW_RETRY_MS}, doubling, at most a quarter of `renewEvery`. */

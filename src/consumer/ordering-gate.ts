@@ -1,7 +1,8 @@
 import { parseDuration } from '../core/duration.js';
 import { createEnvelope, ORDERING_KEY_HEADER, type Envelope } from '../core/envelope.js';
 import { ConfigError, errorText } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { DEFAULT_LOGGER } from '../core/console-logger.js';
+import type { Logger } from '../core/logger.js';
 import { unprocessedBase, type Outcome } from '../core/outcome.js';
 import type { OrderingKeySource, OrderingOptions, Processor } from '../transport/transport.js';
 
@@ -124,7 +125,7 @@ export class OrderingGate {
       options.blockedRetryEvery ?? DEFAULT_ORDERING_OPTIONS.blockedRetryEvery,
       'ordering.blockedRetryEvery',
     );
-    this.#logger = options.logger ?? SILENT_LOGGER;
+    this.#logger = options.logger ?? DEFAULT_LOGGER;
   }
 
   /** Deliveries submitted and not yet answered (queued behind their key, running or waiting to retry). */

@@ -1,18 +1,32 @@
-import { errorText } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
-import type { Outcome } from '../core/outcome.js';
+import { errorText, LeaseLostError } from '../core/errors.js';
+import { logsDebug, type Logger } from '../core/logger.js';
+import type { Outcome, RetryOutcome } from '../core/outcome.js';
 import type { DeliveryTrace } from '../telemetry/delivery-trace.js';
 import { OutcomeCounters, type PipelineMetrics } from './metrics.js';
+
+/**
+ * What a retry's line says: the handler failed (the retry is charged to the message), or the message
+ * comes again uncharged because the lease was lost or the ledger could not be reached.
+ */
+function retryMessage(outcome: RetryOutcome): string {
+  if (outcome.nextDeliveryCount > outcome.deliveryCount) return 'oncemq: the handler failed; retry scheduled';
+  if (outcome.error instanceof LeaseLostError)
+    return 'oncemq: lease lost; the message comes again (not charged)';
+  return 'oncemq: ledger unavailable; the message comes again (not charged)';
+}
 
 /** Records every outcome once: counts it, logs it, tells the listener. Never throws. */
 export class OutcomeRecorder {
   readonly #counters = new OutcomeCounters();
+  readonly #debug: boolean;
 
   constructor(
     private readonly group: string,
     private readonly logger: Logger,
     private readonly listener: ((outcome: Outcome) => void) | undefined,
-  ) {}
+  ) {
+    this.#debug = logsDebug(logger);
+  }
 
   record(outcome: Outcome, trace: DeliveryTrace): Outcome {
     this.#counters.record(outcome);
@@ -52,7 +66,7 @@ export class OutcomeRecorder {
         error: errorText(outcome.error),
       });
     } else if (outcome.kind === 'retry') {
-      logger.info('oncemq: retry scheduled', {
+      logger.warn(retryMessage(outcome), {
         group,
         key: outcome.key,
         brokerId: outcome.brokerId,
@@ -62,8 +76,8 @@ export class OutcomeRecorder {
         charged: outcome.nextDeliveryCount > outcome.deliveryCount,
         error: errorText(outcome.error),
       });
-    } else if (logger !== SILENT_LOGGER) {
-      // The common outcomes are logged at debug level: without a logger, no fields are built for them.
+    } else if (this.#debug) {
+      // The common outcomes are logged at debug level: a logger that drops debug lines gets no fields built.
       logger.debug(`oncemq: ${outcome.kind}`, {
         group,
         key: outcome.key,

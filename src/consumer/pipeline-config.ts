@@ -80,8 +80,9 @@ export interface PipelineConfig<Tx, T = unknown> {
   /** Called with every outcome, after the ledger has recorded it. */
   readonly onOutcome?: (outcome: Outcome) => void;
   /**
-   * Where log lines go: any object with debug/info/warn/error, such as `console` or a pino logger as
-   * they are. Every outcome's line carries group, key, brokerId, attempt and outcome. @default silent
+   * Where log lines go: `console`, a pino logger, or any object with warn/error (and optionally
+   * info/debug), as they are. Every outcome's line carries group, key, brokerId, attempt and outcome.
+   * `SILENT_LOGGER` writes nothing. @default DEFAULT_LOGGER: warnings and errors to stderr, rate-limited
    */
   readonly logger?: LoggerLike;
   /**

@@ -1,3 +1,5 @@
+import { DEFAULT_LOGGER, DISCARD } from './console-logger.js';
+
 /** Where oncemq writes log lines: the message first, then the fields (console's order). */
 export interface Logger {
   /** Detail for tracing one delivery: every outcome's line (group, key, brokerId, attempt, outcome). */
@@ -31,17 +33,21 @@ export interface PinoLike {
   bindings(): Record<string, unknown>;
 }
 
-/** What a `logger` option takes: console, a pino logger, or any {@link Logger}, as they are. */
-export type LoggerLike = Logger | PinoLike;
+/** A console-style logger of which only `warn` and `error` are required; a missing level writes nothing. */
+export type PartialLogger = Pick<Logger, 'warn' | 'error'> & Partial<Pick<Logger, 'debug' | 'info'>>;
 
-const ignore = (): void => undefined;
+/**
+ * What a `logger` option takes: console, a pino logger, or any object with `warn` and `error` (and
+ * optionally `info` and `debug`), as they are.
+ */
+export type LoggerLike = Logger | PartialLogger | PinoLike;
 
-/** The default logger: writes nothing. */
+/** The logger that writes nothing: pass it as `logger` to turn oncemq's lines off. */
 export const SILENT_LOGGER: Logger = Object.freeze({
-  debug: ignore,
-  info: ignore,
-  warn: ignore,
-  error: ignore,
+  debug: DISCARD,
+  info: DISCARD,
+  warn: DISCARD,
+  error: DISCARD,
 });
 
 const isPino = (logger: LoggerLike): logger is PinoLike =>
@@ -49,20 +55,42 @@ const isPino = (logger: LoggerLike): logger is PinoLike =>
   typeof (logger as Partial<PinoLike>).child === 'function';
 
 /**
- * A {@link Logger} of what the user gave: a console-style logger as it is; a pino logger called its
- * own way (`logger.info(fields, message)`), so the fields become properties of the JSON line.
+ * A {@link Logger} of what the user gave: none, the default logger (warnings and errors to stderr,
+ * rate-limited: {@link DEFAULT_LOGGER}); a console-style logger as it is, a missing `debug` or `info`
+ * writing nothing; a pino logger called its own way (`logger.info(fields, message)`), so the fields
+ * become properties of the JSON line.
  */
 export function toLogger(logger: LoggerLike | undefined): Logger {
-  if (logger === undefined) return SILENT_LOGGER;
-  if (!isPino(logger)) return logger;
-  const level =
-    (name: 'debug' | 'info' | 'warn' | 'error') =>
-    (message: string, fields?: Record<string, unknown>): void =>
-      logger[name](fields ?? {}, message);
+  if (logger === undefined) return DEFAULT_LOGGER;
+  if (isPino(logger)) {
+    const level =
+      (name: 'debug' | 'info' | 'warn' | 'error') =>
+      (message: string, fields?: Record<string, unknown>): void =>
+        logger[name](fields ?? {}, message);
+    return Object.freeze({
+      debug: level('debug'),
+      info: level('info'),
+      warn: level('warn'),
+      error: level('error'),
+    });
+  }
+  if (typeof logger.debug === 'function' && typeof logger.info === 'function') return logger as Logger;
+  const bound = (name: 'debug' | 'info') =>
+    typeof logger[name] === 'function'
+      ? (message: string, fields?: Record<string, unknown>): void => logger[name]?.(message, fields)
+      : DISCARD;
   return Object.freeze({
-    debug: level('debug'),
-    info: level('info'),
-    warn: level('warn'),
-    error: level('error'),
+    debug: bound('debug'),
+    info: bound('info'),
+    warn: (message: string, fields?: Record<string, unknown>): void => logger.warn(message, fields),
+    error: (message: string, fields?: Record<string, unknown>): void => logger.error(message, fields),
   });
+}
+
+/**
+ * Whether `logger` writes anything at `debug`: the silent logger and a console logger above debug do
+ * not, so callers build no fields for their debug lines.
+ */
+export function logsDebug(logger: Logger): boolean {
+  return logger.debug !== DISCARD;
 }

@@ -1,7 +1,7 @@
 import { checkRetention, DEFAULT_REPLAY_MARGIN, RetryPolicy } from '../consumer/retry-policy.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError, errorText } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { toLogger, type LoggerLike } from '../core/logger.js';
 import type { Ledger } from './ledger.js';
 
 /** Input of {@link startRetention}: how often and how much of a ledger's finished rows to delete. */
@@ -23,8 +23,12 @@ export interface RetentionConfig {
   readonly replayMargin?: Duration;
   /** Called after every batch and at the end of every run; a throw is logged and changes nothing. @default none */
   readonly onProgress?: (progress: RetentionProgress) => void;
-  /** Where runs and failures are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where runs and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
   /** Clock in epoch milliseconds; the cut-off is `clock() - olderThan`. @default Date.now */
   readonly clock?: () => number;
 }
@@ -96,7 +100,7 @@ export function startRetention(ledger: Ledger, config: RetentionConfig = {}): Re
     what: `retention of ledger '${ledger.name}'`,
   });
   const clock = config.clock ?? Date.now;
-  const logger = config.logger ?? SILENT_LOGGER;
+  const logger = toLogger(config.logger);
   let stopped = false;
   let runs = 0;
   let totalDeleted = 0;

@@ -1,5 +1,5 @@
 import { ClosedError, ConfigError, errorText, LeaseLostError } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../core/logger.js';
 import { checkResult, fitClaimRequest, fitRemark } from './claim-request.js';
 import { ledgerFailure } from './ledger-errors.js';
 import { capabilitiesOf, type LedgerBackend } from './ledger-backend.js';
@@ -23,8 +23,11 @@ import type { SqlDialect } from './sql-dialect.js';
 
 /** Options of `new RuntimeLedger(backend, options)`, and of every built-in ledger's runtime. */
 export interface RuntimeLedgerOptions {
-  /** Where the ledger reports that it is ready or closed, and the failures it recovers from. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where the ledger reports that it is ready or closed, and the failures it recovers from.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Rows deleted per statement by purge() when the options name no batch size. */
@@ -96,7 +99,7 @@ export class RuntimeLedger<Tx = unknown> implements Ledger<Tx> {
       );
     }
     this.#backend = backend;
-    this.#logger = options.logger ?? SILENT_LOGGER;
+    this.#logger = toLogger(options.logger);
     this.name = backend.name;
     this.retentionMs = backend.retentionMs;
     this.dialect = backend.dialect;

@@ -1,5 +1,5 @@
 import type { Duration } from '../core/duration.js';
-import type { Logger } from '../core/logger.js';
+import type { LoggerLike } from '../core/logger.js';
 
 /** What every SQL ledger's configuration (SQLite, PostgreSQL, MySQL) has besides its connection. */
 export interface SqlLedgerConfig {
@@ -14,8 +14,11 @@ export interface SqlLedgerConfig {
    * command otherwise; it never creates a file, schema or table. @default true
    */
   readonly migrate?: boolean;
-  /** Where the ledger reports that it is ready or closed (and, on MySQL, the lock conflicts it retries). @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where the ledger reports that it is ready or closed (and, on MySQL, the lock conflicts it retries).
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
   /**
    * Clock in epoch milliseconds for leases and timestamps. Leases use the application's clock (not
    * the database's), so hosts sharing a ledger must keep their clocks in sync well within a lease.

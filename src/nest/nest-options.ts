@@ -78,7 +78,9 @@ export interface OncemqModuleConfig<Tx = unknown> {
   readonly consumerDefaults?: OncemqConsumerDefaults;
   /**
    * Where the module, its consumers' pipelines and its relay write log lines: `console`, a pino
-   * logger, or anything with debug/info/warn/error. @default silent
+   * logger, or anything with warn/error (and optionally info/debug); `SILENT_LOGGER` for none.
+   * @default the module's own lines through Nest's `Logger`; the pipelines' and the relay's to
+   * DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
    */
   readonly logger?: LoggerLike;
 }

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../core/logger.js';
 import type { Transport } from '../transport/transport.js';
 import type { Outbox } from './outbox.js';
 import type { OutboxDatabase } from './outbox-database.js';
@@ -54,8 +54,12 @@ export interface RelayConfig<Tx> {
   readonly name?: string;
   /** Fault hooks for tests: kill the relay between publish and mark. @default none */
   readonly faults?: RelayFaults;
-  /** Where rounds, failures and back-offs are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where rounds, failures and back-offs are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Defaults of the {@link RelayConfig} fields that have a fixed one. */
@@ -128,6 +132,6 @@ export function resolveRelayConfig<Tx>(config: RelayConfig<Tx>): ResolvedRelayCo
     listen: config.listen ?? d.listen,
     owner: `${name}-${randomBytes(6).toString('hex')}`,
     faults: config.faults,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

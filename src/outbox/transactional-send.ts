@@ -1,5 +1,5 @@
 import { ConfigError, errorText } from '../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../core/logger.js';
 import type { SqlDialect } from '../ledger/sql-dialect.js';
 import type {
   HalfMessageView,
@@ -59,8 +59,12 @@ export interface TransactionalSenderConfig<Tx> {
   readonly check?: (message: HalfMessageView) => TransactionState | Promise<TransactionState>;
   /** Native half messages: wait between check-backs. @default the producer's ('60s') */
   readonly checkInterval?: TransactionProducerConfig['checkInterval'];
-  /** Where a failure to close the producer is logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where a failure to close the producer is logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** What became of `sendInTransaction`. */
@@ -105,7 +109,7 @@ export class TransactionalSender<Tx> {
       throw new ConfigError('dialect', 'give the outbox, or the dialect of the database');
     this.#session = openOutboxSession(dialect, config.database, true);
     this.#outbox = config.outbox;
-    this.#logger = config.logger ?? SILENT_LOGGER;
+    this.#logger = toLogger(config.logger);
     const transport = config.transport;
     if (isHalfMessageTransport(transport)) {
       if (typeof config.check !== 'function') {

@@ -18,6 +18,7 @@ import {
 import type { LedgerBackend, LedgerInspection, TransactionalClaims } from '../ledger-backend.js';
 import { columnText, type LedgerRow } from '../ledger-row.js';
 import { purgeInBatches } from '../purge-batches.js';
+import { unreachableLedger } from '../ledger-errors.js';
 import { checkSchemaVersion } from '../schema-version.js';
 import { SqlLeases } from '../sql-leases.js';
 import { claimBatchOnMysql, finishBatchOnMysql, type MysqlBatchContext } from './mysql-batch-claim.js';
@@ -67,6 +68,24 @@ export interface MysqlBackendSettings<Conn extends MysqlConnectionLike, Tx> {
   readonly migrate: boolean;
   readonly clock: () => number;
   readonly logger: Logger;
+}
+
+/**
+ * The options a mysql2 pool or connection was made with: a promise pool's `pool.config.connectionConfig`,
+ * a callback pool's `config.connectionConfig`, a promise connection's `connection.config`, a callback
+ * connection's `config`; empty for any other client.
+ */
+function mysqlConnectionConfig(target: unknown): Record<string, unknown> {
+  type Config = { connectionConfig?: Record<string, unknown> } & Record<string, unknown>;
+  const shape = target as
+    { pool?: { config?: Config }; connection?: { config?: Config }; config?: Config } | undefined;
+  return (
+    shape?.pool?.config?.connectionConfig ??
+    shape?.config?.connectionConfig ??
+    shape?.connection?.config ??
+    shape?.config ??
+    {}
+  );
 }
 
 /**
@@ -123,6 +142,21 @@ export class MysqlBackend<Conn extends MysqlConnectionLike, Tx = Conn>
   }
 
   async open(): Promise<void> {
+    try {
+      await this.#open();
+    } catch (error) {
+      throw unreachableLedger('MySQL', this.#url(), error) ?? error;
+    }
+  }
+
+  /** Where the ledger connects, for messages: what its pool or connection was given. */
+  #url(): string | undefined {
+    const { host, port, database } = mysqlConnectionConfig(this.#settings.pool ?? this.#settings.connection);
+    if (typeof host !== 'string') return undefined;
+    return `mysql://${host}:${typeof port === 'number' ? port : 3306}/${typeof database === 'string' ? database : ''}`;
+  }
+
+  async #open(): Promise<void> {
     await this.#withConnection(async (conn) => {
       const [versionRows] = await conn.query('SELECT VERSION() AS version, DATABASE() AS db');
       const server = rows<{ version: unknown; db: unknown }>(versionRows)[0];

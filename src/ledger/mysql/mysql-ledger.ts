@@ -1,6 +1,6 @@
 import { parseDuration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import { SILENT_LOGGER } from '../../core/logger.js';
+import { toLogger } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
 import { checkBridge, type SqlBridge } from '../sql-bridge.js';
 import type { SqlDialect } from '../sql-dialect.js';
@@ -86,7 +86,7 @@ export class MysqlLedger<
         `must be a whole number from 0 to 100, got ${String(lockRetries)}`,
       );
     }
-    const logger = config.logger ?? SILENT_LOGGER;
+    const logger = toLogger(config.logger);
     const backend = new MysqlBackend<Conn, Tx>({
       pool: config.pool,
       connection: config.connection,

@@ -14,6 +14,7 @@ import {
 } from '../ledger.js';
 import type { LedgerBackend, LedgerInspection, TransactionalClaims } from '../ledger-backend.js';
 import type { LedgerRow } from '../ledger-row.js';
+import { unreachableLedger } from '../ledger-errors.js';
 import { checkSchemaVersion } from '../schema-version.js';
 import { OWNED_WRITE_DOING, SqlLeases } from '../sql-leases.js';
 import { pgClaimMany } from './postgres-batch-claim.js';
@@ -118,6 +119,25 @@ export class PostgresBackend<Tx = PgClientLike>
   }
 
   async open(): Promise<void> {
+    try {
+      await this.#open();
+    } catch (error) {
+      throw unreachableLedger('PostgreSQL', this.#url(), error) ?? error;
+    }
+  }
+
+  /** Where the ledger connects, for messages: its connection string, else what its pool was given. */
+  #url(): string | undefined {
+    if (this.#settings.connectionString !== undefined) return this.#settings.connectionString;
+    const options = (this.#pool as { options?: Record<string, unknown> } | undefined)?.options;
+    if (typeof options?.connectionString === 'string') return options.connectionString;
+    const { host, port, database } = options ?? {};
+    if (typeof host !== 'string') return undefined;
+    const db = typeof database === 'string' ? database : '';
+    return `postgres://${host}:${typeof port === 'number' ? port : 5432}/${db}`;
+  }
+
+  async #open(): Promise<void> {
     await this.#connect();
     if (this.#settings.migrate) {
       await this.migrate();

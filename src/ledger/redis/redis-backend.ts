@@ -4,6 +4,7 @@ import { CLAIM_RACE_ATTEMPTS, decideExisting } from '../claim-decision.js';
 import { lostEveryRound } from '../claim-round.js';
 import type { Claim, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
 import type { LedgerBackend, LeasedClaims } from '../ledger-backend.js';
+import { unreachableLedger } from '../ledger-errors.js';
 import { batchingOptions, perKey, RedisBatcher } from './redis-batch.js';
 import { CallDeadlines, replyText, type RedisLike } from './redis-like.js';
 import { decodeRecord, encodeRecord, redisKey, type StoredRecord } from './redis-record.js';
@@ -117,8 +118,13 @@ export class RedisBackend implements LedgerBackend<never>, LeasedClaims {
             'deduplication would be silently off: pass the client through fromNodeRedis() or fromIoredis()',
         );
       }
+    } catch (error) {
+      if (error instanceof ConfigError) throw error;
+      const state = redis.connection?.();
+      throw unreachableLedger('Redis', state?.url, error, state?.ready === false) ?? error;
     } finally {
-      await redis.del(probe).catch(() => undefined);
+      // Bounded too: a client that cannot reach its server may hold a command for ever.
+      await this.#call(redis.del(probe), 'DEL').catch(() => undefined);
     }
   }
 

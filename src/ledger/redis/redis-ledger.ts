@@ -1,5 +1,5 @@
 import { formatDuration, type Duration } from '../../core/duration.js';
-import type { Logger } from '../../core/logger.js';
+import type { LoggerLike } from '../../core/logger.js';
 import { RuntimeLedger } from '../runtime-ledger.js';
 import { RedisBackend } from './redis-backend.js';
 import { toRedisLike, type RedisClientInput, type RedisLike } from './redis-like.js';
@@ -30,8 +30,11 @@ export interface RedisLedgerConfig {
    * @default true
    */
   readonly batch?: boolean;
-  /** Where the ledger reports that it is ready or closed. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where the ledger reports that it is ready or closed.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Defaults of the {@link RedisLedgerConfig} fields that have a fixed one. */

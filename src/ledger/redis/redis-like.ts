@@ -14,6 +14,11 @@ export interface RedisLike {
    * live on different slots), so the ledger sends no multi-key batches.
    */
   readonly cluster?: boolean;
+  /**
+   * Where the client connects (`redis://host:port`, without a password) and whether it is connected
+   * now, as far as the client tells; the ledger names them when its server cannot be reached.
+   */
+  readonly connection?: () => RedisConnectionState;
   /** `SET key value PX ttlMs NX`: `true` when the key was set, `false` when it already existed. */
   setNx(key: string, value: string, ttlMs: number): Promise<boolean>;
   /**
@@ -31,6 +36,37 @@ export interface RedisLike {
   evalSha(sha: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
   /** `EVAL` (also caches the script for later `EVALSHA`). */
   eval(script: string, keys: readonly string[], args: readonly string[]): Promise<unknown>;
+}
+
+/** What {@link RedisLike.connection} tells. */
+export interface RedisConnectionState {
+  /** `redis://host:port`, when the client says where it connects. */
+  readonly url: string | undefined;
+  /** The client is connected and takes commands now. */
+  readonly ready: boolean;
+}
+
+/** A `redis://host:port` of a host and a port read from a client's options, when both are there. */
+function hostUrl(host: unknown, port: unknown): string | undefined {
+  return typeof host === 'string' && (typeof port === 'number' || typeof port === 'string')
+    ? `redis://${host}:${port}`
+    : undefined;
+}
+
+/** node-redis: `isReady`, and `options.url` or `options.socket`. */
+function nodeRedisConnection(client: object): RedisConnectionState {
+  const { isReady, options } = client as {
+    isReady?: unknown;
+    options?: { url?: unknown; socket?: { host?: unknown; port?: unknown } };
+  };
+  const url = typeof options?.url === 'string' ? options.url : undefined;
+  return { url: url ?? hostUrl(options?.socket?.host, options?.socket?.port), ready: isReady === true };
+}
+
+/** ioredis: `status` (`ready` when connected), and `options.host` / `options.port`. */
+function ioredisConnection(client: object): RedisConnectionState {
+  const { status, options } = client as { status?: unknown; options?: { host?: unknown; port?: unknown } };
+  return { url: hostUrl(options?.host, options?.port), ready: status === 'ready' };
 }
 
 /** The part of a node-redis v5/v6 client (`createClient()`, `createCluster()`) oncemq calls. */
@@ -97,6 +133,7 @@ export function fromNodeRedis(client: NodeRedisClientLike): RedisLike {
   return {
     client: 'node-redis',
     cluster: typeof (client as { getSlotMaster?: unknown }).getSlotMaster === 'function',
+    connection: () => nodeRedisConnection(client),
     async setNx(key, value, ttlMs) {
       const reply = await client.set(key, value, {
         condition: 'NX',
@@ -132,6 +169,7 @@ export function fromIoredis(client: IoredisLike): RedisLike {
   return {
     client: 'ioredis',
     cluster: (client as { isCluster?: unknown }).isCluster === true,
+    connection: () => ioredisConnection(client),
     async setNx(key, value, ttlMs) {
       return (await client.set(key, value, 'PX', ttlMs, 'NX')) !== null;
     },

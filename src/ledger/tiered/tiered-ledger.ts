@@ -1,6 +1,6 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type LoggerLike } from '../../core/logger.js';
 import type { Ledger } from '../ledger.js';
 import { toRedisLike, type RedisClientInput, type RedisLike } from '../redis/redis-like.js';
 import { redisTtl, validatePrefix } from '../redis/redis-record.js';
@@ -29,8 +29,11 @@ export interface TieredLedgerConfig<Tx> {
   readonly batch?: boolean;
   /** After a Redis failure, how long to go to SQL alone before trying Redis again. @default '5s' */
   readonly retryAfter?: Duration;
-  /** Where Redis failures are reported (never fatal), and the ledger's start and close. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where Redis failures are reported (never fatal), and the ledger's start and close.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Defaults of the {@link TieredLedgerConfig} fields that have a fixed one. */
@@ -78,7 +81,7 @@ export class TieredLedger<Tx = unknown> extends RuntimeLedger<Tx> {
     const prefix = validatePrefix(config.prefix ?? DEFAULT_TIERED_LEDGER_CONFIG.prefix);
     const cacheTtlMs = redisTtl(config.cacheTtl ?? DEFAULT_TIERED_LEDGER_CONFIG.cacheTtl, 'cacheTtl');
     const timeoutMs = redisTtl(config.timeout ?? DEFAULT_TIERED_LEDGER_CONFIG.timeout, 'timeout');
-    const logger = config.logger ?? SILENT_LOGGER;
+    const logger = toLogger(config.logger);
     const cache = new TieredCache({
       redis,
       prefix,

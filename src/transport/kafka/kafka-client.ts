@@ -7,7 +7,8 @@ import type {
   Producer,
   ProducerOptions,
 } from '@platformatic/kafka';
-import { ConfigError } from '../../core/errors.js';
+import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import type { KafkaBrokerAddress, KafkaSettings } from './kafka-config.js';
 
 const INSTALL = 'npm install @platformatic/kafka@1';
@@ -164,4 +165,50 @@ export function openRecordStream(
 /** The admin client: topics are listed and created through it. */
 export function createAdmin(driver: KafkaDriver, settings: KafkaSettings): Admin {
   return dialMapped(new driver.Admin(base(settings)), settings.brokerAddresses);
+}
+
+/** What to do when no Kafka broker can be reached. */
+export const KAFKA_UNREACHABLE_HINT =
+  'start one there (npm run brokers -- start kafka, in an oncemq checkout)';
+
+/** The bootstrap brokers as the `kafka://` URL a message names. */
+export function kafkaUrl(settings: Pick<KafkaSettings, 'brokers'>): string {
+  return `kafka://${settings.brokers.map(({ host, port }) => `${host}:${port}`).join(',')}`;
+}
+
+const NO_ANSWER = Symbol('no answer');
+
+/**
+ * The first request to the brokers (`url`), bounded by `timeoutMs`: brokers that cannot be reached fail
+ * it with one {@link TransportUnavailableError} naming the URL and what to run, instead of the
+ * client's `MultipleErrors` of every retry. The client itself tries a request 11 times 250 ms apart
+ * (about 2.5 s when nothing listens on the port); an address that does not answer at all is given up
+ * after `timeoutMs`. Close the client when it fails: that stops its retries.
+ */
+export async function firstContact<T>(url: string, timeoutMs: number, request: Promise<T>): Promise<T> {
+  const unreachable = (detail: string, cause?: unknown): TransportUnavailableError =>
+    new TransportUnavailableError(
+      unreachableMessage({ server: 'Kafka', url, detail, hint: KAFKA_UNREACHABLE_HINT }),
+      cause === undefined ? undefined : { cause },
+    );
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<typeof NO_ANSWER>((resolve) => {
+    timer = setTimeout(() => resolve(NO_ANSWER), timeoutMs);
+  });
+  try {
+    const answer = await Promise.race([request, late]);
+    if (answer === NO_ANSWER) throw unreachable(`no answer within ${timeoutMs} ms`);
+    return answer;
+  } catch (error) {
+    if (error instanceof TransportUnavailableError) throw error;
+    const down = unreachableCause(error);
+    if (down !== undefined) throw unreachable(down.message, error);
+    throw new TransportUnavailableError(
+      `kafka: the brokers at ${redactUrl(url)} refused the first request: ${errorText(error)}`,
+      { cause: error },
+    );
+  } finally {
+    clearTimeout(timer);
+    request.catch(() => undefined);
+  }
 }

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
 import { KafkaNames } from './kafka-names.js';
@@ -59,8 +59,12 @@ export interface KafkaTransportConfig {
    * bootstrap reaches the brokers around it. @default none
    */
   readonly brokerAddresses?: Readonly<Record<string, string>>;
-  /** Where rebalances, created topics and failures are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where rebalances, created topics and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Defaults of the {@link KafkaTransportConfig} fields that have a fixed one. */
@@ -182,7 +186,7 @@ export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSetting
     heartbeatMs: durationMs(config.heartbeatInterval ?? d.heartbeatInterval, 'heartbeatInterval', 10),
     fetchMaxBytes: wholeNumber(config.fetchMaxBytes ?? d.fetchMaxBytes, 'fetchMaxBytes', 1024, 2 ** 31 - 1),
     brokerAddresses,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }
 

@@ -170,6 +170,9 @@ export class KafkaMember {
    */
   async #connectionLost(): Promise<void> {
     if (this.#closing || this.#resetting || Date.now() < this.#quietUntil) return;
+    this.#init.logger.warn(
+      'oncemq: a Kafka broker connection was lost; reading again from the committed offsets',
+    );
     this.#resetting = true;
     try {
       this.#forgetAll();

@@ -1,8 +1,12 @@
 import { namespacedName, namespacedTransport } from '../../cli/namespaced-transport.js';
 import type { RunTransport } from '../../cli/run-transports.js';
 import { brokersOfUrl } from './kafka-config.js';
-import { loadKafkaDriver } from './kafka-client.js';
+import { firstContact, loadKafkaDriver } from './kafka-client.js';
 import { KafkaTransport } from './kafka-transport.js';
+import { SILENT_LOGGER } from '../../core/logger.js';
+
+/** Longest wait for the brokers' first answer when a run looks up their advertised address. */
+const DIAL_TIMEOUT_MS = 10_000;
 
 const address = ({ host, port }: { host: string; port: number }): string => `${host}:${port}`;
 
@@ -16,7 +20,8 @@ async function dialThrough(url: string): Promise<Record<string, string>> {
   const { Admin } = await loadKafkaDriver();
   const admin = new Admin({ clientId: 'oncemq-run', bootstrapBrokers: bootstrap });
   try {
-    const advertised = [...(await admin.metadata({ topics: [] })).brokers.values()].map(address);
+    const metadata = await firstContact(url, DIAL_TIMEOUT_MS, admin.metadata({ topics: [] }));
+    const advertised = [...metadata.brokers.values()].map(address);
     const [only] = advertised;
     const [dial] = bootstrap;
     if (advertised.length !== 1 || only === undefined || dial === undefined || only === dial) return {};
@@ -40,6 +45,8 @@ export const KAFKA_RUN_TRANSPORT = Object.freeze<RunTransport>({
       brokerAddresses: await dialThrough(url),
       failureBackoff: '200ms',
       retryDiscoveryInterval: '500ms',
+      // A run cuts connections on purpose: their lines would drown its summary.
+      logger: SILENT_LOGGER,
     });
     await transport.init();
     return namespacedTransport(transport, namespace);

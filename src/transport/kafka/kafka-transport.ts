@@ -12,7 +12,14 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import { createAdmin, createProducer, loadKafkaDriver, type KafkaDriver } from './kafka-client.js';
+import {
+  createAdmin,
+  createProducer,
+  firstContact,
+  kafkaUrl,
+  loadKafkaDriver,
+  type KafkaDriver,
+} from './kafka-client.js';
 import {
   resolveKafkaSettings,
   resolveKafkaSubscribeSettings,
@@ -69,7 +76,11 @@ export class KafkaTransport implements Transport {
     this.deadLetters = new KafkaDeadLetters(this.settings, () => this.#open());
   }
 
-  /** Loads the client and connects the producer and the admin client (done by the first call that needs them). */
+  /**
+   * Loads the client and asks the brokers for the cluster's metadata (done by the first call that
+   * needs them): brokers that cannot be reached fail it within the transport's `timeout` with a
+   * `TransportUnavailableError` naming the URL.
+   */
   async init(): Promise<void> {
     await this.#open();
   }
@@ -80,6 +91,12 @@ export class KafkaTransport implements Transport {
       const driver = await loadKafkaDriver();
       const admin = createAdmin(driver, this.settings);
       const producer = createProducer(driver, this.settings);
+      try {
+        await firstContact(kafkaUrl(this.settings), this.settings.timeoutMs, admin.metadata({ topics: [] }));
+      } catch (error) {
+        await Promise.all([admin.close(), producer.close()].map((closing) => closing.catch(() => undefined)));
+        throw error;
+      }
       const topology = new KafkaTopology(admin, this.settings);
       const opened = { driver, producer, admin, topology, publisher: new KafkaPublisher(producer, topology) };
       return opened;

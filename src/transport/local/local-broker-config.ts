@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { TOPIC_PATTERN } from './broker-schema.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerSettings } from './local-consumer.js';
@@ -47,8 +47,12 @@ export interface LocalBrokerConfig {
   readonly migrate?: boolean;
   /** Fault hooks (a `FaultInjector` from `oncemq/testing`). @default none */
   readonly faults?: LocalFaultHooks;
-  /** Where rebalances, crashes and consumer failures are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where rebalances, crashes and consumer failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Defaults of the {@link LocalBrokerConfig} fields that have a fixed one. */
@@ -162,6 +166,6 @@ export function resolveLocalBrokerConfig(config: LocalBrokerConfig): ResolvedLoc
     busyTimeoutMs,
     faults: config.faults,
     migrate: config.migrate ?? true,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

@@ -1,5 +1,6 @@
 import type { RunTransport } from '../../cli/run-transports.js';
 import { LocalBroker } from './local-broker.js';
+import { SILENT_LOGGER } from '../../core/logger.js';
 
 /**
  * The local broker for `oncemq chaos`: every process opens the same SQLite file, so a killed
@@ -14,6 +15,7 @@ export const LOCAL_RUN_TRANSPORT = Object.freeze<RunTransport>({
       heartbeatInterval: '200ms',
       sessionTimeout: '2s',
       pollInterval: '5ms',
+      logger: SILENT_LOGGER,
     });
     await broker.init();
     return broker;

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import {
   ORDERING_SLOTS,
   STREAM_PREFIX_PATTERN,
@@ -86,8 +86,12 @@ export interface NatsTransportConfig {
    * before it rejects with `TransportUnavailableError`. @default '30s'
    */
   readonly publishTimeout?: Duration;
-  /** Where created streams and consumers, lost connections and failures are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where created streams and consumers, lost connections and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Deliveries the server still makes past `maxDeliver`, so a copy whose consumer died on its last delivery can still be dead-lettered. */
@@ -224,6 +228,6 @@ export function resolveNatsSettings(config: NatsTransportConfig): NatsSettings {
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
     requestTimeoutMs,
     publishTimeoutMs: parseDuration(config.publishTimeout ?? d.publishTimeout, 'publishTimeout'),
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

@@ -1,6 +1,7 @@
 import type { RunTransport } from '../../cli/run-transports.js';
 import { loadDriver } from '../../cli/stores.js';
 import { NatsTransport } from './nats-transport.js';
+import { SILENT_LOGGER } from '../../core/logger.js';
 
 /** Stream names are upper case by convention: the namespace's stream prefix. */
 const streamPrefix = (namespace: string): string => namespace.toUpperCase().replace(/[^A-Z0-9_]/g, '_');
@@ -23,6 +24,8 @@ export const NATS_RUN_TRANSPORT = Object.freeze<RunTransport>({
       pullExpires: '1s',
       failureBackoff: '200ms',
       requestTimeout: '2s',
+      // A run cuts connections on purpose: their lines would drown its summary.
+      logger: SILENT_LOGGER,
     });
     await transport.init();
     return transport;

@@ -1,5 +1,12 @@
 import { TransportUnavailableError } from '../../core/errors.js';
+import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
 import type { NatsConnectionLike } from './nats-driver.js';
+
+/** The server a status event names, when it names one. */
+function statusServer(status: unknown): string | undefined {
+  const server = (status as { server?: unknown }).server;
+  return typeof server === 'string' ? server : undefined;
+}
 
 /**
  * Follows a connection's status. Each loss of the connection ends a session: deliveries received
@@ -14,7 +21,11 @@ export class NatsSession {
   readonly #listeners = new Set<() => void>();
   readonly #loop: Promise<void>;
 
-  constructor(connection: NatsConnectionLike) {
+  readonly #logger: Logger;
+
+  /** `logger` hears of each loss of the connection and each reconnection. */
+  constructor(connection: NatsConnectionLike, logger: Logger = SILENT_LOGGER) {
+    this.#logger = logger;
     this.#loop = this.#follow(connection);
   }
 
@@ -25,10 +36,12 @@ export class NatsSession {
   async #follow(connection: NatsConnectionLike): Promise<void> {
     for await (const status of connection.status()) {
       if (status.type === 'disconnect') {
+        this.#logger.warn('oncemq: NATS connection lost; reconnecting', { server: statusServer(status) });
         this.generation++;
         this.#connected = false;
         for (const listener of this.#listeners) listener();
       } else if (status.type === 'reconnect') {
+        this.#logger.warn('oncemq: NATS connection back', { server: statusServer(status) });
         this.#connected = true;
         this.#wake();
       } else if (status.type === 'close') {

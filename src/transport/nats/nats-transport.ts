@@ -5,6 +5,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import { validateGroup } from '../../core/group.js';
 import { checkOrderingOptions } from '../../consumer/ordering-gate.js';
 import {
@@ -159,8 +160,12 @@ export class NatsTransport implements Transport {
           noAsyncTraces: true,
         }));
     } catch (error) {
+      const servers = settings.servers.join(', ');
+      const down = unreachableCause(error);
       throw new TransportUnavailableError(
-        `cannot connect to NATS at ${settings.servers.join(', ')}: ${errorText(error)}`,
+        down === undefined
+          ? `cannot connect to NATS at ${redactUrl(servers)}: ${errorText(error)}`
+          : unreachableMessage({ server: 'NATS', url: servers, detail: down.message }),
         { cause: error },
       );
     }
@@ -168,7 +173,7 @@ export class NatsTransport implements Transport {
       const options = { timeout: settings.requestTimeoutMs };
       const jsm = await driver.jetstreamManager(connection, options);
       const js = driver.jetstream(connection, options);
-      const session = new NatsSession(connection);
+      const session = new NatsSession(connection, settings.logger);
       const open: Open = {
         driver,
         connection,

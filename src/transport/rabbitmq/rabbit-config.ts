@@ -2,7 +2,7 @@ import { ROCKETMQ_DELAY_LEVELS } from '../../consumer/retry-policy.js';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import type { AmqpConnectionLike } from './amqp-like.js';
 import { RABBIT_SLOTS } from './rabbit-names.js';
 
@@ -78,8 +78,12 @@ export interface RabbitTransportConfig {
    * refused. From 1 to 64. @default 4
    */
   readonly partitions?: number;
-  /** Where connection losses, topology changes and settle failures are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where connection losses, topology changes and settle failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Defaults of the {@link RabbitTransportConfig} fields that have a fixed one. */
@@ -242,6 +246,6 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
     closeTimeoutMs,
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
     partitions,
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

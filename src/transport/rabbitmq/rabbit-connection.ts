@@ -1,4 +1,5 @@
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import type { AmqpConnect, AmqpConnectionLike, AmqpModelLike } from './amqp-like.js';
 import { RabbitChannel, settlesWithin } from './rabbit-channel.js';
 import type { RabbitSettings } from './rabbit-config.js';
@@ -99,8 +100,11 @@ export class RabbitConnection {
       });
       return model;
     } catch (error) {
+      const down = unreachableCause(error);
       throw new TransportUnavailableError(
-        `cannot connect to RabbitMQ at ${redact(this.#settings.url)}: ${errorText(error)}`,
+        down === undefined
+          ? `cannot connect to RabbitMQ at ${redact(this.#settings.url)}: ${errorText(error)}`
+          : unreachableMessage({ server: 'RabbitMQ', url: this.#settings.url, detail: down.message }),
         { cause: error },
       );
     }
@@ -177,6 +181,4 @@ export class RabbitConnection {
 }
 
 /** A URL without its password, for messages. */
-export function redact(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
-}
+export const redact = redactUrl;

@@ -5,6 +5,7 @@ import { DEFAULT_RABBIT_TRANSPORT_CONFIG, DEFAULT_RABBITMQ_DELAY_LEVELS } from '
 import { RabbitNames } from './rabbit-names.js';
 import { RabbitTransport } from './rabbit-transport.js';
 import { parseDuration } from '../../core/duration.js';
+import { SILENT_LOGGER } from '../../core/logger.js';
 
 /**
  * RabbitMQ for `oncemq demo` and `oncemq chaos`: prefix and exchange are the run's namespace, no
@@ -21,6 +22,8 @@ export const RABBIT_RUN_TRANSPORT = Object.freeze<RunTransport>({
       reconnectDelay: '50ms',
       maxReconnectDelay: '500ms',
       failureBackoff: '100ms',
+      // A run cuts connections on purpose: their lines would drown its summary.
+      logger: SILENT_LOGGER,
     });
     await transport.init();
     return transport;

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
 import type { StreamClientInput } from './stream-connection.js';
@@ -57,8 +57,12 @@ export interface RedisStreamsTransportConfig {
    * `ordering.onPartitionChange: 'drain'`). Producers do not need it. 1 to 64. @default 4
    */
   readonly partitions?: number;
-  /** Where lost connections, deleted entries and failures are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where lost connections, deleted entries and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** Defaults of the {@link RedisStreamsTransportConfig} fields that have a fixed one. */
@@ -126,7 +130,7 @@ export function resolveStreamSettings(config: RedisStreamsTransportConfig): Stre
     trimEveryMs,
     maxDeliveries: wholeNumber(config.maxDeliveries ?? d.maxDeliveries, 'maxDeliveries', 0),
     partitions: wholeNumber(config.partitions ?? d.partitions, 'partitions', 1, SHARD_SLOTS),
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }
 

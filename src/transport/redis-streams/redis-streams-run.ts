@@ -2,6 +2,7 @@ import type { RunTransport } from '../../cli/run-transports.js';
 import { RedisStreamsTransport } from './redis-streams-transport.js';
 import { openStreamConnection } from './stream-driver.js';
 import { replyText } from './stream-replies.js';
+import { SILENT_LOGGER } from '../../core/logger.js';
 
 /**
  * Redis Streams for `oncemq demo` and `oncemq chaos`: every key under the run's namespace, a short
@@ -10,7 +11,8 @@ import { replyText } from './stream-replies.js';
 export const REDIS_STREAMS_RUN_TRANSPORT = Object.freeze<RunTransport>({
   service: 'redis',
   open: ({ url, namespace }) =>
-    RedisStreamsTransport.connect(url, { prefix: namespace, failureBackoff: '200ms' }),
+    // A run cuts connections on purpose: their lines would drown its summary.
+    RedisStreamsTransport.connect(url, { prefix: namespace, failureBackoff: '200ms', logger: SILENT_LOGGER }),
   cleanup: async ({ url, namespace }) => {
     const connection = await openStreamConnection(url);
     try {

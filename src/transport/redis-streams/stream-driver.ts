@@ -1,4 +1,5 @@
 import { ConfigError, TransportUnavailableError } from '../../core/errors.js';
+import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import {
   fromIoredisStreams,
   fromNodeRedisStreams,
@@ -49,9 +50,13 @@ async function load<T>(name: string): Promise<T | undefined> {
  */
 export async function openStreamConnection(url: string): Promise<StreamConnection> {
   const fail = (error: unknown): never => {
-    throw new TransportUnavailableError(`cannot connect to Redis at ${url}: ${(error as Error).message}`, {
-      cause: error,
-    });
+    const down = unreachableCause(error);
+    throw new TransportUnavailableError(
+      down === undefined
+        ? `cannot connect to Redis at ${redactUrl(url)}: ${(error as Error).message}`
+        : unreachableMessage({ server: 'Redis', url, detail: down.message }),
+      { cause: error },
+    );
   };
   let connected = false;
   const nodeRedis = await load<NodeRedisModule>('redis');

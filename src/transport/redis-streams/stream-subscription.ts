@@ -131,6 +131,12 @@ export class StreamSubscription implements Subscription {
   /** A connection was lost: what was read before is stale, and the pending entries are read again. */
   readonly #lost = (): void => {
     if (this.#closed !== undefined) return;
+    this.#member.settings.logger.warn(
+      'oncemq: a Redis connection was lost; reading the pending entries again',
+      {
+        group: this.group,
+      },
+    );
     this.#generation++;
     this.#reader.lost();
     this.#held.clear();

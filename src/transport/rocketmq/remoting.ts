@@ -6,6 +6,7 @@
  */
 import { connect } from 'node:net';
 import { TransportUnavailableError } from '../../core/errors.js';
+import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 
 /** Request codes of `org.apache.rocketmq.remoting.protocol.RequestCode` used here. */
 export const RequestCode = Object.freeze({
@@ -55,6 +56,10 @@ export interface RemotingAnswer {
   readonly body: Buffer;
 }
 
+/** What to do when the RocketMQ name server or proxy cannot be reached. */
+export const ROCKETMQ_UNREACHABLE_HINT =
+  'start one there (npm run brokers -- start rocketmq, in an oncemq checkout)';
+
 const JSON_SERIALIZE = 0;
 let nextOpaque = 1;
 
@@ -97,8 +102,19 @@ function exchange(request: RemotingRequest): Promise<Buffer> {
     let received = Buffer.alloc(0);
     const fail = (error: Error): void => {
       socket.destroy();
+      const down = unreachableCause(error);
       reject(
-        new TransportUnavailableError(`RocketMQ at ${host}:${port}: ${error.message}`, { cause: error }),
+        new TransportUnavailableError(
+          down === undefined
+            ? `RocketMQ at ${host}:${port}: ${error.message}`
+            : unreachableMessage({
+                server: 'RocketMQ',
+                url: `${host}:${port}`,
+                detail: down.message,
+                hint: ROCKETMQ_UNREACHABLE_HINT,
+              }),
+          { cause: error },
+        ),
       );
     };
     socket.setTimeout(timeoutMs, () => fail(new Error(`no answer in ${timeoutMs} ms`)));

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
-import { SILENT_LOGGER, type Logger } from '../../core/logger.js';
+import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 
 /** Input of `new RocketMQTransport(config)`: the proxy and name server, topic kind, and timings. */
 export interface RocketMQTransportConfig {
@@ -41,8 +41,12 @@ export interface RocketMQTransportConfig {
   readonly retryMaxTimes?: number;
   /** Wait before receiving again after a receive failed. @default '1s' */
   readonly failureBackoff?: Duration;
-  /** Where the client's lines, created topics and groups and failures are logged. @default silent */
-  readonly logger?: Logger;
+  /**
+   * Where the client's lines, created topics and groups and failures are logged.
+   * Takes `console`, pino, any `{ warn, error }` logger, or `SILENT_LOGGER`.
+   * @default DEFAULT_LOGGER (warnings and errors to stderr, rate-limited)
+   */
+  readonly logger?: LoggerLike;
 }
 
 /** A proxy on this machine, at the proxy's default gRPC port. */
@@ -135,6 +139,6 @@ export function resolveRocketMQSettings(config: RocketMQTransportConfig): Rocket
     retryMaxTimes:
       config.retryMaxTimes === undefined ? undefined : wholeNumber(config.retryMaxTimes, 'retryMaxTimes', 0),
     failureBackoffMs: parseDuration(config.failureBackoff ?? d.failureBackoff, 'failureBackoff'),
-    logger: config.logger ?? SILENT_LOGGER,
+    logger: toLogger(config.logger),
   });
 }

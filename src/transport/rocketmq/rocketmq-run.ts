@@ -3,6 +3,7 @@ import { GRPC_PROXY_PARAMETER, type RunTransport } from '../../cli/run-transport
 import { parseRocketMQUrl } from './rocketmq-config.js';
 import { RocketMQAdmin } from './rocketmq-admin.js';
 import { RocketMQTransport } from './rocketmq-transport.js';
+import { SILENT_LOGGER } from '../../core/logger.js';
 
 /**
  * The run's URL without its gRPC proxy; the proxy, when named, carries every gRPC channel this
@@ -35,6 +36,8 @@ export const ROCKETMQ_RUN_TRANSPORT = Object.freeze<RunTransport>({
       longPoll: '1s',
       failureBackoff: '200ms',
       requestTimeout: '3s',
+      // A run cuts connections on purpose: their lines would drown its summary.
+      logger: SILENT_LOGGER,
     });
     await transport.init();
     return namespacedTransport(transport, namespace);

@@ -5,6 +5,7 @@ import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope
 import { OrderingGate } from '../../consumer/ordering-gate.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
+import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
   toProcessor,
@@ -31,6 +32,7 @@ import { validRocketMQGroup, validRocketMQTopic } from './rocketmq-names.js';
 import { RocketMQPublisher } from './rocketmq-publisher.js';
 import { RocketMQSubscription } from './rocketmq-subscription.js';
 import { RocketMQTopology } from './rocketmq-topology.js';
+import { ROCKETMQ_UNREACHABLE_HINT } from './remoting.js';
 import {
   RocketMQTransactionProducer,
   type RocketMQTransactionProducerConfig,
@@ -111,9 +113,14 @@ export class RocketMQTransport implements Transport {
     return { endpoints: this.#settings.endpoints, nameServer: this.#settings.nameServer };
   }
 
-  /** Loads the client. Idempotent; the other methods call it. */
+  /**
+   * Loads the client and asks the name server for the cluster's brokers: a name server that cannot be
+   * reached fails it with a `TransportUnavailableError` naming the URL, within `requestTimeout`. The
+   * other methods load the client themselves.
+   */
   async init(): Promise<void> {
-    await this.#open();
+    const open = await this.#open();
+    await open.topology.admin.masters().catch(this.#unreachable);
   }
 
   #open(): Promise<Open> {
@@ -130,8 +137,27 @@ export class RocketMQTransport implements Transport {
   }
 
   publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    return tracePublish(this.name, message, (traced) => this.#publish(traced));
+    return tracePublish(this.name, message, (traced) => this.#publish(traced).catch(this.#unreachable));
   }
+
+  /**
+   * A name server or proxy that cannot be reached, as one line naming the URL and what to run; any
+   * other error as it is.
+   */
+  readonly #unreachable = (error: unknown): never => {
+    const down = unreachableCause(error);
+    if (down === undefined) throw error;
+    const { endpoints, nameServer } = this.#settings;
+    throw new TransportUnavailableError(
+      unreachableMessage({
+        server: 'RocketMQ',
+        url: `rocketmq://${endpoints}?namesrv=${nameServer}`,
+        detail: down.message,
+        hint: ROCKETMQ_UNREACHABLE_HINT,
+      }),
+      { cause: error },
+    );
+  };
 
   async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
     const topic = validRocketMQTopic(message.topic);
@@ -156,11 +182,20 @@ export class RocketMQTransport implements Transport {
     };
   }
 
-  async subscribe(
+  subscribe(
     group: string,
     topics: readonly string[],
     processor: ProcessorLike,
     options: SubscribeOptions = {},
+  ): Promise<RocketMQSubscription> {
+    return this.#subscribe(group, topics, processor, options).catch(this.#unreachable);
+  }
+
+  async #subscribe(
+    group: string,
+    topics: readonly string[],
+    processor: ProcessorLike,
+    options: SubscribeOptions,
   ): Promise<RocketMQSubscription> {
     validRocketMQGroup(validateGroup(group));
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
@@ -257,7 +292,7 @@ export class RocketMQTransport implements Transport {
   ): Promise<RocketMQTransactionProducer> {
     const open = await this.#open();
     const producer = new RocketMQTransactionProducer(open.driver, this.#settings, open.topology, config);
-    await producer.start();
+    await producer.start().catch(this.#unreachable);
     this.#producers.add(producer);
     return producer;
   }
