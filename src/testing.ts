@@ -16,3 +16,5 @@ export type { FaultInjectorConfig, FaultName } from './testing/fault-injector.js
 export { ConnectProxy } from './testing/connect-proxy.js';
 export { TcpProxy } from './testing/tcp-proxy.js';
 export type { TcpProxyConfig } from './testing/tcp-proxy.js';
+export { checkRollback, RollbackCheckError } from './testing/rollback-check.js';
+export type { RollbackCheckFailure, RollbackCheckOptions, RollbackReport } from './testing/rollback-check.js';

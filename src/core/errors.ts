@@ -11,7 +11,8 @@ export type OncemqErrorCode =
   | 'conflict'
   | 'closed'
   | 'transport-unavailable'
-  | 'commit-rejected';
+  | 'commit-rejected'
+  | 'rollback-check';
 
 export class OncemqError extends Error {
   override name = 'OncemqError';

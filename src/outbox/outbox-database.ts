@@ -1,15 +1,42 @@
 import { ConfigError, LedgerUnavailableError, OncemqError } from '../core/errors.js';
 import type { MysqlConnectionLike, MysqlPoolLike } from '../ledger/mysql/mysql-client.js';
 import type { PgPoolClientLike, PgPoolLike } from '../ledger/postgres/postgres-client.js';
+import type { SqlBridge } from '../ledger/sql-bridge.js';
 import type { SqlDialect } from '../ledger/sql-dialect.js';
 import type { SqliteDatabaseLike } from '../ledger/sqlite/sqlite-database.js';
 
 /**
  * Where the relay (and `migrate`) opens transactions of its own: a pg `Pool`, a mysql2/promise
- * `Pool`, or a better-sqlite3 `Database` of the relay's own (not the connection the application
- * writes through: SQLite has one transaction per connection).
+ * `Pool`, a better-sqlite3 `Database` of the relay's own (not the connection the application
+ * writes through: SQLite has one transaction per connection), or — for an outbox on an ORM
+ * ledger — the ORM's bridge (`knexBridge(knex)`, …), whose transactions the tool opens.
  */
-export type OutboxDatabase = PgPoolLike | MysqlPoolLike | SqliteDatabaseLike;
+export type OutboxDatabase = PgPoolLike | MysqlPoolLike | SqliteDatabaseLike | SqlBridge<unknown, unknown>;
+
+function isBridge(database: OutboxDatabase): database is SqlBridge<unknown, unknown> {
+  const shape = database as Partial<SqlBridge<unknown, unknown>>;
+  return (
+    typeof shape.connection === 'function' && typeof shape.transaction === 'function' && 'autocommit' in shape
+  );
+}
+
+/**
+ * Through an ORM's bridge: each transaction is one the tool opens, and the work gets the tool's
+ * transaction (what the outbox's dialect runs on). No LISTEN: the relay polls. On MySQL the tool's
+ * transactions run at its isolation level (the relay's claims are locking reads, which see the
+ * latest commit at any level).
+ */
+function bridgeSession<Tx>(bridge: SqlBridge<unknown, Tx>): OutboxSession<Tx> {
+  return {
+    async transaction(work) {
+      try {
+        return await bridge.transaction((_conn, tx) => work(tx));
+      } catch (error) {
+        throw unavailable(error, 'in a transaction');
+      }
+    },
+  };
+}
 
 /** A pg client that can LISTEN: what the relay calls beyond queries. */
 interface PgListeningClientLike extends PgPoolClientLike {
@@ -172,6 +199,10 @@ export function openOutboxSession<Tx>(
   const expect = (ok: boolean, what: string): void => {
     if (!ok) throw new ConfigError('database', `the ${dialect.name} outbox needs ${what}`);
   };
+  if (isBridge(database)) {
+    expect(database.database === dialect.name, `a bridge to ${dialect.name}, not to ${database.database}`);
+    return bridgeSession(database as SqlBridge<unknown, Tx>);
+  }
   switch (dialect.name) {
     case 'postgres':
       expect(typeof shape?.connect === 'function', 'a pg Pool (its connect() is missing)');
