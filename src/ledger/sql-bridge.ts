@@ -34,15 +34,15 @@ export interface SqlBridge<Conn, Tx> {
    * A tool whose transactions time out (Prisma) opens this one without the handlers' deadline, so
    * that a session lock is never left on a connection the tool took back. @default transaction
    */
-  readonly session?: <T>(work: (conn: Conn) => Promise<T>) => Promise<T>;
+  readonly hold?: <T>(work: (conn: Conn) => Promise<T>) => Promise<T>;
 }
 
-/** Runs `work` on a connection of `bridge` held until it settles ({@link SqlBridge.session}). */
-export function bridgeSession<Conn, Tx, T>(
+/** Runs `work` on a connection of `bridge` held until it settles ({@link SqlBridge.hold}). */
+export function holdConnection<Conn, Tx, T>(
   bridge: SqlBridge<Conn, Tx>,
   work: (conn: Conn) => Promise<T>,
 ): Promise<T> {
-  return bridge.session === undefined ? bridge.transaction((conn) => work(conn)) : bridge.session(work);
+  return bridge.hold === undefined ? bridge.transaction((conn) => work(conn)) : bridge.hold(work);
 }
 
 /** Thrown inside a tool's transaction callback to roll it back while answering `value`. */
@@ -89,7 +89,7 @@ export function pinConnection<Conn extends object, Tx>(
 ): Promise<PinnedConnection<Conn>> {
   return new Promise((resolve, reject) => {
     let taken = false;
-    bridgeSession(
+    holdConnection(
       bridge,
       (conn) =>
         new Promise<void>((done) => {

@@ -202,7 +202,7 @@ export function prismaBridge<Tx extends PrismaQueryableLike>(
     autocommit: over(prisma),
     transaction: (work) => transaction((tx) => work(connection(tx), tx), options),
     connection,
-    session: (work) => transaction((tx) => work(connection(tx)), held),
+    hold: (work) => transaction((tx) => work(connection(tx)), held),
   };
   return bridge as SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx>;
 }

@@ -1,18 +1,31 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   ConfigError,
+  LedgerUnavailableError,
   createOutbox,
   createPipeline,
   createRelay,
-  type OutboxDatabase,
   type Outbox,
   type OutgoingMessage,
+  type PipelineConfig,
 } from 'oncemq';
-import { mysqlDialect } from 'oncemq/mysql';
-import { postgresDialect } from 'oncemq/postgres';
-import { prismaLedger, type BridgedLedger, type PrismaLedgerConfig } from 'oncemq/prisma';
+import {
+  prismaBridge,
+  prismaLedger,
+  type BridgedLedger,
+  type PrismaLedgerConfig,
+  type SqlBridge,
+} from 'oncemq/prisma';
+import { checkRollback, RollbackCheckError } from 'oncemq/testing';
 import { mysqlService } from '../support/mysql.js';
-import { payment, paymentEnvelope, pointsRequest, sleep, type PaymentSucceeded } from '../support/points.js';
+import {
+  payment,
+  paymentEnvelope,
+  paymentEvents,
+  pointsRequest,
+  sleep,
+  type PaymentSucceeded,
+} from '../support/points.js';
 import { describePaymentToPoints, type PointsWorld } from '../support/points-scenario.js';
 import { findPostgres } from '../support/postgres.js';
 import {
@@ -43,11 +56,10 @@ interface PrismaWorld<Tx> extends PointsWorld<Tx> {
     config: PrismaLedgerConfig,
     client?: { transactionOptions?: { timeout?: number } },
   ): Promise<BridgedLedger<Tx>>;
-  /**
-   * The outbox of the ledger's database (`add(trx)` in Prisma's transactions), and the same outbox on
-   * the driver (its tables created with it; the relay publishes with it, on `pool`).
-   */
-  outbox(): Promise<{ outbox: Outbox<Tx>; relayOutbox: Outbox<unknown>; pool: OutboxDatabase }>;
+  /** The outbox of the ledger's database, its tables created through the bridge it answers too. */
+  outbox(): Promise<{ outbox: Outbox<Tx>; bridge: SqlBridge<unknown, unknown> }>;
+  /** The balances of every user, read with the driver. */
+  balances(): Promise<Record<string, number>>;
   outboxRows(): Promise<number>;
 }
 
@@ -86,10 +98,19 @@ async function openPostgres(): Promise<PrismaWorld<PostgresPrismaTx>> {
       return other;
     },
     outbox: async () => {
-      const relayOutbox = createOutbox<unknown>({ dialect: postgresDialect, schema });
-      await relayOutbox.migrate(namespace.pool);
-      return { outbox: createOutbox({ ledger, schema }), relayOutbox, pool: namespace.pool };
+      const outbox = createOutbox({ ledger, schema });
+      const bridge = prismaBridge(prisma) as SqlBridge<unknown, unknown>;
+      await outbox.migrate(bridge);
+      return { outbox, bridge };
     },
+    balances: async () =>
+      Object.fromEntries(
+        (
+          await namespace.query<{ user_id: string; balance: number }>(
+            `SELECT user_id, balance FROM "${schema}".points ORDER BY user_id`,
+          )
+        ).map((row) => [row.user_id, row.balance]),
+      ),
     outboxRows: () => count('oncemq_outbox'),
     close: () => namespace.drop(),
   };
@@ -124,10 +145,19 @@ async function openMysql(): Promise<PrismaWorld<MysqlPrismaTx>> {
       return other;
     },
     outbox: async () => {
-      const relayOutbox = createOutbox<unknown>({ dialect: mysqlDialect });
-      await relayOutbox.migrate(namespace.pool);
-      return { outbox: createOutbox({ ledger }), relayOutbox, pool: namespace.pool };
+      const outbox = createOutbox({ ledger });
+      const bridge = prismaBridge(prisma) as SqlBridge<unknown, unknown>;
+      await outbox.migrate(bridge);
+      return { outbox, bridge };
     },
+    balances: async () =>
+      Object.fromEntries(
+        (
+          await namespace.query<{ user_id: string; balance: number }>(
+            'SELECT user_id, balance FROM points ORDER BY user_id',
+          )
+        ).map((row) => [row.user_id, row.balance]),
+      ),
     outboxRows: () => count('oncemq_outbox'),
     close: () => namespace.drop(),
   };
@@ -211,7 +241,7 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
     });
 
     it('writes to the outbox with add(trx) only when the Prisma transaction commits, and from a handler with ctx.outbox; the relay publishes them', async () => {
-      const { outbox, relayOutbox, pool } = await world.outbox();
+      const { outbox, bridge } = await world.outbox();
       await world.appTransaction((trx) => outbox.add(trx, { topic: 'points', key: 'k-1', body: { n: 1 } }));
       expect(await world.outboxRows()).toBe(1);
       await expect(
@@ -242,7 +272,7 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
           return Promise.resolve({ brokerId: `m-${published.length}`, topic: message.topic });
         },
       };
-      const relay = createRelay({ outbox: relayOutbox, transport, database: pool });
+      const relay = createRelay({ outbox, transport, database: bridge });
       expect(await relay.runOnce()).toEqual({ claimed: 2, published: 2, failed: 0 });
       expect(published.map((m) => m.key).sort()).toEqual(['evt-1', 'k-1']);
       await relay.stop();
@@ -267,6 +297,9 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
       });
       const first = await idle.process(paymentEnvelope(event));
       expect(first.kind).toBe('retry');
+      const error = (first as { error?: unknown }).error;
+      expect(error).toBeInstanceOf(LedgerUnavailableError);
+      expect((error as Error).message).toMatch(/timeout for this transaction was 300 ms/);
       const writing = points(short, async (message, tx) => {
         await world.addPoints(tx, message.userId, 100);
         await sleep(700);
@@ -305,6 +338,69 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
         expect(seen).toEqual(['serializable']);
       },
     );
+
+    it.skipIf(name !== 'PostgreSQL through Prisma')(
+      'answers retry, never ack, when a database error caught inside the handler aborted the Prisma transaction',
+      async () => {
+        const pipeline = points(world.ledger, async (message, tx) => {
+          await world.addPoints(tx, message.userId, 100);
+          await (tx as PostgresPrismaTx).$queryRawUnsafe('SELECT 1/0').catch(() => undefined);
+        });
+        const outcome = await pipeline.process(paymentEnvelope(event));
+        expect(outcome.action).toBe('retry');
+        expect(await world.ledger.get('points', event.eventId)).toBeUndefined();
+        expect(await world.balances()).toEqual({});
+      },
+    );
+
+    it('keeps the maintenance lock past the transaction timeout, on a connection Prisma does not take back', async () => {
+      const short = await world.ledgerWith({ transactionOptions: { timeout: 300 } });
+      const other = await world.ledgerWith({ transactionOptions: { timeout: 300 } });
+      const lock = await short.tryMaintenanceLock();
+      expect(lock).toBeDefined();
+      await sleep(800);
+      expect(await other.tryMaintenanceLock()).toBeUndefined();
+      await lock?.release();
+      const next = await other.tryMaintenanceLock();
+      expect(next).toBeDefined();
+      await next?.release();
+    });
+
+    const config = (
+      handler: NonNullable<PipelineConfig<Tx, PaymentSucceeded>['handler']>,
+    ): PipelineConfig<Tx, PaymentSucceeded> => ({
+      ledger: world.ledger,
+      group: 'points',
+      key: { jsonPath: 'eventId' },
+      handler,
+    });
+
+    it('passes the rollback check when the handler writes with ctx.tx', async () => {
+      const report = await checkRollback<Tx, PaymentSucceeded>({
+        pipeline: config(async function addPointsInTheClaim(message, ctx) {
+          await world.addPoints(ctx.tx, message.userId, 100);
+        }),
+        envelopes: paymentEvents(3, 'ok').map((e) => paymentEnvelope(e)),
+        observe: () => world.balances(),
+      });
+      expect(report).toMatchObject({ rolledBack: 3, before: {}, afterRollback: {} });
+      expect(report.afterCommit).toEqual({ 'user-0': 100, 'user-1': 100, 'user-2': 100 });
+    });
+
+    it('fails the rollback check, naming the handler, when it writes with the PrismaClient instead of ctx.tx', async () => {
+      const check = checkRollback<Tx, PaymentSucceeded>({
+        pipeline: config(async function addPointsOnThePrismaClient(message) {
+          await world.addPoints(world.client, message.userId, 100);
+        }),
+        envelopes: [paymentEnvelope(event)],
+        observe: () => world.balances(),
+      });
+      await expect(check).rejects.toThrow(RollbackCheckError);
+      await expect(check).rejects.toMatchObject({ reason: 'effect-escaped' });
+      await expect(check).rejects.toThrow(
+        /handler 'addPointsOnThePrismaClient' of group 'points' wrote outside/,
+      );
+    });
   });
 }
 
