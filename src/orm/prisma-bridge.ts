@@ -37,11 +37,13 @@ export interface PrismaClientLike<
 /** The interactive transactions oncemq opens through Prisma for its claims and their handlers. */
 export interface PrismaTransactionOptions {
   /**
-   * How long a claim's transaction (the claim, the handler, the completion) may stay open. Past it
-   * Prisma rolls the transaction back on the server and its next statement or its commit fails: the
-   * delivery is retried, never acked. Prisma's own default (5s) suits a web request; a handler may
-   * wait on other services, and while it runs the redelivered copies of its key wait on the claim's
-   * row, so it is the pipeline's default lease. @default '30s'
+   * How long a claim's transaction (the claim, the handler, the completion) may run. oncemq checks it
+   * when the transaction's work has settled, before the commit: a transaction that ran longer is
+   * rolled back and the delivery retried, never acked. Prisma's own timeout is set to twice this, a
+   * last resort for a handler that never returns (Prisma's timeout does not wait for an operation in
+   * flight: the rest of that operation may run outside the transaction). Prisma's default (5s) suits
+   * a web request; a handler may wait on other services, and while it runs the copies of its key wait
+   * on the claim's row, so it is the pipeline's default lease. @default '30s'
    */
   readonly timeout?: Duration;
   /** How long a claim waits for a connection of Prisma's pool. @default the client's (Prisma: 2s) */
@@ -87,10 +89,18 @@ function milliseconds(value: Duration, field: string): number {
   return ms;
 }
 
-/** The options oncemq passes to `$transaction`, checked: the configured ones over the defaults. */
+/** A claim's transaction options, checked: oncemq's deadline, and what is passed to `$transaction`. */
+export interface ResolvedPrismaTransactionOptions {
+  /** oncemq's deadline of the transaction's work, checked before the commit. */
+  readonly deadlineMs: number;
+  /** Passed to `$transaction`: Prisma's timeout is twice the deadline (at most a Node.js timer's longest). */
+  readonly prisma: PrismaTransactionOptionsLike;
+}
+
+/** Checks `options` and fills in the defaults. */
 export function prismaTransactionOptions(
   options: PrismaTransactionOptions = {},
-): PrismaTransactionOptionsLike {
+): ResolvedPrismaTransactionOptions {
   const { timeout, maxWait, isolationLevel } = options;
   if (isolationLevel !== undefined && !ISOLATION_LEVELS.includes(isolationLevel)) {
     throw new ConfigError(
@@ -98,13 +108,17 @@ export function prismaTransactionOptions(
       `expected one of ${ISOLATION_LEVELS.join(', ')}, got ${JSON.stringify(isolationLevel)}`,
     );
   }
+  const deadlineMs = milliseconds(
+    timeout ?? DEFAULT_PRISMA_TRANSACTION_OPTIONS.timeout,
+    'transactionOptions.timeout',
+  );
   return Object.freeze({
-    timeout: milliseconds(
-      timeout ?? DEFAULT_PRISMA_TRANSACTION_OPTIONS.timeout,
-      'transactionOptions.timeout',
-    ),
-    ...(maxWait === undefined ? {} : { maxWait: milliseconds(maxWait, 'transactionOptions.maxWait') }),
-    ...(isolationLevel === undefined ? {} : { isolationLevel }),
+    deadlineMs,
+    prisma: Object.freeze({
+      timeout: Math.min(2 * deadlineMs, MAX_TIMER_MS),
+      ...(maxWait === undefined ? {} : { maxWait: milliseconds(maxWait, 'transactionOptions.maxWait') }),
+      ...(isolationLevel === undefined ? {} : { isolationLevel }),
+    }),
   });
 }
 
@@ -152,28 +166,44 @@ export function prismaBridge<Tx extends PrismaQueryableLike>(
   config: PrismaBridgeConfig = {},
 ): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
   const database = prismaDatabase(prisma, config.provider);
-  const options = prismaTransactionOptions(config.transactionOptions);
+  const { deadlineMs, prisma: options } = prismaTransactionOptions(config.transactionOptions);
   const held: PrismaTransactionOptionsLike = {
     ...(options.maxWait === undefined ? {} : { maxWait: options.maxWait }),
     timeout: MAX_TIMER_MS,
   };
-  /** Runs `work` in a transaction of Prisma's; a failure outside `work` is the ledger's to report. */
+  /**
+   * Runs `work` in a transaction of Prisma's. Past `deadline` (once work has settled, so that none of
+   * its statements is still on the way) the transaction is rolled back; a failure outside `work` is
+   * the ledger's to report.
+   */
   const transaction = async <T>(
     work: (tx: Tx) => Promise<T>,
     transactionOptions: PrismaTransactionOptionsLike,
+    deadline?: number,
   ): Promise<T> => {
-    const outcome = { failed: false };
+    const outcome: { failed: boolean; late?: LedgerUnavailableError } = { failed: false };
     try {
       return await prisma.$transaction(async (tx) => {
+        const started = Date.now();
+        let value: T;
         try {
-          return await work(tx);
+          value = await work(tx);
         } catch (error) {
           outcome.failed = true;
           throw error;
         }
+        const elapsed = Date.now() - started;
+        if (deadline !== undefined && elapsed > deadline) {
+          outcome.late = new LedgerUnavailableError(
+            `the claim's transaction ran ${elapsed}ms, past transactionOptions.timeout (${deadline}ms): ` +
+              'it was rolled back and nothing was applied',
+          );
+          throw outcome.late;
+        }
+        return value;
       }, transactionOptions);
     } catch (error) {
-      if (outcome.failed) throw error;
+      if (outcome.failed || error === outcome.late) throw error;
       const message = error instanceof Error ? error.message : String(error);
       throw new LedgerUnavailableError(
         `the Prisma transaction did not start within maxWait, or did not commit (past its timeout of ` +
@@ -200,7 +230,7 @@ export function prismaBridge<Tx extends PrismaQueryableLike>(
   const bridge: SqlBridge<PgClientLike | MysqlConnectionLike, Tx> = {
     database,
     autocommit: over(prisma),
-    transaction: (work) => transaction((tx) => work(connection(tx), tx), options),
+    transaction: (work) => transaction((tx) => work(connection(tx), tx), options, deadlineMs),
     connection,
     hold: (work) => transaction((tx) => work(connection(tx)), held),
   };

@@ -192,6 +192,18 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
         },
       });
 
+    /** The first claims on a new client compile Prisma's query plans: run one through before timing any. */
+    const warmUp = async (ledger: BridgedLedger<Tx>): Promise<void> => {
+      const warm = payment(99);
+      for (let attempt = 1; attempt <= 5; attempt++) {
+        const outcome = await points(ledger).process(
+          paymentEnvelope(warm, `broker-${warm.eventId}`, attempt),
+        );
+        if (outcome.kind === 'executed') return;
+      }
+      throw new Error('the warm-up delivery never executed');
+    };
+
     it('claims inside the application’s own Prisma transaction with join(trx): the claim, its work and the application’s write commit together', async () => {
       const request = pointsRequest('order-1');
       await world.appTransaction(async (trx) => {
@@ -289,20 +301,21 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
       expect(await world.outboxRows()).toBe(0);
     });
 
-    it('retries, never acks, a handler that outruns the transaction timeout, whether or not it writes again; the redelivery applies it once', async () => {
-      const short = await world.ledgerWith({ transactionOptions: { timeout: 300 } });
-      const idle = points(short, async (message, tx) => {
+    it('rolls back and retries, never acks, a claim whose handler finishes past the timeout, whether or not it writes again; the redelivery applies it once', async () => {
+      const short = await world.ledgerWith({ transactionOptions: { timeout: 500 } });
+      const late = points(short, async (message, tx) => {
         await world.addPoints(tx, message.userId, 100);
-        await sleep(700);
+        await sleep(600);
       });
-      const first = await idle.process(paymentEnvelope(event));
+      await warmUp(short);
+      const first = await late.process(paymentEnvelope(event));
       expect(first.kind).toBe('retry');
       const error = (first as { error?: unknown }).error;
       expect(error).toBeInstanceOf(LedgerUnavailableError);
-      expect((error as Error).message).toMatch(/timeout for this transaction was 300 ms/);
+      expect((error as Error).message).toMatch(/past transactionOptions\.timeout \(500ms\)/);
       const writing = points(short, async (message, tx) => {
         await world.addPoints(tx, message.userId, 100);
-        await sleep(700);
+        await sleep(600);
         await world.addPoints(tx, message.userId, 100);
       });
       const second = await writing.process(paymentEnvelope(event, `broker-${event.eventId}`, 2));
@@ -312,7 +325,42 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
       const quick = await points(short).process(paymentEnvelope(event, `broker-${event.eventId}`, 3));
       expect(quick.kind).toBe('executed');
       expect(await world.balance(event.userId)).toBe(100);
-      expect(await world.ledgerRows()).toBe(1);
+      expect(await world.ledgerRows()).toBe(2); // the first claim and this key
+    });
+
+    it('leaves a handler that does not return to Prisma’s own timeout, twice the claim’s: a retry, nothing applied', async () => {
+      const short = await world.ledgerWith({ transactionOptions: { timeout: 200 } });
+      const stuck = points(short, async (message, tx) => {
+        await world.addPoints(tx, message.userId, 100);
+        await sleep(700);
+      });
+      const outcome = await stuck.process(paymentEnvelope(event));
+      expect(outcome.kind).toBe('retry');
+      expect(((outcome as { error?: unknown }).error as Error).message).toMatch(
+        /timeout for this transaction was 400 ms/,
+      );
+      expect(await world.balance(event.userId)).toBe(0);
+    });
+
+    it('rolls back a Prisma write that was still running at the timeout with the rest of the claim: none of it escapes', async () => {
+      // Prisma's own timeout does not wait for an operation in flight: on MariaDB an upsert (a read,
+      // then a write) held up by a lock across it would write after Prisma's rollback, outside the
+      // transaction. The claim's deadline is oncemq's, checked once the handler has returned.
+      const short = await world.ledgerWith({
+        transactionOptions: { timeout: 400, isolationLevel: 'Serializable' },
+      });
+      await warmUp(short);
+      await world.appTransaction(async (trx) => {
+        await world.addPoints(trx, event.userId, 5);
+      });
+      const release = await world.namespace.lockPoints(event.userId);
+      const processing = points(short).process(paymentEnvelope(event));
+      await sleep(600);
+      await release();
+      const outcome = await processing;
+      expect(outcome.kind).toBe('retry');
+      expect(await world.balance(event.userId)).toBe(5);
+      expect(await short.get('points', event.eventId)).toBeUndefined();
     });
 
     it('gives claims its own timeout (30s by default), not the client’s', async () => {

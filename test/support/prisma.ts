@@ -41,6 +41,11 @@ export interface PrismaNamespace<Client> {
   readonly pool: OutboxDatabase;
   /** Runs a statement with the driver (pg or mysql2) on the namespace; answers its rows. */
   query<R = Record<string, unknown>>(sql: string, values?: unknown[]): Promise<R[]>;
+  /**
+   * Locks the `points` row of `userId` (which must exist) from a connection of its own, in a
+   * transaction held until the answered function is called.
+   */
+  lockPoints(userId: string): Promise<() => Promise<void>>;
   /** Disconnects every client and drops the namespace. */
   drop(): Promise<void>;
 }
@@ -78,6 +83,15 @@ export async function prismaPostgresSchema(url: string): Promise<PrismaNamespace
     },
     async query<R>(sql: string, values: unknown[] = []) {
       return (await admin.query(sql, values)).rows as R[];
+    },
+    async lockPoints(userId) {
+      const client = await admin.connect();
+      await client.query('BEGIN');
+      await client.query(`SELECT * FROM "${schema}".points WHERE user_id = $1 FOR UPDATE`, [userId]);
+      return async () => {
+        await client.query('ROLLBACK');
+        client.release();
+      };
     },
     async drop() {
       await Promise.all(clients.map((client) => client.$disconnect()));
@@ -119,6 +133,15 @@ export async function prismaMysqlDatabase(url: string): Promise<PrismaNamespace<
     async query<R>(sql: string, values: unknown[] = []) {
       const [rows] = await admin.query(sql, values);
       return rows as R[];
+    },
+    async lockPoints(userId) {
+      const conn = await admin.getConnection();
+      await conn.query('START TRANSACTION');
+      await conn.query('SELECT * FROM points WHERE user_id = ? FOR UPDATE', [userId]);
+      return async () => {
+        await conn.query('ROLLBACK');
+        conn.release();
+      };
     },
     async drop() {
       await Promise.all(clients.map((client) => client.$disconnect()));

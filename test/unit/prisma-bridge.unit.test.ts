@@ -70,15 +70,15 @@ describe('the Prisma bridge’s configuration', () => {
     expect(() => prismaBridge(client(undefined))).toThrow(/pass provider/);
   });
 
-  it('gives claims a 30s timeout unless told otherwise, and leaves maxWait and the isolation level to the client', () => {
-    expect(prismaTransactionOptions()).toEqual({ timeout: 30_000 });
+  it('gives claims a 30s deadline unless told otherwise, Prisma twice that, and leaves maxWait and the isolation level to the client', () => {
+    expect(prismaTransactionOptions()).toEqual({ deadlineMs: 30_000, prisma: { timeout: 60_000 } });
     expect(prismaTransactionOptions({ timeout: '2m', maxWait: 500, isolationLevel: 'Serializable' })).toEqual(
       {
-        timeout: 120_000,
-        maxWait: 500,
-        isolationLevel: 'Serializable',
+        deadlineMs: 120_000,
+        prisma: { timeout: 240_000, maxWait: 500, isolationLevel: 'Serializable' },
       },
     );
+    expect(prismaTransactionOptions({ timeout: '20d' }).prisma.timeout).toBe(2 ** 31 - 1);
   });
 
   it('refuses transaction options Prisma or a timer cannot keep, naming the field', () => {
