@@ -10,6 +10,7 @@ export default tseslint.config(
       'coverage/**',
       'api-docs/**',
       'examples/nest-app/**',
+      'test/support/prisma/generated/**',
     ],
   },
   js.configs.recommended,

@@ -15,6 +15,10 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
-    globalSetup: ['test/support/brokers-setup.ts', 'test/support/build-setup.ts'],
+    globalSetup: [
+      'test/support/brokers-setup.ts',
+      'test/support/build-setup.ts',
+      'test/support/prisma-generate.js',
+    ],
   },
 });

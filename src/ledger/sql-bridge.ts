@@ -28,6 +28,21 @@ export interface SqlBridge<Conn, Tx> {
    * database handle would write outside the claim's transaction.
    */
   connection(tx: Tx): Conn;
+  /**
+   * Runs `work` on one connection of the tool held until work settles, for the ledger's own use and
+   * never handed to a handler: a session lock's owner (the maintenance lock, MySQL's migration lock).
+   * A tool whose transactions time out (Prisma) opens this one without the handlers' deadline, so
+   * that a session lock is never left on a connection the tool took back. @default transaction
+   */
+  readonly hold?: <T>(work: (conn: Conn) => Promise<T>) => Promise<T>;
+}
+
+/** Runs `work` on a connection of `bridge` held until it settles ({@link SqlBridge.hold}). */
+export function holdConnection<Conn, Tx, T>(
+  bridge: SqlBridge<Conn, Tx>,
+  work: (conn: Conn) => Promise<T>,
+): Promise<T> {
+  return bridge.hold === undefined ? bridge.transaction((conn) => work(conn)) : bridge.hold(work);
 }
 
 /** Thrown inside a tool's transaction callback to roll it back while answering `value`. */
@@ -74,17 +89,16 @@ export function pinConnection<Conn extends object, Tx>(
 ): Promise<PinnedConnection<Conn>> {
   return new Promise((resolve, reject) => {
     let taken = false;
-    bridge
-      .transaction(
-        (conn) =>
-          new Promise<void>((done) => {
-            taken = true;
-            resolve(Object.assign(Object.create(conn) as Conn, { release: () => done() }));
-          }),
-      )
-      .catch((error: unknown) => {
-        if (!taken) reject(error instanceof Error ? error : new Error(String(error)));
-      });
+    holdConnection(
+      bridge,
+      (conn) =>
+        new Promise<void>((done) => {
+          taken = true;
+          resolve(Object.assign(Object.create(conn) as Conn, { release: () => done() }));
+        }),
+    ).catch((error: unknown) => {
+      if (!taken) reject(error instanceof Error ? error : new Error(String(error)));
+    });
   });
 }
 

@@ -6,11 +6,10 @@ import {
   consoleLogger,
   DEFAULT_LOGGER,
   SILENT_LOGGER,
-  toLogger,
   type PartialLogger,
 } from 'oncemq';
 import { LogRateLimit, MAX_LOG_KINDS } from '../../src/core/log-rate-limit.js';
-import { logsDebug } from '../../src/core/logger.js';
+import { logsDebug, toLogger } from '../../src/core/logger.js';
 
 function fakeClock(start = Date.UTC(2026, 0, 5, 10, 0, 0)) {
   let now = start;

@@ -43,7 +43,7 @@ import {
   type MysqlStatements,
 } from './mysql-schema.js';
 import { runClaimTransaction } from './mysql-transaction.js';
-import { bridgedDialect, pinConnection, type SqlBridge } from '../sql-bridge.js';
+import { bridgedDialect, holdConnection, pinConnection, type SqlBridge } from '../sql-bridge.js';
 import type { SqlDialect } from '../sql-dialect.js';
 
 /** Seconds `init()` waits for another process's migration lock. */
@@ -238,8 +238,8 @@ export class MysqlBackend<Conn extends MysqlConnectionLike, Tx = Conn>
   async #withConnection<T>(fn: (conn: Conn) => Promise<T>): Promise<T> {
     const { connection, bridge } = this.#settings;
     if (connection !== undefined) return this.#exclusive(() => fn(connection));
-    // a tool hands out one connection only inside a transaction of its own
-    if (bridge !== undefined) return bridge.transaction((conn) => fn(conn as Conn));
+    // a tool hands out one connection only inside a transaction of its own (held for the migration lock)
+    if (bridge !== undefined) return holdConnection(bridge, (conn) => fn(conn as Conn));
     const conn = await (this.#settings.pool as MysqlPoolLike<Conn>).getConnection();
     try {
       return await fn(conn);

@@ -47,7 +47,7 @@ export async function pgMigrate(
   }
   const [kind] = await pgQuery<{ relkind: string }>(
     client,
-    `SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
+    `SELECT c.relkind::text AS relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
     [schema, table],
     'reading the table kind',
   );

@@ -111,6 +111,8 @@ export async function pgCommitCheck(client: PgClientLike): Promise<void> {
   try {
     await client.query('SELECT 1');
   } catch (error) {
+    // the tool's adapter already told why (a Prisma transaction ended by its timeout)
+    if (error instanceof LedgerUnavailableError) throw error;
     throw new LedgerUnavailableError(
       'the transaction was aborted by an earlier failed statement (a database error caught inside the handler?), ' +
         'so it cannot commit: nothing was applied and the delivery must be retried',
