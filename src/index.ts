@@ -27,12 +27,10 @@ export {
   RetryPolicy,
 } from './consumer/retry-policy.js';
 export type { RetryDecision, RetryPolicyConfig } from './consumer/retry-policy.js';
-export { formatDuration, parseDuration } from './core/duration.js';
 export type { Duration } from './core/duration.js';
 export {
   createEnvelope,
   DELIVERY_COUNT_HEADER,
-  encodeBody,
   KEY_HEADER,
   MAX_DELIVERY_COUNT,
   ORDERING_KEY_HEADER,
@@ -44,7 +42,6 @@ export {
   CommitRejectedError,
   ConfigError,
   ConflictError,
-  errorText,
   LeaseLostError,
   LedgerUnavailableError,
   OncemqError,
@@ -53,8 +50,7 @@ export {
 } from './core/errors.js';
 export type { OncemqErrorCode, PermanentReason } from './core/errors.js';
 export type { FingerprintSource } from './core/fingerprint.js';
-export { validateGroup } from './core/group.js';
-export { DEFAULT_KEY_SOURCE, HASHED_KEY_PREFIX, MAX_KEY_BYTES } from './core/key.js';
+export { DEFAULT_KEY_SOURCE } from './core/key.js';
 export type { KeySource } from './core/key.js';
 export { SILENT_LOGGER } from './core/logger.js';
 export type { Logger } from './core/logger.js';
@@ -76,7 +72,7 @@ export type {
 export { MAX_RETRY_DELAY_MS } from './core/outcome.js';
 export { JSON_SERIALIZER } from './core/serializer.js';
 export type { Serializer } from './core/serializer.js';
-export { DEFAULT_LEDGER_CAPABILITIES, MAX_REMARK_LENGTH } from './ledger/ledger.js';
+export { DEFAULT_LEDGER_CAPABILITIES } from './ledger/ledger.js';
 export type {
   BatchWork,
   ListQuery,
@@ -133,60 +129,46 @@ export type {
 } from './transport/transport.js';
 export {
   DEAD_LETTER_HEADERS,
-  DEAD_LETTER_SIZE_RESERVE,
   DeadLetterCutError,
   deadLetterHeaders,
   DeadLetterTooLargeError,
   DEFAULT_DEAD_LETTER_LIMIT,
-  fitDeadLetter,
-  noDeadLetters,
   readDeadLetter,
-  refuseCutReplay,
   replayHeaders,
 } from './transport/dead-letters.js';
 export type {
   DeadLetter,
   DeadLetterCause,
-  DeadLetterCopy,
   DeadLetterCut,
   DeadLetterQuery,
   DeadLetters,
-  DeadLetterSizeLimit,
 } from './transport/dead-letters.js';
-export {
-  checkDeliveryCount,
-  checkNamedTopic,
-  guardHeaders,
-  INVALID_HEADER_REASON,
-  invalidHeaderError,
-} from './transport/header-guard.js';
-export type { HeaderCheck, HeaderFault } from './transport/header-guard.js';
 export { createOutbox } from './outbox/outbox.js';
 export type { Outbox, OutboxEntry } from './outbox/outbox.js';
 export { DEFAULT_OUTBOX_CONFIG, MAX_OUTBOX_TABLE_LENGTH } from './outbox/outbox-config.js';
 export type { OutboxConfig } from './outbox/outbox-config.js';
 export type { OutboxMessage } from './outbox/outbox-message.js';
 export type { OutboxDatabase } from './outbox/outbox-database.js';
-export { createRelay, Relay } from './outbox/relay.js';
-export type { RelayMetrics, RelayRound } from './outbox/relay.js';
+export { createRelay } from './outbox/relay.js';
+export type { Relay, RelayMetrics, RelayRound } from './outbox/relay.js';
 export { DEFAULT_RELAY_CONFIG, RelayCrash } from './outbox/relay-config.js';
 export type { RelayConfig, RelayFaults } from './outbox/relay-config.js';
 export { OUTBOX_ID_HEADER } from './outbox/relay-rows.js';
 export type { RelayedMessage } from './outbox/relay-rows.js';
-export { createTransactionalSender, TransactionalSender } from './outbox/transactional-send.js';
+export { createTransactionalSender } from './outbox/transactional-send.js';
 export type {
+  TransactionalSender,
   HalfMessageProducer,
   HalfMessageTransport,
   TransactionalSenderConfig,
   TransactionalSendResult,
 } from './outbox/transactional-send.js';
 export type { HandlerOutbox } from './consumer/handler-context.js';
-export { toLogger } from './core/logger.js';
 export type { LoggerLike, PinoLike } from './core/logger.js';
 export { openTelemetryStatus } from './telemetry/otel-api.js';
 export { DEFAULT_TELEMETRY_CONFIG } from './telemetry/pipeline-telemetry.js';
 export type { TelemetryConfig } from './telemetry/pipeline-telemetry.js';
-export { TRACE_HEADERS, tracePublish } from './telemetry/trace-publish.js';
+export { tracePublish } from './telemetry/trace-publish.js';
 export { observeDeadLetterDepth } from './telemetry/dead-letter-gauge.js';
 export type { DeadLetterGauge, DeadLetterGaugeConfig } from './telemetry/dead-letter-gauge.js';
 export {
@@ -195,4 +177,4 @@ export {
   LATENCY_BUCKETS_S,
   METRICS,
 } from './telemetry/telemetry-names.js';
-export type { MeterProviderLike, TracerProviderLike, OtelApiLike } from './telemetry/otel-like.js';
+export type { MeterProviderLike, TracerProviderLike } from './telemetry/otel-like.js';

@@ -4,26 +4,9 @@
  * @module oncemq/kafka
  */
 export { KafkaTransport } from './transport/kafka/kafka-transport.js';
-export { KafkaSubscription } from './transport/kafka/kafka-subscription.js';
-export { KafkaDeadLetters } from './transport/kafka/kafka-dead-letters.js';
-export { brokersOfUrl, DEFAULT_KAFKA_TRANSPORT_CONFIG } from './transport/kafka/kafka-config.js';
-export type {
-  KafkaBrokerAddress,
-  KafkaSubscribeOptions,
-  KafkaTransportConfig,
-} from './transport/kafka/kafka-config.js';
-export {
-  KAFKA_PREFIX_PATTERN,
-  KAFKA_TOPIC_PATTERN,
-  KafkaNames,
-  kafkaBrokerId,
-  ORIGINAL_OFFSET_HEADER,
-  ORIGINAL_PARTITION_HEADER,
-  ORIGINAL_TOPIC_HEADER,
-  RETRY_DUE_HEADER,
-  SETTLED_HEADER,
-} from './transport/kafka/kafka-names.js';
-export { PartitionOffsets } from './transport/kafka/partition-offsets.js';
+export type { KafkaSubscription } from './transport/kafka/kafka-subscription.js';
+export { DEFAULT_KAFKA_TRANSPORT_CONFIG } from './transport/kafka/kafka-config.js';
+export type { KafkaSubscribeOptions, KafkaTransportConfig } from './transport/kafka/kafka-config.js';
 
 import type { KafkaTransportConfig } from './transport/kafka/kafka-config.js';
 import { KafkaTransport } from './transport/kafka/kafka-transport.js';

@@ -12,12 +12,8 @@ export type {
   RedisStreamsTransportConfig,
 } from './transport/redis-streams/redis-streams-config.js';
 export { RedisStreamsTransport } from './transport/redis-streams/redis-streams-transport.js';
-export { StreamSubscription } from './transport/redis-streams/stream-subscription.js';
-export {
-  fromIoredisStreams,
-  fromNodeRedisStreams,
-  toStreamConnection,
-} from './transport/redis-streams/stream-connection.js';
+export type { StreamSubscription } from './transport/redis-streams/stream-subscription.js';
+export { fromIoredisStreams, fromNodeRedisStreams } from './transport/redis-streams/stream-connection.js';
 export type {
   CommandArg,
   IoredisStreamsClientLike,
@@ -26,10 +22,3 @@ export type {
   StreamClientInput,
   StreamConnection,
 } from './transport/redis-streams/stream-connection.js';
-export {
-  STREAM_PREFIX_PATTERN,
-  STREAM_TOPIC_PATTERN,
-  StreamKeys,
-  streamBrokerId,
-} from './transport/redis-streams/stream-keys.js';
-export { BODY_FIELD, PUBLISHED_FIELD, TOPIC_FIELD } from './transport/redis-streams/stream-entry.js';

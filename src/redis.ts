@@ -5,11 +5,10 @@
  */
 export { DEFAULT_REDIS_LEDGER_CONFIG, RedisLedger } from './ledger/redis/redis-ledger.js';
 export type { RedisLedgerConfig } from './ledger/redis/redis-ledger.js';
-export { fromIoredis, fromNodeRedis, toRedisLike } from './ledger/redis/redis-like.js';
+export { fromIoredis, fromNodeRedis } from './ledger/redis/redis-like.js';
 export type {
   IoredisLike,
   NodeRedisClientLike,
   RedisClientInput,
   RedisLike,
 } from './ledger/redis/redis-like.js';
-export { redisKey, REDIS_PREFIX_PATTERN } from './ledger/redis/redis-record.js';

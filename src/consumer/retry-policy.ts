@@ -1,3 +1,4 @@
+import { isInstanceAcrossCopies } from '../core/copy-identity.js';
 import { formatDuration, parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError } from '../core/errors.js';
 import { MAX_DELIVERY_COUNT } from '../core/envelope.js';
@@ -66,6 +67,14 @@ export type RetryDecision =
  * The policy knows its redelivery horizon: the time from the first delivery to the last retry.
  */
 export class RetryPolicy {
+  /**
+   * `instanceof` holds for a policy of the package's other build too (docs/packaging.md): an app that
+   * imports and requires oncemq can give a pipeline a policy made with either.
+   */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    return isInstanceAcrossCopies(this, value, RETRY_POLICY_CLASS);
+  }
+
   /** The policy's name (`rocketmq`, `exponential`, `none`, or the configured one), in messages and metrics. */
   readonly name: string;
   /** Handler re-runs within one delivery before a delayed retry. */
@@ -166,6 +175,10 @@ export class RetryPolicy {
     return `retry policy '${this.name}' (${this.immediate} immediate, ${this.maxReconsumeTimes} delayed, horizon ${formatDuration(this.horizonMs)})`;
   }
 }
+
+/** Marks `RetryPolicy` in every copy of the package a process loads (see its `Symbol.hasInstance`). */
+const RETRY_POLICY_CLASS = Symbol.for('oncemq.retry-policy-class');
+Object.defineProperty(RetryPolicy, RETRY_POLICY_CLASS, { value: true });
 
 /** Default replay margin added to the retry horizon: operators replay dead letters within a day. */
 export const DEFAULT_REPLAY_MARGIN: Duration = '1d';

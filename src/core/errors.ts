@@ -1,3 +1,5 @@
+import { isInstanceAcrossCopies } from './copy-identity.js';
+
 /**
  * Every error oncemq raises is an {@link OncemqError} with a `code` the caller can switch on.
  * Subclasses exist where the caller has a different decision to make.
@@ -14,6 +16,9 @@ export type OncemqErrorCode =
   | 'commit-rejected'
   | 'rollback-check';
 
+/** Marks oncemq's error classes in every copy of the package a process loads (see `OncemqError`). */
+const ERROR_CLASS = Symbol.for('oncemq.error-class');
+
 /**
  * The base of every error oncemq throws. Catch it to tell oncemq's errors from your own and a
  * driver's (which oncemq wraps, the driver's error kept as `cause`), and switch on {@link code} (or
@@ -29,7 +34,18 @@ export class OncemqError extends Error {
     super(message, options);
     this.code = code;
   }
+
+  /**
+   * `instanceof` holds across the package's two builds: an app that loads oncemq through both `import`
+   * and `require()` runs two copies of each class (docs/packaging.md), and an error of one copy is an
+   * instance of the other copy's class of the same name. Subclasses inherit this.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isInstanceAcrossCopies(this, value, ERROR_CLASS);
+  }
 }
+// The mark, inherited by every subclass (a static property without a declaration to publish).
+Object.defineProperty(OncemqError, ERROR_CLASS, { value: true });
 
 /** A configuration that cannot work; raised at start-up, never mid-run. Names the field and the fix. */
 export class ConfigError extends OncemqError {

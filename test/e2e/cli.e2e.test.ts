@@ -4,7 +4,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
-const cli = fileURLToPath(new URL('../../dist/cli/oncemq.js', import.meta.url));
+const cli = fileURLToPath(new URL('../../dist/esm/cli/oncemq.js', import.meta.url));
 
 async function oncemq(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

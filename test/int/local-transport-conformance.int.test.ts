@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { LocalBroker, LocalSubscription } from 'oncemq/local';
+import { LocalBroker } from 'oncemq/local';
+import { LocalSubscription } from '../../src/transport/local/local-subscription.js';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { scratchDir } from '../support/points.js';
 

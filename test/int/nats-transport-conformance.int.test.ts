@@ -1,6 +1,7 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { JETSTREAM_MAX_HEADER_BYTES, NatsTransport } from 'oncemq/nats';
+import { NatsTransport } from 'oncemq/nats';
+import { JETSTREAM_MAX_HEADER_BYTES } from '../../src/transport/nats/nats-transport.js';
 import { NATS_SERVICE, QUICK_NATS, natsUnderTest, serverMaxPayload } from '../support/nats.js';
 import { findService } from '../support/services.js';
 import { natsForeign } from '../support/foreign.js';

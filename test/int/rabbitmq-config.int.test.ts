@@ -1,7 +1,8 @@
 // The RabbitMQ transport's configuration and naming: checked at construction, no broker needed.
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from 'oncemq';
-import { DEFAULT_RABBITMQ_DELAY_LEVELS, delayLevel, RabbitNames, RabbitTransport } from 'oncemq/rabbitmq';
+import { DEFAULT_RABBITMQ_DELAY_LEVELS, RabbitTransport } from 'oncemq/rabbitmq';
+import { delayLevel, RabbitNames } from '../../src/transport/rabbitmq/rabbit-names.js';
 
 describe('RabbitMQ transport configuration', () => {
   it.each([

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, LeaseLostError, LedgerUnavailableError, type ClaimRequest } from 'oncemq';
-import { RedisLedger, redisKey, type RedisLike } from 'oncemq/redis';
+import { RedisLedger, type RedisLike } from 'oncemq/redis';
+import { redisKey } from '../../src/ledger/redis/redis-record.js';
 import { RedisScript } from '../../src/ledger/redis/redis-scripts.js';
 import { counting } from '../support/counting.js';
 import { findService } from '../support/services.js';

@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, TransportUnavailableError, type Envelope } from 'oncemq';
 import {
   RedisStreamsTransport,
-  toStreamConnection,
   type RedisStreamsTransportConfig,
   type StreamConnection,
 } from 'oncemq/redis-streams';
+import { toStreamConnection } from '../../src/transport/redis-streams/stream-connection.js';
 import { keyOf, outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RocketMQAdmin, parseRocketMQUrl } from 'oncemq/rocketmq';
+import { RocketMQAdmin } from '../../src/transport/rocketmq/rocketmq-admin.js';
+import { parseRocketMQUrl } from '../../src/transport/rocketmq/rocketmq-config.js';
 import { SILENT_LOGGER } from '../../src/core/logger.js';
 import { clientLogger, loadRocketMQDriver } from '../../src/transport/rocketmq/rocketmq-driver.js';
 import { findRocketMQ } from '../support/brokers.js';

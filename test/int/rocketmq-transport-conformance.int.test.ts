@@ -1,10 +1,10 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { ROCKETMQ_MAX_PROPERTY_BYTES } from 'oncemq/rocketmq';
+import { ROCKETMQ_MAX_PROPERTY_BYTES } from '../../src/transport/rocketmq/rocketmq-delivery.js';
 import { findRocketMQ } from '../support/brokers.js';
 import { rocketmqUnderTest } from '../support/rocketmq.js';
 import { rocketmqForeign } from '../support/foreign.js';
-import { parseRocketMQUrl } from 'oncemq/rocketmq';
+import { parseRocketMQUrl } from '../../src/transport/rocketmq/rocketmq-config.js';
 
 const broker = await findRocketMQ();
 

@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPipeline, RetryPolicy, type Ledger } from 'oncemq';
-import { redisKey, type RedisLike } from 'oncemq/redis';
+import type { RedisLike } from 'oncemq/redis';
+import { redisKey } from '../../src/ledger/redis/redis-record.js';
 import { SqliteLedger } from 'oncemq/sqlite';
 import { TieredLedger, type TieredLedgerConfig } from 'oncemq/tiered';
 import {

@@ -1,13 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { DEAD_LETTER_HEADERS, DeadLetterCutError, DeadLetterTooLargeError, readDeadLetter } from 'oncemq';
 import {
-  DEAD_LETTER_HEADERS,
   DEAD_LETTER_SIZE_RESERVE,
-  DeadLetterCutError,
-  DeadLetterTooLargeError,
   fitDeadLetter,
-  readDeadLetter,
   refuseCutReplay,
-} from 'oncemq';
+} from '../../src/transport/dead-letters.js';
 
 const deadHeaders = {
   'oncemq-key': 'k-1',

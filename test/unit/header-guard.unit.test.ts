@@ -1,15 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
-  checkDeliveryCount,
   createEnvelope,
   DELIVERY_COUNT_HEADER,
-  guardHeaders,
   readDeliveryCount,
   SILENT_LOGGER,
   type Envelope,
   type Outcome,
 } from 'oncemq';
-import { checkRetryDue } from '../../src/transport/header-guard.js';
+import { checkDeliveryCount, checkRetryDue, guardHeaders } from '../../src/transport/header-guard.js';
 import { outcomeFor } from '../../src/testing/transport-conformance-fixture.js';
 
 const envelope = (id: string, count?: string): Envelope =>

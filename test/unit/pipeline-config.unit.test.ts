@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, createPipeline, DEFAULT_LEDGER_CAPABILITIES, validateGroup, type Ledger } from 'oncemq';
+import { ConfigError, createPipeline, DEFAULT_LEDGER_CAPABILITIES, type Ledger } from 'oncemq';
+import { validateGroup } from '../../src/core/group.js';
 import { sqlIdentifier } from '../../src/ledger/sql-identifier.js';
 
 /** A ledger that only declares capabilities: configuration is checked before any I/O. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, formatDuration, parseDuration, RetryPolicy } from 'oncemq';
+import { ConfigError, RetryPolicy } from 'oncemq';
+import { formatDuration, parseDuration } from '../../src/core/duration.js';
 import { checkRetention } from '../../src/consumer/retry-policy.js';
 
 describe('durations', () => {
