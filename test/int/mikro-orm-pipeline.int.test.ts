@@ -14,7 +14,13 @@ import { mikroOrmBridge, mikroOrmLedger, type BridgedLedger } from 'oncemq/mikro
 import { checkRollback, injectCommitFailures, RollbackCheckError } from 'oncemq/testing';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
 import { findPostgres, scratchSchema } from '../support/postgres.js';
-import { payment, paymentEnvelope, paymentEvents, type PaymentSucceeded } from '../support/points.js';
+import {
+  payment,
+  paymentEnvelope,
+  paymentEvents,
+  pointsRequest,
+  type PaymentSucceeded,
+} from '../support/points.js';
 
 const postgres = await findPostgres();
 const mysql = await mysqlService();
@@ -45,6 +51,8 @@ interface World {
   readonly orm: MikroORM;
   readonly credits: EntitySchema<Credit>;
   readonly ledger: BridgedLedger<EntityManager>;
+  /** Where this world's ledger table lives (its schema or table option). */
+  readonly where: { readonly schema?: string; readonly table?: string };
   /** Where this world's outbox lives. */
   readonly outbox: { readonly table: string; readonly schema?: string };
   /** The qualified, quoted outbox table. */
@@ -70,6 +78,7 @@ async function postgresWorld(): Promise<World> {
     orm,
     credits,
     ledger: mikroOrmLedger(orm.em, { schema }),
+    where: { schema },
     outbox: { table: 'oncemq_outbox', schema },
     outboxTable: `"${schema}".oncemq_outbox`,
     close: async () => {
@@ -95,6 +104,7 @@ async function mysqlWorld(): Promise<World> {
     orm,
     credits,
     ledger: mikroOrmLedger(orm.em, { table }),
+    where: { table },
     outbox: { table: `${table}_ob` },
     outboxTable: `\`${table}_ob\``,
     close: async () => {
@@ -281,6 +291,31 @@ for (const [database, open, available] of [
       expect(await relay.runOnce()).toEqual({ claimed: 1, published: 1, failed: 0 });
       expect(sent.map((m) => m.key)).toEqual(['committed']);
       expect(await pending()).toEqual([]);
+    });
+
+    it('refuses to claim through an ORM whose transactions are disabled, running no handler', async () => {
+      const Orm = database === 'PostgreSQL' ? PostgresOrm : MysqlOrm;
+      const url = database === 'PostgreSQL' ? postgres.url : mysql.url;
+      const orm: MikroORM = await Orm.init({
+        clientUrl: url,
+        entities: [w.credits],
+        disableTransactions: true,
+      });
+      try {
+        const ledger = mikroOrmLedger(orm.em, { ...w.where, migrate: false });
+        let ran = false;
+        const request = { ...pointsRequest('no-tx'), group: 'points' };
+        await expect(
+          ledger.transaction(request, () => {
+            ran = true;
+            return Promise.resolve(null);
+          }),
+        ).rejects.toThrow(/expected the EntityManager of a MikroORM transaction/);
+        expect(ran).toBe(false);
+        expect(await w.ledger.get('points', 'no-tx')).toBeUndefined();
+      } finally {
+        await orm.close();
+      }
     });
 
     it.skipIf(database !== 'PostgreSQL')(
