@@ -82,7 +82,7 @@ export interface EnvelopeInit {
   brokerId: string;
   /** The topic the message was received from. */
   topic: string;
-  /** Bytes as they are, text as UTF-8, anything else encoded as JSON ({@link encodeBody}). */
+  /** Bytes as they are, text as UTF-8, anything else encoded as JSON (`encodeBody`). */
   body: Uint8Array | string | object;
   /** The message's headers as text. Copied and frozen. @default {} */
   headers?: Readonly<Record<string, string>>;

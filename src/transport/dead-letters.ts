@@ -38,7 +38,7 @@ export interface DeadLetter {
   readonly details?: Readonly<Record<string, unknown>> | undefined;
   /**
    * Set when the copy was too large for the broker to store as it was and was stored cut
-   * ({@link fitDeadLetter}): `body` is then the first `keptBodyBytes` of the original's
+   * (`fitDeadLetter`): `body` is then the first `keptBodyBytes` of the original's
    * `bodyBytes`, and `replay` refuses it. Absent for a letter stored as it was.
    */
   readonly cut?: DeadLetterCut | undefined;

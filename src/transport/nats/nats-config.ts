@@ -49,7 +49,7 @@ export interface NatsTransportConfig {
    * Deliveries of one stored copy that end neither acked nor charged (a processor that throws, a busy
    * key, a lost connection) before the transport dead-letters it with reason `max-deliveries`: a
    * backstop, since a charged retry is a new copy. The consumers' `max_deliver` is this plus
-   * {@link MAX_DELIVER_GRACE}. @default 64
+   * `MAX_DELIVER_GRACE`. @default 64
    */
   readonly maxDeliver?: number;
   /**

@@ -36,7 +36,7 @@ export interface RocketMQTransportConfig {
   /**
    * The group's `retryMaxTimes` (redeliveries before the broker moves a message to `%DLQ%<group>`)
    * when the transport creates the group. Unset: the processor's retry policy's most reconsumes, plus
-   * {@link RETRY_MAX_TIMES_GRACE}, so that oncemq dead-letters a message with its reason first.
+   * `RETRY_MAX_TIMES_GRACE`, so that oncemq dead-letters a message with its reason first.
    */
   readonly retryMaxTimes?: number;
   /** Wait before receiving again after a receive failed. @default '1s' */

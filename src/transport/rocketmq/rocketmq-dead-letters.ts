@@ -79,7 +79,7 @@ function toDeadLetter(group: string, id: string, stored: StoredMessage): DeadLet
  * `%DLQ%<group>`: read with pulls that commit nothing (listing consumes nothing). RocketMQ cannot
  * delete one message, so a replay or a purge appends a marker naming the dead letter to the same
  * queue, and a listing leaves out what a marker names. A replay is a new copy on the original topic
- * carrying {@link REPLAY_GROUP_PROPERTY}: its group processes it, every other group acks it unprocessed.
+ * carrying `REPLAY_GROUP_PROPERTY`: its group processes it, every other group acks it unprocessed.
  * A dead letter's id is `<queue offset>@<broker address>`.
  */
 export class RocketMQDeadLetters implements DeadLetters {
