@@ -125,7 +125,7 @@ export function prismaTransactionOptions(
 /** The database `prisma` talks to; another provider than PostgreSQL or MySQL is refused. */
 export function prismaDatabase(prisma: PrismaClientLike, provider?: string): 'postgres' | 'mysql' {
   const name = provider ?? (prisma as { _activeProvider?: unknown })._activeProvider;
-  const database = typeof name === 'string' ? PROVIDERS[name] : undefined;
+  const database = typeof name === 'string' && Object.hasOwn(PROVIDERS, name) ? PROVIDERS[name] : undefined;
   if (database === undefined) {
     throw new ConfigError(
       'provider',

@@ -67,6 +67,7 @@ describe('the Prisma bridge’s configuration', () => {
     expect(prismaBridge(client(undefined), { provider: 'mysql' }).database).toBe('mysql');
     expect(() => prismaBridge(client('sqlite'))).toThrow(/Prisma provider "sqlite" has no oncemq ledger/);
     expect(() => prismaBridge(client('cockroachdb'))).toThrow(ConfigError);
+    expect(() => prismaBridge(client('toString'))).toThrow(ConfigError);
     expect(() => prismaBridge(client(undefined))).toThrow(/pass provider/);
   });
 
