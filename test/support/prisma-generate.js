@@ -1,6 +1,6 @@
 // Generates the Prisma clients of the tests and the example from test/support/prisma/<name>.prisma into
 // test/support/prisma/generated/<name>/ (git-ignored), once per schema and Prisma version: run by
-// `npm ci` (prepare), `npm run typecheck` (its pre-script) and vitest (globalSetup), so a fresh clone
+// `npm run typecheck` (its pre-script, the first step of `npm test`) and vitest (globalSetup), so a fresh clone
 // type-checks and tests with no step of its own. Offline: `prisma generate` needs no engine, but the
 // CLI fetches the schema engine when it starts unless PRISMA_SCHEMA_ENGINE_BINARY names one; it is
 // never run by generate, so /bin/false stands in. `node test/support/prisma-generate.js` runs it by hand.
