@@ -59,9 +59,9 @@ describe.skipIf(!rabbit.available || !postgres.available)('the Nest example app 
   const prefix = scratchPrefix();
 
   beforeAll(async () => {
-    if (!existsSync(join(root, 'dist', 'nest.js'))) {
+    if (!existsSync(join(root, 'dist', 'esm', 'nest.js'))) {
       throw new Error(
-        'dist/nest.js is missing: run `npm run build` first (the example builds against the built package)',
+        'dist/esm/nest.js is missing: run `npm run build` first (the example builds against the built package)',
       );
     }
     dir = mkdtempSync(join(tmpdir(), 'oncemq-nest-app-'));
