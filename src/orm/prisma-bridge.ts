@@ -11,7 +11,9 @@ import { prismaPgClient } from './prisma-pg-client.js';
  * (`Prisma.TransactionClient`), oncemq calls: raw statements with bound values.
  */
 export interface PrismaQueryableLike {
+  /** Runs a statement with bound values; answers the affected row count. */
   $executeRawUnsafe(query: string, ...values: unknown[]): PromiseLike<number>;
+  /** Runs a statement with bound values; answers its rows. */
   $queryRawUnsafe(query: string, ...values: unknown[]): PromiseLike<unknown>;
 }
 
@@ -20,8 +22,11 @@ export type PrismaIsolationLevel = 'ReadUncommitted' | 'ReadCommitted' | 'Repeat
 
 /** The options of one interactive transaction, as `prisma.$transaction(fn, options)` takes them. */
 export interface PrismaTransactionOptionsLike {
+  /** Milliseconds to wait for a connection. */
   maxWait?: number;
+  /** Milliseconds after which Prisma rolls the transaction back. */
   timeout?: number;
+  /** The transaction's isolation level. */
   isolationLevel?: PrismaIsolationLevel;
 }
 
@@ -29,6 +34,7 @@ export interface PrismaTransactionOptionsLike {
 export interface PrismaClientLike<
   Tx extends PrismaQueryableLike = PrismaQueryableLike,
 > extends PrismaQueryableLike {
+  /** Runs `fn` in an interactive transaction: committed when it resolves, rolled back when it throws. */
   $transaction<R>(fn: (tx: Tx) => Promise<R>, options?: PrismaTransactionOptionsLike): PromiseLike<R>;
   /** Present on the client, absent on a transaction client: how one is told from the other. */
   $connect(): PromiseLike<void>;
@@ -67,7 +73,11 @@ export interface PrismaBridgeConfig {
   readonly provider?: 'postgresql' | 'mysql';
 }
 
-export const DEFAULT_PRISMA_TRANSACTION_OPTIONS = Object.freeze({ timeout: '30s' } as const);
+/** The defaults of `transactionOptions`: a claim's deadline of 30 s, the pipeline's default lease. */
+export const DEFAULT_PRISMA_TRANSACTION_OPTIONS: Readonly<{
+  /** The claim's deadline. */
+  timeout: '30s';
+}> = Object.freeze({ timeout: '30s' } as const);
 
 /** The longest delay a Node.js timer keeps (about 24.8 days): Prisma's timeout for oncemq's own held connections. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
