@@ -15,10 +15,11 @@ describe('the Knex payment-to-points example', () => {
       const schema = scratchSchema('oncemq_knex_example');
       const admin = knexFactory({ client: 'pg', connection: postgres.url });
       await admin.raw(`CREATE SCHEMA "${schema}"`);
-      // the example's own knex, whose search path is the scratch schema
+      // the example's own knex, whose search path is the scratch schema; the ledger's schema is
+      // named too, since a PostgreSQL ledger defaults to public whatever the search path says
       const knex = knexFactory({ client: 'pg', connection: postgres.url, searchPath: [schema] });
       try {
-        expect(await run(knex)).toEqual({ kinds: ['executed', 'duplicate', 'duplicate'], balance: 100 });
+        expect(await run(knex, { schema })).toEqual({ kinds: ['executed', 'duplicate', 'duplicate'], balance: 100 });
       } finally {
         await knex.destroy();
         await admin.raw(`DROP SCHEMA "${schema}" CASCADE`);
