@@ -2,9 +2,9 @@ import { entityKind, sql, type SQLWrapper } from 'drizzle-orm';
 import { ConfigError } from '../core/errors.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
-import type { SqlBridge } from '../ledger/sql-bridge.js';
 import { drizzleStatement } from './drizzle-statement.js';
-import { pgShim } from './pg-shim.js';
+import { mysqlShim, pgShim } from './shims.js';
+import { toolBridge, type ToolBridge } from './tool-bridge.js';
 
 /** The part of a Drizzle database or transaction on PostgreSQL or MySQL oncemq calls: raw statements. */
 export interface DrizzleQueryableLike {
@@ -97,11 +97,12 @@ function pgOver(target: DrizzleQueryableLike): PgClientLike {
 }
 
 function mysqlOver(target: DrizzleQueryableLike): MysqlConnectionLike {
-  return {
-    query: async (text) => (await target.execute(sql.raw(text))) as readonly [unknown, unknown],
-    execute: async (text, values) =>
-      (await target.execute(drizzleStatement(text, values ?? [], 'ordered'))) as readonly [unknown, unknown],
-  };
+  return mysqlShim(
+    async (text, values) =>
+      (await target.execute(
+        values === undefined ? sql.raw(text) : drizzleStatement(text, values, 'ordered'),
+      )) as readonly [unknown, unknown],
+  );
 }
 
 /**
@@ -112,9 +113,7 @@ function mysqlOver(target: DrizzleQueryableLike): MysqlConnectionLike {
  * On better-sqlite3 Drizzle's transactions are synchronous: use `drizzleLedger(db)`, which builds on
  * the SQLite ledger's own.
  */
-export function drizzleBridge<Tx extends DrizzleTransactionLike>(
-  db: DrizzleLike<Tx>,
-): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
+export function drizzleBridge<Tx extends DrizzleTransactionLike>(db: DrizzleLike<Tx>): ToolBridge<Tx> {
   const database = drizzleDatabase(db);
   if (database === 'sqlite') {
     throw new ConfigError(
@@ -125,20 +124,11 @@ export function drizzleBridge<Tx extends DrizzleTransactionLike>(
   }
   const over = database === 'postgres' ? pgOver : mysqlOver;
   const kind = database === 'postgres' ? 'PgTransaction' : 'MySqlTransaction';
-  const shims = new WeakMap<Tx, PgClientLike | MysqlConnectionLike>();
-  const connection = (tx: Tx): PgClientLike | MysqlConnectionLike => {
-    let shim = shims.get(tx);
-    if (shim === undefined) {
-      shim = over(checkTransaction(tx, kind));
-      shims.set(tx, shim);
-    }
-    return shim;
-  };
-  const bridge: SqlBridge<PgClientLike | MysqlConnectionLike, Tx> = {
+  return toolBridge<Tx, Tx>({
     database,
     autocommit: over(db),
-    transaction: (work) => db.transaction((tx) => work(connection(tx), tx)),
-    connection,
-  };
-  return bridge as SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx>;
+    open: (work) => db.transaction(work),
+    transactionOf: (tx) => checkTransaction(tx, kind),
+    over: (tx) => over(tx),
+  });
 }

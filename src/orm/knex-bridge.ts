@@ -3,8 +3,8 @@ import { ConfigError } from '../core/errors.js';
 import { toLogger, type Logger, type LoggerLike } from '../core/logger.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
-import type { SqlBridge } from '../ledger/sql-bridge.js';
-import { pgShim, questionMarks } from './pg-shim.js';
+import { mysqlShim, pgShim, questionMarks } from './shims.js';
+import { toolBridge, type ToolBridge } from './tool-bridge.js';
 
 /** The part of a Knex instance or transaction oncemq calls: raw statements with `?` bindings. */
 export interface KnexQueryableLike {
@@ -79,7 +79,7 @@ export function knexDatabase(knex: KnexLike): 'postgres' | 'mysql' {
 }
 
 /** Refuses what is not a Knex transaction: writes through the knex instance would escape the claim's transaction. */
-function checkTransaction(trx: KnexTransactionLike): KnexTransactionLike {
+function checkTransaction<Tx extends KnexTransactionLike>(trx: Tx): Tx {
   if ((trx as { isTransaction?: unknown } | null)?.isTransaction !== true) {
     throw new ConfigError(
       'tx',
@@ -98,10 +98,7 @@ function pgOver(target: KnexQueryableLike): PgClientLike {
 }
 
 function mysqlOver(target: KnexQueryableLike): MysqlConnectionLike {
-  return {
-    query: async (sql) => (await target.raw(sql)) as readonly [unknown, unknown],
-    execute: async (sql, values) => (await target.raw(sql, values ?? [])) as readonly [unknown, unknown],
-  };
+  return mysqlShim(async (sql, values) => (await target.raw(sql, values)) as readonly [unknown, unknown]);
 }
 
 /** Statements that change data or schema: what escaping the claim's transaction matters for. */
@@ -153,29 +150,20 @@ function watchEscapes(knex: KnexLike, logger: Logger): AsyncLocalStorage<Watch> 
 export function knexBridge<Tx extends KnexTransactionLike>(
   knex: KnexLike<Tx>,
   options: KnexBridgeOptions = {},
-): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
+): ToolBridge<Tx> {
   const database = knexDatabase(knex);
   const watches = watchEscapes(knex, toLogger(options.logger));
   const over = database === 'postgres' ? pgOver : mysqlOver;
-  const shims = new WeakMap<Tx, PgClientLike | MysqlConnectionLike>();
-  const connection = (trx: Tx): PgClientLike | MysqlConnectionLike => {
-    let shim = shims.get(trx);
-    if (shim === undefined) {
-      shim = over(checkTransaction(trx));
-      shims.set(trx, shim);
-    }
-    return shim;
-  };
-  const bridge: SqlBridge<PgClientLike | MysqlConnectionLike, Tx> = {
+  return toolBridge<Tx, Tx>({
     database,
     autocommit: over(knex),
-    transaction: (work) =>
+    open: (work) =>
       knex.transaction((trx) =>
         watches === undefined
-          ? work(connection(trx), trx)
-          : watches.run({ connection: undefined, warned: false }, () => work(connection(trx), trx)),
+          ? work(trx)
+          : watches.run({ connection: undefined, warned: false }, () => work(trx)),
       ),
-    connection,
-  };
-  return bridge as SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx>;
+    transactionOf: checkTransaction,
+    over: (trx) => over(trx),
+  });
 }

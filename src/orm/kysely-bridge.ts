@@ -3,10 +3,10 @@
 // CompiledQuery.raw makes a plain frozen object (no class identity), so even a second copy would do.
 import { CompiledQuery } from 'kysely';
 import { ConfigError } from '../core/errors.js';
-import { SERVER_STATUS_IN_TRANS, type MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
+import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
-import type { SqlBridge } from '../ledger/sql-bridge.js';
-import { pgShim } from './pg-shim.js';
+import { mysqlShim, pgShim } from './shims.js';
+import { toolBridge, type ToolBridge } from './tool-bridge.js';
 
 /** What Kysely answers for a statement (`QueryResult`). */
 export interface KyselyQueryResultLike {
@@ -71,7 +71,7 @@ export function kyselyDatabase(db: KyselyQueryableLike): 'postgres' | 'mysql' {
 }
 
 /** Refuses what is not a Kysely transaction: writes through the Kysely instance would escape the claim's transaction. */
-function checkTransaction<Tx>(trx: Tx): Tx {
+function checkTransaction<Tx extends object>(trx: Tx): Tx {
   if ((trx as { isTransaction?: unknown } | null)?.isTransaction !== true) {
     throw new ConfigError(
       'tx',
@@ -94,10 +94,10 @@ function pgOver(target: KyselyQueryableLike): PgClientLike {
 /**
  * A mysql2-shaped connection: a write answers an OK packet made from Kysely's result (`affectedRows`
  * — matched rows for an UPDATE under mysql2's default CLIENT_FOUND_ROWS — and `insertId`, 0 when
- * Kysely leaves it out); a read answers its rows. The server status is not in Kysely's result: a
- * transaction's connection reports itself in a transaction, which it always is.
+ * Kysely leaves it out); a read answers its rows. The server status is not in Kysely's result, and a
+ * bridged ledger never asks for it: it knows when it runs inside a transaction.
  */
-function mysqlOver(target: KyselyQueryableLike, inTransaction: boolean): MysqlConnectionLike {
+function mysqlOver(target: KyselyQueryableLike): MysqlConnectionLike {
   const plain = target.withoutPlugins();
   const run = async (sql: string, values: readonly unknown[]): Promise<readonly [unknown, unknown]> => {
     const result = await plain.executeQuery(CompiledQuery.raw(sql, [...values]));
@@ -105,14 +105,10 @@ function mysqlOver(target: KyselyQueryableLike, inTransaction: boolean): MysqlCo
     const ok = {
       affectedRows: Number(result.numAffectedRows),
       insertId: Number(result.insertId ?? 0n),
-      serverStatus: inTransaction ? SERVER_STATUS_IN_TRANS : 0,
     };
     return [ok, undefined];
   };
-  return {
-    query: (sql) => run(sql, []),
-    execute: (sql, values) => run(sql, values ?? []),
-  };
+  return mysqlShim((sql, values) => run(sql, values ?? []));
 }
 
 /**
@@ -121,9 +117,7 @@ function mysqlOver(target: KyselyQueryableLike, inTransaction: boolean): MysqlCo
  * statements run on it as `CompiledQuery.raw(sql, parameters)`, without the instance's plugins. Each
  * transaction's connection shim is made once and kept with it.
  */
-export function kyselyBridge<Tx extends KyselyTransactionLike>(
-  db: KyselyLike<Tx>,
-): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
+export function kyselyBridge<Tx extends KyselyTransactionLike>(db: KyselyLike<Tx>): ToolBridge<Tx> {
   if ((db as { isTransaction?: unknown }).isTransaction === true) {
     throw new ConfigError(
       'db',
@@ -132,22 +126,12 @@ export function kyselyBridge<Tx extends KyselyTransactionLike>(
     );
   }
   const database = kyselyDatabase(db);
-  const over = (target: KyselyQueryableLike, inTransaction: boolean): PgClientLike | MysqlConnectionLike =>
-    database === 'postgres' ? pgOver(target) : mysqlOver(target, inTransaction);
-  const shims = new WeakMap<Tx, PgClientLike | MysqlConnectionLike>();
-  const connection = (trx: Tx): PgClientLike | MysqlConnectionLike => {
-    let shim = shims.get(trx);
-    if (shim === undefined) {
-      shim = over(checkTransaction(trx), true);
-      shims.set(trx, shim);
-    }
-    return shim;
-  };
-  const bridge: SqlBridge<PgClientLike | MysqlConnectionLike, Tx> = {
+  const over = database === 'postgres' ? pgOver : mysqlOver;
+  return toolBridge<Tx, Tx>({
     database,
-    autocommit: over(db, false),
-    transaction: (work) => db.transaction().execute((trx) => work(connection(trx), trx)),
-    connection,
-  };
-  return bridge as SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx>;
+    autocommit: over(db),
+    open: (work) => db.transaction().execute(work),
+    transactionOf: checkTransaction,
+    over: (trx) => over(trx),
+  });
 }

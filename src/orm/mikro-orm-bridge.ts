@@ -1,8 +1,8 @@
 import { ConfigError } from '../core/errors.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
-import type { SqlBridge } from '../ledger/sql-bridge.js';
-import { pgShim, questionMarks } from './pg-shim.js';
+import { mysqlShim, pgShim, questionMarks } from './shims.js';
+import { toolBridge, type ToolBridge } from './tool-bridge.js';
 
 /**
  * The part of a MikroORM 6 SQL connection (`em.getConnection()`) oncemq calls: raw statements with
@@ -84,7 +84,7 @@ export function mikroOrmDatabase(em: MikroOrmEntityManagerLike): 'postgres' | 'm
  * transaction, an EntityManager whose transaction has ended) is refused: its writes would run on
  * another connection, outside the claim's transaction.
  */
-function transactionOf(em: MikroOrmEntityManagerLike): unknown {
+function transactionOf(em: MikroOrmEntityManagerLike): object {
   const inTransaction = (em as Partial<MikroOrmEntityManagerLike> | null)?.isInTransaction;
   const ctx =
     typeof inTransaction === 'function' && em.isInTransaction() ? em.getTransactionContext() : undefined;
@@ -119,10 +119,10 @@ function pgOver(connection: () => MikroOrmConnectionLike, ctx: unknown): PgClien
 
 /** mysql2's shape from MikroORM's 'all' answer on MySQL: the driver's OK packet of a write, or its rows. */
 function mysqlOver(connection: () => MikroOrmConnectionLike, ctx: unknown): MysqlConnectionLike {
-  return {
-    query: async (sql) => [await connection().execute(sql, [], 'all', ctx), undefined],
-    execute: async (sql, values) => [await connection().execute(sql, values ?? [], 'all', ctx), undefined],
-  };
+  return mysqlShim(async (sql, values) => [
+    await connection().execute(sql, [...(values ?? [])], 'all', ctx),
+    undefined,
+  ]);
 }
 
 /**
@@ -131,27 +131,14 @@ function mysqlOver(connection: () => MikroOrmConnectionLike, ctx: unknown): Mysq
  * handler gets the transaction's EntityManager, and the ledger's statements run in its transaction
  * through `em.getConnection().execute(sql, params, method, em.getTransactionContext())`.
  */
-export function mikroOrmBridge<Em extends MikroOrmEntityManagerLike>(
-  em: Em,
-): SqlBridge<PgClientLike, Em> | SqlBridge<MysqlConnectionLike, Em> {
+export function mikroOrmBridge<Em extends MikroOrmEntityManagerLike>(em: Em): ToolBridge<Em> {
   const database = mikroOrmDatabase(em);
   const over = database === 'postgres' ? pgOver : mysqlOver;
-  const shims = new WeakMap<object, PgClientLike | MysqlConnectionLike>();
-  const connection = (tx: Em): PgClientLike | MysqlConnectionLike => {
-    const ctx = transactionOf(tx);
-    const key = ctx as object;
-    let shim = shims.get(key);
-    if (shim === undefined) {
-      shim = over(() => tx.getConnection(), ctx);
-      shims.set(key, shim);
-    }
-    return shim;
-  };
-  const bridge: SqlBridge<PgClientLike | MysqlConnectionLike, Em> = {
+  return toolBridge<Em, object>({
     database,
     autocommit: over(() => em.getConnection(), undefined),
-    transaction: (work) => em.fork().transactional((tx) => work(connection(tx), tx)),
-    connection,
-  };
-  return bridge as SqlBridge<PgClientLike, Em> | SqlBridge<MysqlConnectionLike, Em>;
+    open: (work) => em.fork().transactional(work),
+    transactionOf,
+    over: (ctx, tx) => over(() => tx.getConnection(), ctx),
+  });
 }

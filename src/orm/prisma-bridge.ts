@@ -2,9 +2,9 @@ import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError, LedgerUnavailableError } from '../core/errors.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike } from '../ledger/postgres/postgres-client.js';
-import type { SqlBridge } from '../ledger/sql-bridge.js';
 import { prismaMysqlConnection } from './prisma-mysql-connection.js';
 import { prismaPgClient } from './prisma-pg-client.js';
+import { toolBridge, type ToolBridge } from './tool-bridge.js';
 
 /**
  * The part of a Prisma client, or of the transaction client `tx` of `prisma.$transaction(async (tx) => …)`
@@ -174,7 +174,7 @@ function checkTransaction<Tx extends PrismaQueryableLike>(tx: Tx): Tx {
 export function prismaBridge<Tx extends PrismaQueryableLike>(
   prisma: PrismaClientLike<Tx>,
   config: PrismaBridgeConfig = {},
-): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
+): ToolBridge<Tx> {
   const database = prismaDatabase(prisma, config.provider);
   const { deadlineMs, prisma: options } = prismaTransactionOptions(config.transactionOptions);
   const held: PrismaTransactionOptionsLike = {
@@ -228,21 +228,12 @@ export function prismaBridge<Tx extends PrismaQueryableLike>(
       : prismaMysqlConnection(q, (work) =>
           tx === undefined ? transaction((t) => work(t), options) : work(q),
         );
-  const shims = new WeakMap<Tx, PgClientLike | MysqlConnectionLike>();
-  const connection = (tx: Tx): PgClientLike | MysqlConnectionLike => {
-    let shim = shims.get(tx);
-    if (shim === undefined) {
-      shim = over(checkTransaction(tx), tx);
-      shims.set(tx, shim);
-    }
-    return shim;
-  };
-  const bridge: SqlBridge<PgClientLike | MysqlConnectionLike, Tx> = {
+  return toolBridge<Tx, Tx>({
     database,
     autocommit: over(prisma),
-    transaction: (work) => transaction((tx) => work(connection(tx), tx), options, deadlineMs),
-    connection,
-    hold: (work) => transaction((tx) => work(connection(tx)), held),
-  };
-  return bridge as SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx>;
+    open: (work) => transaction(work, options, deadlineMs),
+    transactionOf: checkTransaction,
+    over: (tx) => over(tx, tx),
+    hold: (work) => transaction(work, held),
+  });
 }

@@ -1,5 +1,5 @@
 import type { PgClientLike } from '../ledger/postgres/postgres-client.js';
-import { pgShim } from './pg-shim.js';
+import { pgShim } from './shims.js';
 import { isVoidColumnError, prismaDriverError } from './prisma-driver-error.js';
 import type { PrismaQueryableLike } from './prisma-bridge.js';
 import { statementKind } from './statement-kind.js';

@@ -1,8 +1,8 @@
 import { ConfigError } from '../core/errors.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike } from '../ledger/postgres/postgres-client.js';
-import type { SqlBridge } from '../ledger/sql-bridge.js';
-import { pgShim } from './pg-shim.js';
+import { mysqlShim, pgShim } from './shims.js';
+import { toolBridge, type ToolBridge } from './tool-bridge.js';
 
 /** What a TypeORM query runner answers to `query(sql, parameters, true)`: its `QueryResult`. */
 export interface TypeormQueryResultLike {
@@ -126,10 +126,7 @@ function pgOver(run: Run): PgClientLike {
 
 /** mysql2's shape from TypeORM's: `raw` is mysql2's answer (an OK packet, or the rows). */
 function mysqlOver(run: Run): MysqlConnectionLike {
-  return {
-    query: async (sql) => [(await run(sql, [])).raw, undefined],
-    execute: async (sql, values) => [(await run(sql, values ?? [])).raw, undefined],
-  };
+  return mysqlShim(async (sql, values) => [(await run(sql, [...(values ?? [])])).raw, undefined]);
 }
 
 /**
@@ -140,24 +137,14 @@ function mysqlOver(run: Run): MysqlConnectionLike {
  */
 export function typeormBridge<Tx extends TypeormEntityManagerLike>(
   dataSource: TypeormDataSourceLike<Tx>,
-): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
+): ToolBridge<Tx> {
   const database = typeormDatabase(dataSource);
   const over = database === 'postgres' ? pgOver : mysqlOver;
-  const shims = new WeakMap<TypeormQueryRunnerLike, PgClientLike | MysqlConnectionLike>();
-  const connection = (manager: Tx): PgClientLike | MysqlConnectionLike => {
-    const runner = transactionRunner(manager);
-    let shim = shims.get(runner);
-    if (shim === undefined) {
-      shim = over(runOn(runner));
-      shims.set(runner, shim);
-    }
-    return shim;
-  };
-  const bridge: SqlBridge<PgClientLike | MysqlConnectionLike, Tx> = {
+  return toolBridge<Tx, TypeormQueryRunnerLike>({
     database,
     autocommit: over(runAlone(dataSource)),
-    transaction: (work) => dataSource.transaction((manager) => work(connection(manager), manager)),
-    connection,
-  };
-  return bridge as SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx>;
+    open: (work) => dataSource.transaction(work),
+    transactionOf: transactionRunner,
+    over: (runner) => over(runOn(runner)),
+  });
 }

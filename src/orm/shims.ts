@@ -1,4 +1,5 @@
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
+import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 
 /** Runs one statement with `$n` placeholders through a tool; answers pg's result shape. */
 export type PgRun = (text: string, values: readonly unknown[]) => Promise<PgQueryResultLike>;
@@ -35,4 +36,18 @@ export function questionMarks(
     return '?';
   });
   return { sql, bindings };
+}
+
+/** Runs one statement through a tool, with `?` bindings when given; answers mysql2's `[result, fields]`. */
+export type MysqlRun = (sql: string, values?: readonly unknown[]) => Promise<readonly [unknown, unknown]>;
+
+/**
+ * A mysql2-shaped connection over a tool's raw-query call, for a ledger's statements: `query` runs
+ * a text as it is (no bindings), `execute` with `?` bindings.
+ */
+export function mysqlShim(run: MysqlRun): MysqlConnectionLike {
+  return {
+    query: (sql) => run(sql),
+    execute: (sql, values) => run(sql, values ?? []),
+  };
 }
