@@ -1,6 +1,30 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+const up = (folders) => `(^|/)\\.\\./(\\.\\./)*(${folders})/`;
+const CORE_ONLY = { regex: '^\\.\\./', message: 'core imports nothing of oncemq but core' };
+const TRANSPORT_ONLY = {
+  regex: up('cli|ledger|consumer|outbox|orm|nest|testing'),
+  message: 'a transport imports core, telemetry and the shared transport kit only',
+};
+const NO_OTHER_BROKER = {
+  regex: '^\\.\\./(?!\\.\\./)[^/]+/',
+  message: 'no broker imports another: what two share goes to src/transport',
+};
+const LEDGER_ONLY = {
+  regex: up('cli|consumer|transport|outbox|orm|nest|testing'),
+  message: 'a ledger imports core only',
+};
+const NO_CLI = { regex: up('cli|nest|testing'), message: 'only the command line imports the command line' };
+
+/** One `no-restricted-imports` block per zone: its files may not import what matches `forbid`. */
+function importZones(zones) {
+  return zones.map(({ files, forbid }) => ({
+    files,
+    rules: { 'no-restricted-imports': ['error', { patterns: forbid }] },
+  }));
+}
+
 export default tseslint.config(
   {
     ignores: [
@@ -28,6 +52,15 @@ export default tseslint.config(
       '@typescript-eslint/no-extraneous-class': ['error', { allowWithDecorator: true }],
     },
   },
+  // Imports follow the folders (docs/architecture.md): a wrong one fails the lint. A file in two
+  // zones takes the last one's rule, so a zone inside another repeats the outer zone's patterns.
+  ...importZones([
+    { files: ['src/core/**'], forbid: [CORE_ONLY] },
+    { files: ['src/transport/**'], forbid: [TRANSPORT_ONLY] },
+    { files: ['src/transport/*/**'], forbid: [TRANSPORT_ONLY, NO_OTHER_BROKER] },
+    { files: ['src/ledger/**'], forbid: [LEDGER_ONLY] },
+    { files: ['src/outbox/**', 'src/consumer/**', 'src/telemetry/**', 'src/orm/**'], forbid: [NO_CLI] },
+  ]),
   {
     files: ['**/*.js'],
     extends: [tseslint.configs.disableTypeChecked],

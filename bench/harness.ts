@@ -288,7 +288,8 @@ function drainCells(r: BenchResult): string {
   if (r.mainThreadCpuMicrosPerMessage !== undefined)
     parts.push(`main ${r.mainThreadCpuMicrosPerMessage} + threads ${r.otherThreadsCpuMicrosPerMessage ?? 0}`);
   const others = Object.entries(r.otherProcessesCpuMicrosPerMessage ?? {}).slice(0, 3);
-  if (others.length > 0) parts.push(`others ${others.map(([name, micros]) => `${name} ${micros}`).join(', ')}`);
+  if (others.length > 0)
+    parts.push(`others ${others.map(([name, micros]) => `${name} ${micros}`).join(', ')}`);
   if (r.firstEffectMs !== undefined) parts.push(`first effect ${r.firstEffectMs} ms`);
   if (r.publishPerSecond !== undefined) parts.push(`publish ${r.publishPerSecond}/s`);
   if (r.peakRssMb !== undefined) parts.push(`rss ${r.peakRssMb} MiB (+${r.rssGrowthMb ?? 0})`);

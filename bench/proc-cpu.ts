@@ -26,7 +26,9 @@ function parseStat(line: string): { name: string; micros: number } | undefined {
   // After the name: state (field 3) …, utime is field 14 and stime field 15.
   const fields = line.slice(close + 2).split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]);
-  return Number.isFinite(ticks) ? { name: line.slice(open + 1, close), micros: ticks * TICK_MICROS } : undefined;
+  return Number.isFinite(ticks)
+    ? { name: line.slice(open + 1, close), micros: ticks * TICK_MICROS }
+    : undefined;
 }
 
 function readStat(path: string): { name: string; micros: number } | undefined {

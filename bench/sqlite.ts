@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createPipeline } from '../src/consumer/pipeline.js';
-import { RetryPolicy } from '../src/consumer/retry-policy.js';
+import { RetryPolicy } from '../src/core/retry-policy.js';
 import type { Envelope } from '../src/core/envelope.js';
 import { SqliteLedger } from '../src/ledger/sqlite/sqlite-ledger.js';
 import type { TelemetryConfig } from '../src/telemetry/pipeline-telemetry.js';

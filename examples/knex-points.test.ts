@@ -19,7 +19,10 @@ describe('the Knex payment-to-points example', () => {
       // named too, since a PostgreSQL ledger defaults to public whatever the search path says
       const knex = knexFactory({ client: 'pg', connection: postgres.url, searchPath: [schema] });
       try {
-        expect(await run(knex, { schema })).toEqual({ kinds: ['executed', 'duplicate', 'duplicate'], balance: 100 });
+        expect(await run(knex, { schema })).toEqual({
+          kinds: ['executed', 'duplicate', 'duplicate'],
+          balance: 100,
+        });
       } finally {
         await knex.destroy();
         await admin.raw(`DROP SCHEMA "${schema}" CASCADE`);

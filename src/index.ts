@@ -25,8 +25,8 @@ export {
   ROCKETMQ_FIRST_RETRY_LEVEL,
   ROCKETMQ_MAX_RECONSUME_TIMES,
   RetryPolicy,
-} from './consumer/retry-policy.js';
-export type { RetryDecision, RetryPolicyConfig } from './consumer/retry-policy.js';
+} from './core/retry-policy.js';
+export type { RetryDecision, RetryPolicyConfig } from './core/retry-policy.js';
 export type { Duration } from './core/duration.js';
 export {
   createEnvelope,

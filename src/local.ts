@@ -8,14 +8,14 @@ export type { LocalDeadLetters } from './transport/local/local-broker.js';
 export { DEFAULT_LOCAL_BROKER_CONFIG } from './transport/local/local-broker-config.js';
 export type { LocalBrokerConfig } from './transport/local/local-broker-config.js';
 export type { LocalSubscribeOptions, LocalSubscription } from './transport/local/local-subscription.js';
-export { DEFAULT_TRANSACTION_PRODUCER_CONFIG } from './transport/local/transaction-producer.js';
+export { DEFAULT_TRANSACTION_PRODUCER_CONFIG } from './transport/half-message.js';
+export type { TransactionProducer } from './transport/local/transaction-producer.js';
 export type {
-  TransactionProducer,
   HalfMessageView,
   TransactionProducerConfig,
   TransactionSendResult,
   TransactionState,
-} from './transport/local/transaction-producer.js';
+} from './transport/half-message.js';
 export type { StoredMessage } from './transport/local/broker-store.js';
 export type { LocalFaultHooks } from './transport/local/fault-hooks.js';
 export { roundRobinSelector } from './transport/local/queue-selector.js';

@@ -11,7 +11,7 @@ import { Admin, Consumer, Producer, type Message } from '@platformatic/kafka';
 import { namespacedTransport } from '../../src/cli/namespaced-transport.js';
 import { resolveServiceUrl } from '../../src/cli/connection.js';
 import { brokersOfUrl } from '../../src/transport/kafka/kafka-config.js';
-import { KAFKA_RUN_TRANSPORT } from '../../src/transport/kafka/kafka-run.js';
+import { KAFKA_RUN_TRANSPORT } from '../../src/cli/brokers/kafka-run.js';
 import { KafkaTransport } from '../../src/transport/kafka/kafka-transport.js';
 import { PartitionOffsets } from '../../src/transport/kafka/partition-offsets.js';
 import { GROUP, TOPIC } from '../points-db.js';

@@ -9,7 +9,7 @@ import { namespacedName, namespacedTransport } from '../../src/cli/namespaced-tr
 import { resolveServiceUrl } from '../../src/cli/connection.js';
 import { parseRocketMQUrl } from '../../src/transport/rocketmq/rocketmq-config.js';
 import { RocketMQAdmin } from '../../src/transport/rocketmq/rocketmq-admin.js';
-import { ROCKETMQ_RUN_TRANSPORT } from '../../src/transport/rocketmq/rocketmq-run.js';
+import { ROCKETMQ_RUN_TRANSPORT } from '../../src/cli/brokers/rocketmq-run.js';
 import { RocketMQTransport } from '../../src/transport/rocketmq/rocketmq-transport.js';
 import { GROUP, TOPIC } from '../points-db.js';
 import { inWindows, type TransportTarget } from '../transport-target.js';

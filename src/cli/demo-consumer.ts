@@ -1,6 +1,6 @@
 import type { PipelineMetrics } from '../consumer/metrics.js';
 import { createPipeline } from '../consumer/pipeline.js';
-import { RetryPolicy } from '../consumer/retry-policy.js';
+import { RetryPolicy } from '../core/retry-policy.js';
 import { KEY_HEADER, type Envelope } from '../core/envelope.js';
 import type { Outcome } from '../core/outcome.js';
 import { injectCommitFailures } from '../testing/commit-failure.js';

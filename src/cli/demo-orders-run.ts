@@ -33,6 +33,7 @@ import { openDemoStore, type DemoStore } from './demo-store.js';
 import { demoLocalBroker } from './demo-run.js';
 import { RUN_SUBSCRIBE, runTransport } from './run-transports.js';
 import { SILENT_LOGGER } from '../core/logger.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Outbox relays publishing at once (one more is started for each that crashes). */
 export const ORDERS_RELAYS = 2;
@@ -52,8 +53,6 @@ export type OrdersResult = Omit<DemoResult, 'users' | 'usersWithWrongPoints'> & 
   /** Relays that died and were replaced. */
   relayCrashes: number;
 };
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Where the orders scenario's messages go and how its consumers are reached. */
 interface OrdersBroker {

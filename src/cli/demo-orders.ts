@@ -11,6 +11,7 @@ import type { Processor } from '../transport/transport.js';
 import { DEMO_RETRY } from './demo-consumer.js';
 import type { DemoStore } from './demo-store.js';
 import { SILENT_LOGGER } from '../core/logger.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const ORDERS_GROUP = 'shipping';
 export const ORDERS_TOPIC = 'order-events';
@@ -53,8 +54,6 @@ export interface OrdersDb<Tx = unknown> {
   /** Transactions on the order service's own connection (and the checks' reads). */
   readonly session: OutboxSession<Tx>;
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** SQLite's "database is locked": another connection holds the write lock. */
 const isBusy = (error: unknown): boolean =>

@@ -9,11 +9,10 @@ import { DEMO_GROUP, DEMO_TOPIC, demoConsumer, type PaymentSucceeded } from './d
 import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';
 import { openDemoStore, type DemoStore } from './demo-store.js';
 import { SILENT_LOGGER } from '../core/logger.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export { DEMO_GROUP, DEMO_RETRY, DEMO_TOPIC, POINTS_PER_EVENT } from './demo-consumer.js';
 export type { DemoLive, DemoOptions, DemoResult, DemoView } from './demo-result.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The embedded broker of a demo run, in its scratch directory, with the injector's fault hooks. */
 export function demoLocalBroker(dir: string, injector: FaultInjector): LocalBroker {

@@ -51,13 +51,12 @@ export interface RunTransport {
 export const GRPC_PROXY_PARAMETER = 'grpcProxy';
 
 const RUN_TRANSPORTS: Readonly<Record<string, () => Promise<RunTransport>>> = Object.freeze({
-  local: async () => (await import('../transport/local/local-run.js')).LOCAL_RUN_TRANSPORT,
-  rabbitmq: async () => (await import('../transport/rabbitmq/rabbit-run.js')).RABBIT_RUN_TRANSPORT,
-  nats: async () => (await import('../transport/nats/nats-run.js')).NATS_RUN_TRANSPORT,
-  'redis-streams': async () =>
-    (await import('../transport/redis-streams/redis-streams-run.js')).REDIS_STREAMS_RUN_TRANSPORT,
-  kafka: async () => (await import('../transport/kafka/kafka-run.js')).KAFKA_RUN_TRANSPORT,
-  rocketmq: async () => (await import('../transport/rocketmq/rocketmq-run.js')).ROCKETMQ_RUN_TRANSPORT,
+  local: async () => (await import('./brokers/local-run.js')).LOCAL_RUN_TRANSPORT,
+  rabbitmq: async () => (await import('./brokers/rabbitmq-run.js')).RABBIT_RUN_TRANSPORT,
+  nats: async () => (await import('./brokers/nats-run.js')).NATS_RUN_TRANSPORT,
+  'redis-streams': async () => (await import('./brokers/redis-streams-run.js')).REDIS_STREAMS_RUN_TRANSPORT,
+  kafka: async () => (await import('./brokers/kafka-run.js')).KAFKA_RUN_TRANSPORT,
+  rocketmq: async () => (await import('./brokers/rocketmq-run.js')).ROCKETMQ_RUN_TRANSPORT,
 });
 
 /**

@@ -1,5 +1,6 @@
 import type { DeadLetter, DeadLetters } from '../transport/dead-letters.js';
 import type { DemoStore } from './demo-store.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface SettleOptions {
   readonly store: Pick<DemoStore, 'grantedEvents'>;
@@ -25,8 +26,6 @@ export interface Settled {
   readonly complete: boolean;
   readonly deadLetters: readonly DeadLetter[];
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Waits until every event has its effect in the store and every poison key is in the dead-letter

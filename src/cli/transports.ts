@@ -23,17 +23,14 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
     return broker;
   },
   nats: async ({ url }) =>
-    (await import('../transport/nats/nats-tool.js')).openNatsForTool(resolveServiceUrl('nats', url).url),
-  rabbitmq: async (options) =>
-    (await import('../transport/rabbitmq/rabbit-tool.js')).openRabbitForTool(options),
+    (await import('./brokers/nats-tool.js')).openNatsForTool(resolveServiceUrl('nats', url).url),
+  rabbitmq: async (options) => (await import('./brokers/rabbitmq-tool.js')).openRabbitForTool(options),
   kafka: async ({ url }) =>
-    (await import('../transport/kafka/kafka-tool.js')).openKafkaForTool(resolveServiceUrl('kafka', url).url),
+    (await import('./brokers/kafka-tool.js')).openKafkaForTool(resolveServiceUrl('kafka', url).url),
   'redis-streams': async ({ url }) =>
-    (await import('../transport/redis-streams/redis-streams-tool.js')).openRedisStreamsForTool(url),
+    (await import('./brokers/redis-streams-tool.js')).openRedisStreamsForTool(url),
   rocketmq: async ({ url }) =>
-    (await import('../transport/rocketmq/rocketmq-tool.js')).openRocketMQForTool(
-      resolveServiceUrl('rocketmq', url).url,
-    ),
+    (await import('./brokers/rocketmq-tool.js')).openRocketMQForTool(resolveServiceUrl('rocketmq', url).url),
 });
 
 /** Names `--transport` accepts. */

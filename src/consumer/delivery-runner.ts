@@ -16,7 +16,7 @@ import { PipelineContext, type HandlerContext, type Mode } from './handler-conte
 import { NEVER_ABORTED, type HeldDelivery, type LeaseKeeper, type SignalSource } from './lease-keeper.js';
 import type { Outbox } from '../outbox/outbox.js';
 import type { OutcomeBuilder } from './outcome-builder.js';
-import type { RetryPolicy } from './retry-policy.js';
+import type { RetryPolicy } from '../core/retry-policy.js';
 
 /** Applies the business effect of one message. Its return value is stored and replayed to duplicates. */
 export type Handler<Tx, T> = (message: T, context: HandlerContext<Tx>) => unknown;

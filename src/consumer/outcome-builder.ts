@@ -5,7 +5,7 @@ import type { Serializer } from '../core/serializer.js';
 import { fitMetadata } from '../ledger/claim-request.js';
 import type { Claim, ClaimResult } from '../ledger/ledger.js';
 import type { Mode } from './handler-context.js';
-import type { RetryPolicy } from './retry-policy.js';
+import type { RetryPolicy } from '../core/retry-policy.js';
 
 /** Shortest wait before retrying a busy key. */
 export const MIN_BUSY_DELAY_MS = 100;

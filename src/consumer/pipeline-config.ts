@@ -19,7 +19,7 @@ import {
   DEFAULT_REPLAY_MARGIN,
   RetryPolicy,
   type RetryPolicyConfig,
-} from './retry-policy.js';
+} from '../core/retry-policy.js';
 
 /**
  * Input of `createPipeline(config)`: where claims are recorded, the group, the handler, and how keys,

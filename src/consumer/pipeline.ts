@@ -10,7 +10,7 @@ import type { PipelineMetrics } from './metrics.js';
 import { OutcomeBuilder } from './outcome-builder.js';
 import { OutcomeRecorder } from './outcome-recorder.js';
 import { resolvePipelineConfig, type PipelineConfig } from './pipeline-config.js';
-import type { RetryPolicy } from './retry-policy.js';
+import type { RetryPolicy } from '../core/retry-policy.js';
 import {
   NO_TELEMETRY,
   openPipelineTelemetry,

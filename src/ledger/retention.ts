@@ -1,4 +1,4 @@
-import { checkRetention, DEFAULT_REPLAY_MARGIN, RetryPolicy } from '../consumer/retry-policy.js';
+import { checkRetention, DEFAULT_REPLAY_MARGIN, RetryPolicy } from '../core/retry-policy.js';
 import { parseDuration, type Duration } from '../core/duration.js';
 import { ConfigError, errorText } from '../core/errors.js';
 import { toLogger, type LoggerLike } from '../core/logger.js';

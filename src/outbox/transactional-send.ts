@@ -6,7 +6,7 @@ import type {
   TransactionProducerConfig,
   TransactionSendResult,
   TransactionState,
-} from '../transport/local/transaction-producer.js';
+} from '../transport/half-message.js';
 import type { OutgoingMessage, PublishReceipt, Transport } from '../transport/transport.js';
 import { openOutboxSession, type OutboxDatabase, type OutboxSession } from './outbox-database.js';
 import type { Outbox } from './outbox.js';

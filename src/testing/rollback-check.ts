@@ -4,7 +4,7 @@ import { ConfigError, OncemqError } from '../core/errors.js';
 import { SILENT_LOGGER } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import { createPipeline, type Pipeline, type PipelineConfig } from '../consumer/pipeline.js';
-import { RetryPolicy } from '../consumer/retry-policy.js';
+import { RetryPolicy } from '../core/retry-policy.js';
 import { injectCommitFailures } from './commit-failure.js';
 import { InjectedFault } from './fault-injector.js';
 

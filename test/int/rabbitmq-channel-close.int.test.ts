@@ -65,7 +65,12 @@ describe.skipIf(!service.available)('RabbitMQ channel close', () => {
     const raw = await connection.createConfirmChannel();
     const channel = new RabbitChannel(raw, SILENT_LOGGER, 'test', false, 300);
     proxy.stall(true);
-    expect(await within(channel.close().then(() => 'closed' as const), 5_000)).toBe('closed');
+    expect(
+      await within(
+        channel.close().then(() => 'closed' as const),
+        5_000,
+      ),
+    ).toBe('closed');
     expect(channel.open).toBe(false);
   });
 });
@@ -99,7 +104,12 @@ describe.skipIf(!service.available)('RabbitMQ connection close', () => {
     expect(proxy.connections).toBe(1);
     proxy.stall(true);
     const started = performance.now();
-    expect(await within(connection.close().then(() => 'closed' as const), 5_000)).toBe('closed');
+    expect(
+      await within(
+        connection.close().then(() => 'closed' as const),
+        5_000,
+      ),
+    ).toBe('closed');
     expect(performance.now() - started).toBeGreaterThanOrEqual(250);
     expect(warnings.join('\n')).toMatch(/did not answer the connection close/);
     // Its socket is gone: the proxy, still stalled, sees the side close and ends the connection.
@@ -136,7 +146,12 @@ describe.skipIf(!service.available)('RabbitMQ connection close', () => {
       await waitFor(() => received === 1, 'the delivery', 10_000);
       proxy.stall(true);
       // cancel, channel close, publisher close, connection close: each bounded by the timeout
-      expect(await within(transport.close().then(() => 'closed' as const), 8_000)).not.toBe('pending');
+      expect(
+        await within(
+          transport.close().then(() => 'closed' as const),
+          8_000,
+        ),
+      ).not.toBe('pending');
     } finally {
       proxy.stall(false);
       await transport.close();

@@ -14,7 +14,7 @@ const broker = await findRocketMQ();
  * itself. Prints `closed` once everything was closed.
  */
 const CHILD = (dir: string): string => `
-import { ROCKETMQ_RUN_TRANSPORT as run } from ${JSON.stringify(join(dir, 'transport/rocketmq/rocketmq-run.js'))};
+import { ROCKETMQ_RUN_TRANSPORT as run } from ${JSON.stringify(join(dir, 'cli/brokers/rocketmq-run.js'))};
 import { ConnectProxy } from ${JSON.stringify(join(dir, 'testing/connect-proxy.js'))};
 const [url, namespace] = process.argv.slice(2);
 const proxy = await ConnectProxy.start();

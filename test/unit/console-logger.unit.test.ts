@@ -1,13 +1,7 @@
 // The default logger: warnings and errors as one line each, each kind of line limited per interval
 // with the count of the lines held back, on a fake clock and an injected sink.
 import { describe, expect, it } from 'vitest';
-import {
-  ConfigError,
-  consoleLogger,
-  DEFAULT_LOGGER,
-  SILENT_LOGGER,
-  type PartialLogger,
-} from 'oncemq';
+import { ConfigError, consoleLogger, DEFAULT_LOGGER, SILENT_LOGGER, type PartialLogger } from 'oncemq';
 import { LogRateLimit, MAX_LOG_KINDS } from '../../src/core/log-rate-limit.js';
 import { logsDebug, toLogger } from '../../src/core/logger.js';
 

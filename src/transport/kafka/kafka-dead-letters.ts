@@ -23,8 +23,7 @@ import {
 import type { KafkaPublisher } from './kafka-publisher.js';
 import { bytesOf, readHeaderText, unreadHeaders, type KafkaMessage } from './kafka-record.js';
 import type { KafkaTopology } from './kafka-topology.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** What the dead-letter topic holds: the letters, and the ids replayed or purged since. */
 interface DeadLetterTopic {

@@ -1,12 +1,11 @@
 import type { Consumer, ConsumerGroupJoinPayload } from '@platformatic/kafka';
-import { GateClosedError } from '../../consumer/ordering-gate.js';
+import { GateClosedError } from '../ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { PartitionOffsets } from './partition-offsets.js';
 import { openRecordStream, type RecordStream } from './kafka-client.js';
 import { dueAt, readHeaders, type KafkaMessage } from './kafka-record.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** What a member needs: its consumer, what it reads, how many at once, and who settles the records. */
 export interface KafkaMemberInit {

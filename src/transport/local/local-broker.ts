@@ -25,7 +25,8 @@ import type { LocalFaultHooks } from './fault-hooks.js';
 import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
 import { LocalSubscription, subscriptionContext, type LocalSubscribeOptions } from './local-subscription.js';
 import type { QueueSelector } from './queue-selector.js';
-import { TransactionProducer, type TransactionProducerConfig } from './transaction-producer.js';
+import type { TransactionProducerConfig } from '../half-message.js';
+import { TransactionProducer } from './transaction-producer.js';
 
 /** The local broker's dead-letter queue: the contract's, and replayed dead letters on request. */
 export interface LocalDeadLetters extends DeadLetters {

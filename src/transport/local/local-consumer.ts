@@ -7,13 +7,14 @@ import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor } from '../transport.js';
-import { GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
+import { GateClosedError, OrderingGate } from '../ordering-gate.js';
 import { retryTopic } from './broker-schema.js';
 import type { BrokerStore, StoredMessage } from './broker-store.js';
 import type { DeadLetterStore } from './dead-letter-store.js';
 import type { LocalFaultHooks } from './fault-hooks.js';
 import { allocateQueues, type QueueRef } from './queue-allocation.js';
 import { QueueCursors, type Cursor } from './queue-cursors.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Settings of a consumer, resolved by the broker from its config. */
 export interface ConsumerSettings {
@@ -46,8 +47,6 @@ export interface ConsumerContext {
 
 /** Wait before redelivering copies whose processing threw (not the message's fault). */
 export const FAILURE_BACKOFF_MS = 100;
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Options of one member. */
 export interface MemberOptions {

@@ -1,10 +1,10 @@
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
-import { GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
+import { GateClosedError, OrderingGate } from '../ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
-import { DeliverySlots } from './delivery-slots.js';
+import { DeliverySlots } from '../delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
 import type { NatsDriver } from './nats-driver.js';
 import { leaseSubject } from './nats-names.js';
@@ -12,8 +12,7 @@ import { CountWatch, skippedOutcome } from './nats-count-watch.js';
 import type { OrderingRecord } from './nats-partition-count.js';
 import { PartitionLease, type LeasePredecessor } from './nats-partition-lease.js';
 import { Pause } from '../../core/pause.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How often a partition behind its take-over fence reads its consumers again. */
 const FENCE_CHECK_MS = 100;

@@ -4,8 +4,7 @@ import { ConfigError, errorText, TransportUnavailableError } from '../../core/er
 import type { NatsSettings } from './nats-config.js';
 import type { NatsDriver } from './nats-driver.js';
 import type { NatsSession } from './nats-session.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Longest pause between two sends of one publish while the server cannot be reached. */
 const MAX_RESEND_PAUSE_MS = 1000;

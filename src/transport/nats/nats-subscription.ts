@@ -1,11 +1,10 @@
 import { errorText } from '../../core/errors.js';
 import { processAndSettleBatch } from '../settle-batch.js';
 import type { Processor, Subscription } from '../transport.js';
-import { DeliverySlots } from './delivery-slots.js';
+import { DeliverySlots } from '../delivery-slots.js';
 import { NatsDelivery, type DeliveryContext, type DeliverySource } from './nats-delivery.js';
 import { NatsPull, type PulledMessage } from './nats-pull.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** What a subscription is made of; the transport builds it once the topology is in place. */
 export interface NatsSubscriptionParts {

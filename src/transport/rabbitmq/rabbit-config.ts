@@ -1,4 +1,4 @@
-import { ROCKETMQ_DELAY_LEVELS } from '../../consumer/retry-policy.js';
+import { ROCKETMQ_DELAY_LEVELS } from '../../core/retry-policy.js';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';

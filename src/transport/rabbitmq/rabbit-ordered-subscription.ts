@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { checkOrderingOptions, GateClosedError, OrderingGate } from '../../consumer/ordering-gate.js';
+import { checkOrderingOptions, GateClosedError, OrderingGate } from '../ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
 import { ConfigError, errorText } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
@@ -12,8 +12,7 @@ import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
 import { DRAIN_FENCE_HEADER, NOT_FOUND, replyCode, type OrderedPlan } from './rabbit-topology.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How often a member looks whether the old generation's queues are gone. */
 const DRAIN_POLL_MS = 200;

@@ -12,6 +12,7 @@ import type { RabbitConnection } from './rabbit-connection.js';
 import { toEnvelope } from './rabbit-message.js';
 import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
 import type { RabbitTopology } from './rabbit-topology.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** AMQP's prefetch count is an unsigned 16-bit number: concurrency and batch size stay within it. */
 const MAX_PREFETCH = 65535;
@@ -25,8 +26,6 @@ export interface RabbitSubscriptionContext {
   readonly connection: RabbitConnection;
   readonly topology: RabbitTopology;
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Consumes again after a lost channel, while `lost()` says it is still needed (the member runs and

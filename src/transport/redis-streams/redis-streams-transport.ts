@@ -32,8 +32,7 @@ import { PUBLISH } from './stream-ordered-scripts.js';
 import { replyText } from './stream-replies.js';
 import { StreamSubscription } from './stream-subscription.js';
 import { checkDeliveryCount, checkNamedTopic, guardHeaders } from '../header-guard.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A failure after which a publish is sent again: the connection broke before any reply came. */
 function resendable(error: unknown): boolean {

@@ -1,13 +1,12 @@
-import { GateClosedError, type OrderingGate } from '../../consumer/ordering-gate.js';
+import { GateClosedError, type OrderingGate } from '../ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import { processAndSettleBatch } from '../settle-batch.js';
 import type { Processor, Subscription } from '../transport.js';
-import { DeliverySlots } from '../nats/delivery-slots.js';
+import { DeliverySlots } from '../delivery-slots.js';
 import { invisibleMs, RocketMQDelivery, type DeliveryContext } from './rocketmq-delivery.js';
 import { REPLAY_GROUP_PROPERTY } from './rocketmq-names.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Most messages one receive asks for (the proxy's `maxMessageNum` limit is 32). */
 const MAX_RECEIVE = 32;

@@ -1,10 +1,6 @@
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
-import type {
-  HalfMessageView,
-  TransactionSendResult,
-  TransactionState,
-} from '../local/transaction-producer.js';
+import type { HalfMessageView, TransactionSendResult, TransactionState } from '../half-message.js';
 import type { OutgoingMessage } from '../transport.js';
 import type { RocketMQSettings } from './rocketmq-config.js';
 import {

@@ -4,7 +4,7 @@ import { ConfigError, errorText } from '../core/errors.js';
 import { DEFAULT_LOGGER } from '../core/console-logger.js';
 import type { Logger } from '../core/logger.js';
 import { unprocessedBase, type Outcome } from '../core/outcome.js';
-import type { OrderingKeySource, OrderingOptions, Processor } from '../transport/transport.js';
+import type { OrderingKeySource, OrderingOptions, Processor } from './transport.js';
 
 export const DEFAULT_ORDERING_OPTIONS = Object.freeze({
   key: 'orderingKey',

@@ -1,4 +1,4 @@
-import { KafkaTransport } from './kafka-transport.js';
+import { KafkaTransport } from '../../transport/kafka/kafka-transport.js';
 
 /**
  * Opens Kafka for a tool (`oncemq dlq --transport kafka`): topology `check`, so nothing is created; a

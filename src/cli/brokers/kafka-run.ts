@@ -1,8 +1,8 @@
-import { namespacedName, namespacedTransport } from '../../cli/namespaced-transport.js';
-import type { RunTransport } from '../../cli/run-transports.js';
-import { brokersOfUrl } from './kafka-config.js';
-import { firstContact, loadKafkaDriver } from './kafka-client.js';
-import { KafkaTransport } from './kafka-transport.js';
+import { namespacedName, namespacedTransport } from '../namespaced-transport.js';
+import type { RunTransport } from '../run-transports.js';
+import { brokersOfUrl } from '../../transport/kafka/kafka-config.js';
+import { firstContact, loadKafkaDriver } from '../../transport/kafka/kafka-client.js';
+import { KafkaTransport } from '../../transport/kafka/kafka-transport.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 
 /** Longest wait for the brokers' first answer when a run looks up their advertised address. */

@@ -1,6 +1,6 @@
-import { resolveServiceUrl } from '../../cli/connection.js';
-import type { Transport } from '../transport.js';
-import { RedisStreamsTransport } from './redis-streams-transport.js';
+import { resolveServiceUrl } from '../connection.js';
+import type { Transport } from '../../transport/transport.js';
+import { RedisStreamsTransport } from '../../transport/redis-streams/redis-streams-transport.js';
 
 /**
  * Opens the transport for the CLI's tools (`oncemq dlq --transport redis-streams`): `--url`, else

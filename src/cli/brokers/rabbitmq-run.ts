@@ -1,9 +1,12 @@
-import type { RunTransport } from '../../cli/run-transports.js';
-import { loadDriver } from '../../cli/stores.js';
-import type { AmqpConnectionLike } from './amqp-like.js';
-import { DEFAULT_RABBIT_TRANSPORT_CONFIG, DEFAULT_RABBITMQ_DELAY_LEVELS } from './rabbit-config.js';
-import { RabbitNames } from './rabbit-names.js';
-import { RabbitTransport } from './rabbit-transport.js';
+import type { RunTransport } from '../run-transports.js';
+import { loadDriver } from '../stores.js';
+import type { AmqpConnectionLike } from '../../transport/rabbitmq/amqp-like.js';
+import {
+  DEFAULT_RABBIT_TRANSPORT_CONFIG,
+  DEFAULT_RABBITMQ_DELAY_LEVELS,
+} from '../../transport/rabbitmq/rabbit-config.js';
+import { RabbitNames } from '../../transport/rabbitmq/rabbit-names.js';
+import { RabbitTransport } from '../../transport/rabbitmq/rabbit-transport.js';
 import { parseDuration } from '../../core/duration.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 

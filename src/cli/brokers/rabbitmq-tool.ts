@@ -1,6 +1,6 @@
-import { resolveServiceUrl } from '../../cli/connection.js';
-import type { ToolTransportOptions } from '../../cli/transports.js';
-import { RabbitTransport } from './rabbit-transport.js';
+import { resolveServiceUrl } from '../connection.js';
+import type { ToolTransportOptions } from '../transports.js';
+import { RabbitTransport } from '../../transport/rabbitmq/rabbit-transport.js';
 
 /**
  * Opens RabbitMQ for a tool (`oncemq dlq --transport rabbitmq`): topology `check`, so nothing is

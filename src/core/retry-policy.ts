@@ -1,8 +1,8 @@
-import { isInstanceAcrossCopies } from '../core/copy-identity.js';
-import { formatDuration, parseDuration, type Duration } from '../core/duration.js';
-import { ConfigError } from '../core/errors.js';
-import { MAX_DELIVERY_COUNT } from '../core/envelope.js';
-import { MAX_RETRY_DELAY_MS } from '../core/outcome.js';
+import { isInstanceAcrossCopies } from './copy-identity.js';
+import { formatDuration, parseDuration, type Duration } from './duration.js';
+import { ConfigError } from './errors.js';
+import { MAX_DELIVERY_COUNT } from './envelope.js';
+import { MAX_RETRY_DELAY_MS } from './outcome.js';
 
 /** RocketMQ's 18 message delay levels (`messageDelayLevel`), level 1 first. */
 export const ROCKETMQ_DELAY_LEVELS: readonly string[] = Object.freeze([

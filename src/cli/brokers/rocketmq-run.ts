@@ -1,8 +1,8 @@
-import { namespacedName, namespacedTransport } from '../../cli/namespaced-transport.js';
-import { GRPC_PROXY_PARAMETER, type RunTransport } from '../../cli/run-transports.js';
-import { parseRocketMQUrl } from './rocketmq-config.js';
-import { RocketMQAdmin } from './rocketmq-admin.js';
-import { RocketMQTransport } from './rocketmq-transport.js';
+import { namespacedName, namespacedTransport } from '../namespaced-transport.js';
+import { GRPC_PROXY_PARAMETER, type RunTransport } from '../run-transports.js';
+import { parseRocketMQUrl } from '../../transport/rocketmq/rocketmq-config.js';
+import { RocketMQAdmin } from '../../transport/rocketmq/rocketmq-admin.js';
+import { RocketMQTransport } from '../../transport/rocketmq/rocketmq-transport.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 
 /**

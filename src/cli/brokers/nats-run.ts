@@ -1,6 +1,6 @@
-import type { RunTransport } from '../../cli/run-transports.js';
-import { loadDriver } from '../../cli/stores.js';
-import { NatsTransport } from './nats-transport.js';
+import type { RunTransport } from '../run-transports.js';
+import { loadDriver } from '../stores.js';
+import { NatsTransport } from '../../transport/nats/nats-transport.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 
 /** Stream names are upper case by convention: the namespace's stream prefix. */

@@ -1,4 +1,4 @@
-import { NatsTransport } from './nats-transport.js';
+import { NatsTransport } from '../../transport/nats/nats-transport.js';
 
 /**
  * Opens NATS for a tool (`oncemq dlq --transport nats`): topology `check`, so nothing is created; a
