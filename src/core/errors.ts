@@ -14,7 +14,8 @@ export type OncemqErrorCode =
   | 'closed'
   | 'transport-unavailable'
   | 'commit-rejected'
-  | 'rollback-check';
+  | 'rollback-check'
+  | 'webhook-signature';
 
 /** Marks oncemq's error classes in every copy of the package a process loads (see `OncemqError`). */
 const ERROR_CLASS = Symbol.for('oncemq.error-class');

@@ -39,7 +39,8 @@ export const MAX_KEY_BYTES = 200;
 /** Prefix of a key stored as a digest. */
 export const HASHED_KEY_PREFIX = 'sha256:';
 
-type PathStep = string | number;
+/** One step of a parsed JSON path: a property name or an array index. */
+export type PathStep = string | number;
 
 const PATH_STEP = /\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\["((?:[^"\\]|\\.)*)"\]/y;
 
@@ -68,7 +69,8 @@ export function parseJsonPath(path: string, field = 'key.jsonPath'): readonly Pa
   return steps;
 }
 
-function readPath(value: unknown, steps: readonly PathStep[]): unknown {
+/** The value at `steps` (from {@link parseJsonPath}) in a decoded body, or `undefined` where the path ends. */
+export function readPath(value: unknown, steps: readonly PathStep[]): unknown {
   let current = value;
   for (const step of steps) {
     if (current === null || typeof current !== 'object') return undefined;
