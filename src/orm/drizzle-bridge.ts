@@ -4,7 +4,8 @@ import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
 import { drizzleStatement } from './drizzle-statement.js';
 import { mysqlShim, pgShim } from './shims.js';
-import { toolBridge, type ToolBridge } from './tool-bridge.js';
+import type { SqlBridge } from '../ledger/sql-bridge.js';
+import { toolBridge } from './tool-bridge.js';
 
 /** The part of a Drizzle database or transaction on PostgreSQL or MySQL oncemq calls: raw statements. */
 export interface DrizzleQueryableLike {
@@ -113,7 +114,9 @@ function mysqlOver(target: DrizzleQueryableLike): MysqlConnectionLike {
  * On better-sqlite3 Drizzle's transactions are synchronous: use `drizzleLedger(db)`, which builds on
  * the SQLite ledger's own.
  */
-export function drizzleBridge<Tx extends DrizzleTransactionLike>(db: DrizzleLike<Tx>): ToolBridge<Tx> {
+export function drizzleBridge<Tx extends DrizzleTransactionLike>(
+  db: DrizzleLike<Tx>,
+): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
   const database = drizzleDatabase(db);
   if (database === 'sqlite') {
     throw new ConfigError(

@@ -4,7 +4,8 @@ import { toLogger, type Logger, type LoggerLike } from '../core/logger.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
 import { mysqlShim, pgShim, questionMarks } from './shims.js';
-import { toolBridge, type ToolBridge } from './tool-bridge.js';
+import type { SqlBridge } from '../ledger/sql-bridge.js';
+import { toolBridge } from './tool-bridge.js';
 
 /** The part of a Knex instance or transaction oncemq calls: raw statements with `?` bindings. */
 export interface KnexQueryableLike {
@@ -150,7 +151,7 @@ function watchEscapes(knex: KnexLike, logger: Logger): AsyncLocalStorage<Watch> 
 export function knexBridge<Tx extends KnexTransactionLike>(
   knex: KnexLike<Tx>,
   options: KnexBridgeOptions = {},
-): ToolBridge<Tx> {
+): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
   const database = knexDatabase(knex);
   const watches = watchEscapes(knex, toLogger(options.logger));
   const over = database === 'postgres' ? pgOver : mysqlOver;

@@ -6,7 +6,8 @@ import { ConfigError } from '../core/errors.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
 import { mysqlShim, pgShim } from './shims.js';
-import { toolBridge, type ToolBridge } from './tool-bridge.js';
+import type { SqlBridge } from '../ledger/sql-bridge.js';
+import { toolBridge } from './tool-bridge.js';
 
 /** What Kysely answers for a statement (`QueryResult`). */
 export interface KyselyQueryResultLike {
@@ -117,7 +118,9 @@ function mysqlOver(target: KyselyQueryableLike): MysqlConnectionLike {
  * statements run on it as `CompiledQuery.raw(sql, parameters)`, without the instance's plugins. Each
  * transaction's connection shim is made once and kept with it.
  */
-export function kyselyBridge<Tx extends KyselyTransactionLike>(db: KyselyLike<Tx>): ToolBridge<Tx> {
+export function kyselyBridge<Tx extends KyselyTransactionLike>(
+  db: KyselyLike<Tx>,
+): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
   if ((db as { isTransaction?: unknown }).isTransaction === true) {
     throw new ConfigError(
       'db',

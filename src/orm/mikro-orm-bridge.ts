@@ -2,7 +2,8 @@ import { ConfigError } from '../core/errors.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike, PgQueryResultLike } from '../ledger/postgres/postgres-client.js';
 import { mysqlShim, pgShim, questionMarks } from './shims.js';
-import { toolBridge, type ToolBridge } from './tool-bridge.js';
+import type { SqlBridge } from '../ledger/sql-bridge.js';
+import { toolBridge } from './tool-bridge.js';
 
 /**
  * The part of a MikroORM 6 SQL connection (`em.getConnection()`) oncemq calls: raw statements with
@@ -131,7 +132,9 @@ function mysqlOver(connection: () => MikroOrmConnectionLike, ctx: unknown): Mysq
  * handler gets the transaction's EntityManager, and the ledger's statements run in its transaction
  * through `em.getConnection().execute(sql, params, method, em.getTransactionContext())`.
  */
-export function mikroOrmBridge<Em extends MikroOrmEntityManagerLike>(em: Em): ToolBridge<Em> {
+export function mikroOrmBridge<Em extends MikroOrmEntityManagerLike>(
+  em: Em,
+): SqlBridge<PgClientLike, Em> | SqlBridge<MysqlConnectionLike, Em> {
   const database = mikroOrmDatabase(em);
   const over = database === 'postgres' ? pgOver : mysqlOver;
   return toolBridge<Em, object>({

@@ -4,7 +4,8 @@ import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike } from '../ledger/postgres/postgres-client.js';
 import { prismaMysqlConnection } from './prisma-mysql-connection.js';
 import { prismaPgClient } from './prisma-pg-client.js';
-import { toolBridge, type ToolBridge } from './tool-bridge.js';
+import type { SqlBridge } from '../ledger/sql-bridge.js';
+import { toolBridge } from './tool-bridge.js';
 
 /**
  * The part of a Prisma client, or of the transaction client `tx` of `prisma.$transaction(async (tx) => …)`
@@ -174,7 +175,7 @@ function checkTransaction<Tx extends PrismaQueryableLike>(tx: Tx): Tx {
 export function prismaBridge<Tx extends PrismaQueryableLike>(
   prisma: PrismaClientLike<Tx>,
   config: PrismaBridgeConfig = {},
-): ToolBridge<Tx> {
+): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
   const database = prismaDatabase(prisma, config.provider);
   const { deadlineMs, prisma: options } = prismaTransactionOptions(config.transactionOptions);
   const held: PrismaTransactionOptionsLike = {

@@ -2,7 +2,8 @@ import { ConfigError } from '../core/errors.js';
 import type { MysqlConnectionLike } from '../ledger/mysql/mysql-client.js';
 import type { PgClientLike } from '../ledger/postgres/postgres-client.js';
 import { mysqlShim, pgShim } from './shims.js';
-import { toolBridge, type ToolBridge } from './tool-bridge.js';
+import type { SqlBridge } from '../ledger/sql-bridge.js';
+import { toolBridge } from './tool-bridge.js';
 
 /** What a TypeORM query runner answers to `query(sql, parameters, true)`: its `QueryResult`. */
 export interface TypeormQueryResultLike {
@@ -137,7 +138,7 @@ function mysqlOver(run: Run): MysqlConnectionLike {
  */
 export function typeormBridge<Tx extends TypeormEntityManagerLike>(
   dataSource: TypeormDataSourceLike<Tx>,
-): ToolBridge<Tx> {
+): SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> {
   const database = typeormDatabase(dataSource);
   const over = database === 'postgres' ? pgOver : mysqlOver;
   return toolBridge<Tx, TypeormQueryRunnerLike>({
