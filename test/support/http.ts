@@ -204,11 +204,12 @@ export const HTTP_DATABASES: readonly { readonly name: string; open(): Promise<H
   { name: 'sqlite', open: () => Promise.resolve(sqliteDb()) },
 ];
 
-/** What a test route answers: a status, a JSON body, headers. */
+/** What a test route answers: a status, a JSON body (or bytes as they are), headers. */
 export interface RouteAnswer {
   readonly status: number;
-  readonly json: unknown;
-  readonly headers?: Readonly<Record<string, string>>;
+  readonly json?: unknown;
+  readonly bytes?: Uint8Array;
+  readonly headers?: Readonly<Record<string, string | string[]>>;
 }
 
 /** A test route's behaviour, the same behind every adapter. */
@@ -272,10 +273,9 @@ export async function startServer(
         async (req, res, next) => {
           try {
             const answer = await behaviour(httpContext(req));
-            res
-              .status(answer.status)
-              .set(answer.headers ?? {})
-              .json(answer.json);
+            res.status(answer.status).set(answer.headers ?? {});
+            if (answer.bytes === undefined) res.json(answer.json);
+            else res.send(Buffer.from(answer.bytes));
           } catch (error) {
             next(error);
           }
@@ -290,7 +290,7 @@ export async function startServer(
       app.post('/orders/:shop', { ...hooks }, async (request, reply) => {
         const answer = await behaviour(httpContext(request));
         reply.code(answer.status).headers(answer.headers ?? {});
-        return answer.json;
+        return answer.bytes === undefined ? answer.json : Buffer.from(answer.bytes);
       });
       await app.listen({ port: 0, host: '127.0.0.1' });
       const address = app.server.address() as AddressInfo;
@@ -301,7 +301,7 @@ export async function startServer(
         nodeIdempotency(edge, async (req, res) => {
           const answer = await behaviour(httpContext(req));
           res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
-          res.end(JSON.stringify(answer.json));
+          res.end(answer.bytes ?? JSON.stringify(answer.json));
         }),
       );
       return { url: await listening(server), close: () => closing(server) };
@@ -312,7 +312,13 @@ export async function startServer(
         edge,
         async (_request, ctx) => {
           const answer = await behaviour(ctx);
-          return Response.json(answer.json, { status: answer.status, headers: answer.headers });
+          const headers = new Headers();
+          for (const [name, value] of Object.entries(answer.headers ?? {})) {
+            for (const one of typeof value === 'string' ? [value] : value) headers.append(name, one);
+          }
+          if (answer.bytes !== undefined)
+            return new Response(answer.bytes, { status: answer.status, headers });
+          return Response.json(answer.json, { status: answer.status, headers });
         },
         { route: '/orders/:shop' },
       );
