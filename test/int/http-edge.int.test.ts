@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Ledger } from 'oncemq';
 import type { HttpEdge } from 'oncemq/http';
+import { injectCommitFailures } from 'oncemq/testing';
 import { openDashboardSources } from '../../src/cli/dashboard/cli-sources.js';
 import type { DashboardState } from '../../src/cli/dashboard/dashboard-api.js';
 import { startDashboard } from '../../src/cli/dashboard/dashboard-server.js';
@@ -225,6 +226,24 @@ describe.each(HTTP_DATABASES)('the HTTP edge on $name', (factory) => {
     expect(retried.status).toBe(201);
     expect(retried.json).toMatchObject({ attempt: 2 });
     expect(await db.count('retry-1')).toBe(1);
+  });
+
+  it('a commit that fails after the handler answered is 503, never the handler’s 201: nothing applied, and the retry runs once', async (ctx) => {
+    if (db === undefined) return ctx.skip();
+    let failed = false;
+    ledger = injectCommitFailures(ledger, {
+      commitFailure: () => !failed && (failed = true), // the first commit only
+    });
+    const { url } = await serve(createOrder(db));
+    const lost = await post(url, { item: 'vase' }, { 'idempotency-key': 'commit-1' });
+    expect(lost.status).toBe(503);
+    expect(lost.json).toMatchObject({ code: 'unavailable' });
+    expect(Number(lost.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await db.count()).toBe(0);
+    const retried = await post(url, { item: 'vase' }, { 'idempotency-key': 'commit-1' });
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+    expect(await db.count('commit-1')).toBe(1);
   });
 
   it('limits: a body over maxBodyBytes is 413, a hostile key 400, a response too large to store 500 with nothing stored', async (ctx) => {
