@@ -3,7 +3,9 @@
  * as messages, the handler run once per key, principal and route — its database writes through
  * `ctx.tx` committed with the claim and the stored response — and the response replayed byte for
  * byte to later requests with the key. One core (`createHttpEdge`), thin adapters for Express,
- * Fastify, `node:http` and fetch-style handlers (Hono, route handlers). See docs/http.md.
+ * Fastify, `node:http` and fetch-style handlers (Hono, route handlers). See docs/http.md. Webhook
+ * presets (`webhookPresets.github`, …) give the edge a sender's delivery id as `key` and its signature
+ * check as `verify`: docs/webhooks.md.
  *
  * @module oncemq/http
  */
@@ -48,3 +50,23 @@ export type { NodeListener } from './http/node-adapter.js';
 export type { IncomingMessageLike, ServerResponseLike } from './http/node-message.js';
 export { fetchIdempotency } from './http/fetch-adapter.js';
 export type { FetchHandler, FetchIdempotencyOptions } from './http/fetch-adapter.js';
+export {
+  DEFAULT_WEBHOOK_TOLERANCE,
+  hmacVerifier,
+  jsonBodyKey,
+  webhookHeaderKey,
+  webhookPresets,
+  WebhookSignatureError,
+} from './http/webhook-presets.js';
+export type {
+  HmacScheme,
+  SignatureReading,
+  SignedWebhookPreset,
+  WebhookPreset,
+  WebhookPresets,
+  WebhookSecret,
+  WebhookSecrets,
+  WebhookSignatureReason,
+  WebhookVerifierFactory,
+  WebhookVerifyOptions,
+} from './http/webhook-presets.js';
