@@ -1,11 +1,9 @@
 import { ConfigError } from '../core/errors.js';
-import { bindHttpContext } from './http-context.js';
 import type { HttpEdge } from './http-edge.js';
 import {
+  answerThroughEdge,
   nodeHttpRequest,
   readBody,
-  ResponseCapture,
-  writeAnswer,
   type IncomingMessageLike,
   type ServerResponseLike,
 } from './node-message.js';
@@ -109,13 +107,7 @@ async function respond<Tx>(
     route: expressRoute(req),
     native: req,
   });
-  let capture: ResponseCapture | undefined;
-  const answer = await edge.handle(request, (context) => {
-    bindHttpContext(req, context);
-    capture = new ResponseCapture(res, edge.maxResponseBytes);
+  await answerThroughEdge(edge, request, req, res, () => {
     next();
-    return capture.done;
   });
-  capture?.restore();
-  writeAnswer(res, answer);
 }

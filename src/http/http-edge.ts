@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createEnvelope, KEY_HEADER, type Envelope } from '../core/envelope.js';
 import { errorText, PermanentError } from '../core/errors.js';
 import { sha256Hex } from '../core/fingerprint.js';
-import { escapeKeyPart, normalizeKey } from '../core/key.js';
+import { normalizeKey } from '../core/key.js';
 import { toLogger, type Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import type { Serializer } from '../core/serializer.js';
@@ -27,7 +27,7 @@ import {
   withRetryAfter,
   type HttpResponse,
 } from './http-response.js';
-import { idempotencyKeyProblem, InvalidIdempotencyKeyError } from './idempotency-key.js';
+import { readHttpRequest, type ReadRequest } from './request-reader.js';
 
 /** Runs the route's handler for a claimed key and answers its response (the adapters capture it). */
 export type HttpRun<Tx> = (context: HttpContext<Tx>) => HttpResponse | Promise<HttpResponse>;
@@ -65,12 +65,8 @@ export interface HttpEdge<Tx> {
 type Failure = 'status' | 'threw' | 'too-large';
 
 /** One request on its way through the pipeline, found again by its envelope in the handler. */
-interface Pending<Tx> {
+interface Pending<Tx> extends ReadRequest {
   readonly request: HttpRequest;
-  readonly principal: string;
-  readonly idempotencyKey: string;
-  /** What the pipeline hashes into the fingerprint, or null without one. */
-  readonly print: string | Uint8Array | null;
   readonly run: HttpRun<Tx>;
   response?: HttpResponse;
   failure?: Failure;
@@ -90,20 +86,6 @@ const STORED_TEXT: Serializer = Object.freeze({
   serialize: (value: unknown): string => value as string,
   deserialize: (text: string): unknown => text,
 });
-
-const encoder = new TextEncoder();
-
-/** The default fingerprint: method, path and body. */
-function requestPrint(request: HttpRequest): Uint8Array {
-  const head = encoder.encode(`${request.method} ${request.path}\n`);
-  const print = new Uint8Array(head.byteLength + request.body.byteLength);
-  print.set(head, 0);
-  print.set(request.body, head.byteLength);
-  return print;
-}
-
-/** What reading a request gave: its claim's parts, or the answer that refuses it. */
-type Read<Tx> = { readonly ok: true; readonly pending: Pending<Tx>; readonly key: string } | HttpResponse;
 
 class LedgerHttpEdge<Tx> implements HttpEdge<Tx> {
   readonly group: string;
@@ -200,9 +182,9 @@ class LedgerHttpEdge<Tx> implements HttpEdge<Tx> {
   async handle(request: HttpRequest, run: HttpRun<Tx>): Promise<HttpResponse> {
     if (this.#closed) return problemResponse(503, 'unavailable', 'the server is shutting down');
     try {
-      const read = await this.#read(request, run);
-      if (!('ok' in read)) return read;
-      return await this.#claim(read.pending, read.key);
+      const read = await readHttpRequest(this.#config, this.#logger, request);
+      if (!('key' in read)) return read;
+      return await this.#claim({ ...read, request, run }, read.key);
     } catch (error) {
       this.#logger.error('oncemq: the HTTP edge failed a request', {
         group: this.group,
@@ -213,85 +195,17 @@ class LedgerHttpEdge<Tx> implements HttpEdge<Tx> {
     }
   }
 
-  /** Checks a request and reads its key, principal, scope and fingerprint; refuses it with an answer. */
-  async #read(request: HttpRequest, run: HttpRun<Tx>): Promise<Read<Tx>> {
-    const config = this.#config;
-    if (request.body.byteLength > config.maxBodyBytes) {
-      return problemResponse(
-        413,
-        'body-too-large',
-        `the request body is larger than ${config.maxBodyBytes} bytes`,
-      );
-    }
-    if (config.verify !== undefined) {
-      try {
-        await config.verify(request);
-      } catch (error) {
-        this.#logger.debug('oncemq: HTTP request refused by verify', {
-          path: request.path,
-          error: errorText(error),
-        });
-        return problemResponse(401, 'unverified', 'the request could not be verified');
-      }
-    }
-    let idempotencyKey: string | undefined;
-    try {
-      idempotencyKey = config.key(request);
-    } catch (error) {
-      const why = error instanceof InvalidIdempotencyKeyError ? error.message : 'the key could not be read';
-      return problemResponse(400, 'invalid-key', why);
-    }
-    if (idempotencyKey === undefined) {
-      if (config.required)
-        return problemResponse(400, 'missing-key', 'this request needs an Idempotency-Key header');
-      idempotencyKey = `once-${randomUUID()}`;
-    }
-    const problem =
-      typeof idempotencyKey === 'string' ? idempotencyKeyProblem(idempotencyKey) : 'the key is not text';
-    if (problem !== undefined) return problemResponse(400, 'invalid-key', problem);
-    let principal: string | undefined;
-    try {
-      principal = await config.principal(request);
-    } catch (error) {
-      this.#logger.debug('oncemq: HTTP request refused by principal', {
-        path: request.path,
-        error: errorText(error),
-      });
-      return problemResponse(401, 'unverified', 'the client could not be identified');
-    }
-    if (principal !== undefined && typeof principal !== 'string') {
-      throw new TypeError(`principal() must return a string or undefined, got ${typeof principal}`);
-    }
-    const scope = config.scope(request);
-    if (typeof scope !== 'string') throw new TypeError(`scope() must return a string, got ${typeof scope}`);
-    let print: string | Uint8Array | null = null;
-    if (config.fingerprint === true) print = requestPrint(request);
-    else if (config.fingerprint !== false) {
-      try {
-        print = config.fingerprint(request);
-      } catch (error) {
-        return problemResponse(
-          400,
-          'malformed',
-          `the request's fingerprint could not be taken: ${errorText(error)}`,
-        );
-      }
-    }
-    const key = [scope, principal ?? '', idempotencyKey].map(escapeKeyPart).join(':');
-    return { ok: true, key, pending: { request, principal: principal ?? '', idempotencyKey, print, run } };
-  }
-
   /** Claims the key through the pipeline (waiting for a running first request when configured) and answers. */
   async #claim(pending: Pending<Tx>, key: string): Promise<HttpResponse> {
+    let normalized: string;
+    try {
+      normalized = normalizeKey(key);
+    } catch (error) {
+      return problemResponse(400, 'invalid-key', errorText(error));
+    }
     const deadline = performance.now() + this.#config.waitMs;
     const fingerprint = pending.print === null ? null : fitFingerprint(sha256Hex(pending.print));
     for (;;) {
-      let normalized: string;
-      try {
-        normalized = normalizeKey(key);
-      } catch (error) {
-        return problemResponse(400, 'invalid-key', errorText(error));
-      }
       let row: LedgerRecord | undefined;
       try {
         row = await this.#ledger.get(this.group, normalized);

@@ -1,10 +1,8 @@
-import { bindHttpContext } from './http-context.js';
 import type { HttpEdge } from './http-edge.js';
 import {
+  answerThroughEdge,
   nodeHttpRequest,
   readBody,
-  ResponseCapture,
-  writeAnswer,
   type IncomingMessageLike,
   type ServerResponseLike,
 } from './node-message.js';
@@ -52,19 +50,11 @@ async function respond<Tx, Req extends IncomingMessageLike, Res extends ServerRe
   } catch {
     return; // the client went away while sending its body: nobody to answer
   }
-  const request = nodeHttpRequest(req, body, { native: req });
-  let capture: ResponseCapture | undefined;
-  const answer = await edge.handle(request, (context) => {
-    bindHttpContext(req, context);
-    const held = new ResponseCapture(res, edge.maxResponseBytes);
-    capture = held;
+  await answerThroughEdge(edge, nodeHttpRequest(req, body, { native: req }), req, res, (held) => {
     try {
       Promise.resolve(listener(req, res)).catch((error: unknown) => held.fail(error));
     } catch (error) {
       held.fail(error);
     }
-    return held.done;
   });
-  capture?.restore();
-  writeAnswer(res, answer);
 }

@@ -1,3 +1,5 @@
+import { bindHttpContext } from './http-context.js';
+import type { HttpEdge } from './http-edge.js';
 import type { HttpRequest } from './http-request.js';
 import type { HttpResponse } from './http-response.js';
 
@@ -229,4 +231,28 @@ export function writeAnswer(res: ServerResponseLike, answer: HttpResponse): void
   res.statusCode = answer.status;
   for (const [name, value] of Object.entries(answer.headers)) res.setHeader(name, value);
   res.end(Buffer.from(answer.body.buffer, answer.body.byteOffset, answer.body.byteLength));
+}
+
+/**
+ * Answers a `node:http`-style request through the edge: for a won claim, binds the context to `req`,
+ * holds the response back and lets `run` start the handler (which writes to `res` as usual); then
+ * sends the edge's answer — the handler's response once committed, or the edge's own.
+ */
+export async function answerThroughEdge<Tx>(
+  edge: HttpEdge<Tx>,
+  request: HttpRequest,
+  req: object,
+  res: ServerResponseLike,
+  run: (capture: ResponseCapture) => void,
+): Promise<void> {
+  let capture: ResponseCapture | undefined;
+  const answer = await edge.handle(request, (context) => {
+    bindHttpContext(req, context);
+    const held = new ResponseCapture(res, edge.maxResponseBytes);
+    capture = held;
+    run(held);
+    return held.done;
+  });
+  capture?.restore();
+  writeAnswer(res, answer);
 }
