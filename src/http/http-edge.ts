@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createEnvelope, KEY_HEADER, type Envelope } from '../core/envelope.js';
 import { errorText, PermanentError } from '../core/errors.js';
 import { sha256Hex } from '../core/fingerprint.js';
@@ -243,7 +244,7 @@ class LedgerHttpEdge<Tx> implements HttpEdge<Tx> {
           { 'retry-after': retryAfterSeconds(outcome.delayMs) },
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, Math.min(outcome.delayMs, left)));
+      await sleep(Math.min(outcome.delayMs, left));
     }
   }
 

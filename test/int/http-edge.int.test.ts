@@ -138,6 +138,17 @@ describe.each(HTTP_DATABASES)('the HTTP edge on $name', (factory) => {
     expect(await db.count('k-1')).toBe(2);
   });
 
+  it('with required: false, a request without a key runs under a fresh key of its own: each one applies its effect', async (ctx) => {
+    if (db === undefined) return ctx.skip();
+    const { url } = await serve(createOrder(db), { required: false });
+    const answers = [await post(url, { item: 'tea' }), await post(url, { item: 'tea' })];
+    expect(answers.map((a) => [a.status, a.headers.get('idempotent-replayed')])).toEqual([
+      [201, null],
+      [201, null],
+    ]);
+    expect(await db.count()).toBe(2);
+  });
+
   it('a failing handler is answered its 5xx a bounded number of times, then 410: a dead letter listed by `oncemq ledger failed` and the dashboard', async (ctx) => {
     if (db === undefined) return ctx.skip();
     let runs = 0;
