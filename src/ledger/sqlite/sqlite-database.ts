@@ -25,6 +25,16 @@ export interface SqliteDatabaseLike {
   close(): unknown;
 }
 
+/** A better-sqlite3 `Database` itself (told by what oncemq calls of it), not a query builder built on one. */
+export function isSqliteDatabase(value: unknown): value is SqliteDatabaseLike {
+  const shape = value as Partial<SqliteDatabaseLike> | null;
+  return (
+    typeof shape?.prepare === 'function' &&
+    typeof shape.exec === 'function' &&
+    typeof shape.inTransaction === 'boolean'
+  );
+}
+
 /**
  * What the handler receives for the database, when that is not the database itself: a query builder
  * or ORM built on the same better-sqlite3 connection (a Drizzle database), whose writes therefore run
