@@ -1,0 +1,144 @@
+import { ConfigError } from '../core/errors.js';
+import type { SqlLedgerConfig } from '../ledger/sql-ledger-config.js';
+import type { SqliteConnectionSource } from '../ledger/sqlite/sqlite-connection-source.js';
+import { isSqliteDatabase, type SqliteDatabaseLike } from '../ledger/sqlite/sqlite-database.js';
+import type { KyselyLike, KyselyQueryableLike, KyselyTransactionLike } from './kysely-bridge.js';
+import { openTransaction } from './sqlite-source-ledger.js';
+import { SqliteWriteLock } from './sqlite-write-lock.js';
+
+/** Configuration of a ledger on a Kysely instance with SQLite's `SqliteDialect` (better-sqlite3). */
+export interface KyselySqliteLedgerConfig extends SqlLedgerConfig {
+  /**
+   * The better-sqlite3 `Database` given to the `SqliteDialect` of the Kysely instance (`new
+   * SqliteDialect({ database })`): Kysely keeps it private, so it is passed again. The ledger's
+   * statements run on it inside Kysely's transactions; it is checked to be the dialect's own.
+   */
+  readonly database: SqliteDatabaseLike;
+}
+
+/** The part of a Kysely instance on SQLite oncemq calls beyond the PostgreSQL and MySQL bridges. */
+export interface KyselySqliteLike<
+  Tx extends KyselyTransactionLike = KyselyTransactionLike,
+> extends KyselyLike<Tx> {
+  /** Kysely's connection builder (`db.connection()`): the one connection, held until work settles. */
+  connection(): {
+    /** Runs `work` while the instance's connection is held for it: no other query of the instance runs meanwhile. */
+    execute<T>(work: () => Promise<T>): Promise<T>;
+  };
+}
+
+/**
+ * Whether `db` writes SQLite's SQL (`"t"` and `?` placeholders, no `$n`): told from a compiled query,
+ * without connecting. Which driver is under it is checked when the ledger first uses the connection.
+ */
+export function writesSqlite(db: KyselyQueryableLike): boolean {
+  try {
+    const probe = db.withoutPlugins() as unknown as {
+      selectFrom(table: string): {
+        select(column: string): { limit(n: number): { compile(): { sql: string } } };
+      };
+    };
+    const sql = probe.selectFrom('oncemq_probe').select('k').limit(1).compile().sql;
+    return sql === 'select "k" from "oncemq_probe" limit ?';
+  } catch {
+    return false;
+  }
+}
+
+const TRX = 'this Kysely transaction';
+
+/**
+ * The database under `trx` for `ledger.dialect`: `database` while a transaction is open on it (a Kysely
+ * transaction on SQLite is the transaction of its one connection); a better-sqlite3 `Database` itself
+ * passes as it is (the relay and `outbox.migrate()` run on one of their own). The Kysely instance is
+ * refused.
+ */
+function transactionDatabase(database: SqliteDatabaseLike, trx: unknown): SqliteDatabaseLike {
+  if (isSqliteDatabase(trx)) return trx;
+  if ((trx as { isTransaction?: unknown } | null)?.isTransaction !== true) {
+    throw new ConfigError(
+      'tx',
+      'expected a Kysely transaction (the `trx` of db.transaction().execute(), or ctx.tx), not the Kysely ' +
+        'instance: its queries wait for the one connection the claim’s transaction holds',
+    );
+  }
+  return openTransaction(database, TRX);
+}
+
+/** The refusal of a `database` that is not the one under the Kysely instance. */
+function notUnderKysely(): ConfigError {
+  return new ConfigError(
+    'database',
+    'this better-sqlite3 Database is not the one under the Kysely instance: give the `database` of its SqliteDialect',
+  );
+}
+
+/**
+ * Checks that `database` is the dialect's own: a transaction Kysely opens must be open on it. Answers
+ * false when that cannot be told (a transaction is already open on it).
+ */
+async function checkDatabase<Tx extends KyselyTransactionLike>(
+  db: KyselyLike<Tx>,
+  database: SqliteDatabaseLike,
+): Promise<boolean> {
+  if (database.inTransaction) return false;
+  if (!(await db.transaction().execute(() => Promise.resolve(database.inTransaction))))
+    throw notUnderKysely();
+  return true;
+}
+
+/**
+ * How the SQLite ledger of table `table` reaches the better-sqlite3 `database` under a Kysely instance
+ * with `SqliteDialect`: every operation holds Kysely's one connection (`db.connection()`), so no query
+ * of the application runs in the middle of it, and each transactional claim is one
+ * `db.transaction().execute()` (Kysely's `begin`), whose `trx` is the handler's `ctx.tx`; the ledger's
+ * statements run on `database` under a savepoint, once the transaction holds SQLite's write lock.
+ */
+export function kyselySqliteSource<Tx extends KyselyTransactionLike>(
+  db: KyselySqliteLike<Tx>,
+  database: SqliteDatabaseLike,
+  table: string,
+): SqliteConnectionSource<SqliteDatabaseLike, Tx> {
+  const lock = new SqliteWriteLock(table);
+  let checked = false;
+  return {
+    memory: database.memory === true,
+    async hold(work) {
+      checked ||= await checkDatabase(db, database);
+      return db.connection().execute(async () => work(database));
+    },
+    transaction: (work) =>
+      lock.retry(() =>
+        db.transaction().execute(async (trx) => {
+          if (!database.inTransaction) throw notUnderKysely();
+          lock.take(database);
+          return work(database, trx);
+        }),
+      ),
+    database: (tx) => transactionDatabase(database, tx),
+  };
+}
+
+/** Refuses what is not a Kysely instance on SQLite with the better-sqlite3 `database` under it. */
+export function checkKyselySqlite<Tx extends KyselyTransactionLike>(
+  db: KyselyLike<Tx>,
+  config: KyselySqliteLedgerConfig,
+): KyselySqliteLike<Tx> {
+  if (!isSqliteDatabase(config.database)) {
+    throw new ConfigError('database', 'expected the better-sqlite3 Database given to the SqliteDialect');
+  }
+  if ((db as { isTransaction?: unknown }).isTransaction === true) {
+    throw new ConfigError(
+      'db',
+      'expected the Kysely instance, not a transaction: to claim inside a transaction of yours, ' +
+        'build the ledger on the instance and call ledger.join(trx)',
+    );
+  }
+  if (!writesSqlite(db) || typeof (db as Partial<KyselySqliteLike>).connection !== 'function') {
+    throw new ConfigError(
+      'db',
+      'a better-sqlite3 database was given, but this Kysely instance does not use SqliteDialect',
+    );
+  }
+  return db as KyselySqliteLike<Tx>;
+}
