@@ -7,7 +7,6 @@
 import type { SqlBridge } from './ledger/sql-bridge.js';
 import type { MysqlConnectionLike } from './ledger/mysql/mysql-client.js';
 import type { PgClientLike } from './ledger/postgres/postgres-client.js';
-import { ConfigError } from './core/errors.js';
 import { isSqliteDatabase } from './ledger/sqlite/sqlite-database.js';
 import { kyselyBridge, type KyselyLike, type KyselyTransactionLike } from './orm/kysely-bridge.js';
 import {
@@ -53,18 +52,12 @@ export function kyselyLedger<Tx extends KyselyTransactionLike>(
   db: KyselyLike<Tx>,
   config: OrmLedgerConfig | KyselySqliteLedgerConfig = {},
 ): BridgedLedger<Tx> {
-  if (isSqliteDatabase(config.database)) {
+  if (isSqliteDatabase(config.database) || writesSqlite(db)) {
     const sqlite = config as KyselySqliteLedgerConfig;
     const on = checkKyselySqlite(db, sqlite);
     return sqliteSourceLedger((table) => kyselySqliteSource(on, sqlite.database, table), sqlite, [
       'database',
     ]);
-  }
-  if (writesSqlite(db)) {
-    throw new ConfigError(
-      'database',
-      'a Kysely instance on SQLite needs the better-sqlite3 Database of its SqliteDialect: kyselyLedger(db, { database })',
-    );
   }
   const server = config as OrmLedgerConfig;
   const bridge: SqlBridge<PgClientLike, Tx> | SqlBridge<MysqlConnectionLike, Tx> = kyselyBridge(db);

@@ -98,14 +98,16 @@ export function knexSqliteSource<Tx extends KnexTransactionLike>(
   const filename = client.connectionSettings?.filename;
   return {
     memory: filename === ':memory:' || filename === '',
-    async hold(work) {
-      const connection = await client.acquireConnection();
-      try {
-        return await work(lent(connection));
-      } finally {
-        await client.releaseConnection(connection);
-      }
-    },
+    hold: (work) =>
+      lock.retry(async () => {
+        const connection = await client.acquireConnection();
+        try {
+          const db = lent(connection);
+          return await lock.patiently(db, () => work(db));
+        } finally {
+          await client.releaseConnection(connection);
+        }
+      }),
     transaction: (work) =>
       lock.retry(() =>
         knex.transaction(async (trx) => {

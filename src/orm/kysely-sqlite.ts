@@ -105,7 +105,9 @@ export function kyselySqliteSource<Tx extends KyselyTransactionLike>(
     memory: database.memory === true,
     async hold(work) {
       checked ||= await checkDatabase(db, database);
-      return db.connection().execute(async () => work(database));
+      return lock.retry(() =>
+        db.connection().execute(async () => lock.patiently(database, () => work(database))),
+      );
     },
     transaction: (work) =>
       lock.retry(() =>
@@ -119,19 +121,25 @@ export function kyselySqliteSource<Tx extends KyselyTransactionLike>(
   };
 }
 
-/** Refuses what is not a Kysely instance on SQLite with the better-sqlite3 `database` under it. */
+/**
+ * Refuses, for a ledger on SQLite through Kysely, a transaction instead of the instance, a missing or
+ * wrong `database`, and an instance that does not use `SqliteDialect`.
+ */
 export function checkKyselySqlite<Tx extends KyselyTransactionLike>(
   db: KyselyLike<Tx>,
-  config: KyselySqliteLedgerConfig,
+  config: Partial<KyselySqliteLedgerConfig>,
 ): KyselySqliteLike<Tx> {
-  if (!isSqliteDatabase(config.database)) {
-    throw new ConfigError('database', 'expected the better-sqlite3 Database given to the SqliteDialect');
-  }
-  if ((db as { isTransaction?: unknown }).isTransaction === true) {
+  if (db.isTransaction) {
     throw new ConfigError(
       'db',
       'expected the Kysely instance, not a transaction: to claim inside a transaction of yours, ' +
         'build the ledger on the instance and call ledger.join(trx)',
+    );
+  }
+  if (!isSqliteDatabase(config.database)) {
+    throw new ConfigError(
+      'database',
+      'a Kysely instance on SQLite needs the better-sqlite3 Database given to its SqliteDialect: kyselyLedger(db, { database })',
     );
   }
   if (!writesSqlite(db) || typeof (db as Partial<KyselySqliteLike>).connection !== 'function') {

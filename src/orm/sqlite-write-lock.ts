@@ -25,15 +25,21 @@ class WriteLockHeld extends Error {
 }
 
 /**
- * How a claim's transaction opened by a query builder takes SQLite's write lock without blocking the
- * process. The builder's `BEGIN` is deferred: the lock is taken by the first write, and better-sqlite3
- * waits for it synchronously (up to the connection's busy timeout), with the event loop stopped. When
- * the holder is another connection of the same process whose transaction awaits (a handler on a second
- * Knex pool connection, a relay's own connection), it can never let go, and the wait ends in
- * `SQLITE_BUSY`. So the transaction's first statement is a write that matches nothing
- * (`DELETE … WHERE 0`), run with the busy timeout at 0; when the lock is held, the transaction rolls
- * back and is tried again after a pause of the event loop, for as long as the busy timeout would have
- * waited. Once taken, the lock is the transaction's until it ends: nothing after waits for it.
+ * How the ledger on a query builder's SQLite connection waits for the write lock without blocking the
+ * process. better-sqlite3 waits for a lock held by another connection synchronously (up to the
+ * connection's busy timeout), with the event loop stopped; when the holder is another connection of
+ * the same process whose transaction awaits (a handler on a second connection of Knex's pool, another
+ * Kysely instance on the file), it can never let go, and the wait ends in `SQLITE_BUSY`. So the ledger
+ * never waits in SQLite: its statements run with the busy timeout at 0, and what found the lock held is
+ * rolled back and tried again after a pause of the event loop, for as long as the busy timeout would
+ * have waited.
+ *
+ * - A claim's transaction (the builder's `BEGIN` is deferred) takes the lock with its first statement,
+ *   a write that matches nothing (`DELETE … WHERE 0`): once taken, the lock is the transaction's until
+ *   it ends, and nothing after waits for it (take()).
+ * - Every other operation is one synchronous piece of work that either completes or changes nothing
+ *   when a statement finds the lock held (a single statement, or migrations in their own transaction),
+ *   so it is run again whole (patiently()).
  */
 export class SqliteWriteLock {
   readonly #probe: string;
@@ -44,11 +50,16 @@ export class SqliteWriteLock {
 
   /** Takes the write lock in the transaction open on `db`, at once, or throws for a retry. */
   take(db: SqliteDatabaseLike): void {
+    this.patiently(db, () => db.prepare(this.#probe).run());
+  }
+
+  /** Runs `work` on `db` with the busy timeout at 0: a statement that finds a lock held throws for a retry. */
+  patiently<T>(db: SqliteDatabaseLike, work: () => T): T {
     const row = db.prepare('PRAGMA busy_timeout').get() as { timeout?: unknown } | undefined;
     const patienceMs = typeof row?.timeout === 'number' ? row.timeout : 0;
     db.exec('PRAGMA busy_timeout = 0');
     try {
-      db.prepare(this.#probe).run();
+      return work();
     } catch (error) {
       if (isBusy(error)) throw new WriteLockHeld(patienceMs, error);
       throw error;
@@ -57,12 +68,12 @@ export class SqliteWriteLock {
     }
   }
 
-  /** Runs `transaction` (which calls take() first) again while the lock is held, within the busy timeout. */
-  async retry<T>(transaction: () => Promise<T>): Promise<T> {
+  /** Runs `attempt` (which calls take() or patiently()) again while the lock is held, within the busy timeout. */
+  async retry<T>(attempt: () => Promise<T>): Promise<T> {
     const started = Date.now();
     for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, LONGEST_PAUSE_MS)) {
       try {
-        return await transaction();
+        return await attempt();
       } catch (error) {
         if (!(error instanceof WriteLockHeld)) throw error;
         const left = started + error.patienceMs - Date.now();

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import knexFactory, { type Knex } from 'knex';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, SqliteDialect, type KyselyPlugin } from 'kysely';
 
 /** Knex on better-sqlite3 over a SQLite file in WAL mode; its pool is Knex's default for SQLite, one connection. */
 export function knexOnSqlite(filename: string, config: Partial<Knex.Config> = {}): Knex {
@@ -19,8 +19,11 @@ export function knexOnSqlite(filename: string, config: Partial<Knex.Config> = {}
 }
 
 /** A Kysely instance on a better-sqlite3 connection of its own to a SQLite file in WAL mode, and that connection. */
-export function kyselyOnSqlite<Db>(filename: string): { db: Kysely<Db>; database: Database.Database } {
+export function kyselyOnSqlite<Db>(
+  filename: string,
+  plugins: KyselyPlugin[] = [],
+): { db: Kysely<Db>; database: Database.Database } {
   const database = new Database(filename);
   database.pragma('journal_mode = WAL');
-  return { db: new Kysely<Db>({ dialect: new SqliteDialect({ database }) }), database };
+  return { db: new Kysely<Db>({ dialect: new SqliteDialect({ database }), plugins }), database };
 }
