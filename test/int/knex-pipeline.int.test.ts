@@ -455,6 +455,48 @@ describe('a pipeline on Knex (SQLite): one connection, held by the claim', () =>
     }
   });
 
+  it('runs a query of the application’s knex that the handler gave up on once the claim’s transaction has ended, outside it', async () => {
+    const pipeline = createPipeline<Knex.Transaction, PaymentSucceeded>(
+      config(async (event, ctx) => {
+        await addPoints(ctx.tx, 'points', event);
+        const late = addPoints(knex, 'points', { ...event, userId: 'late' }); // waits up to 500 ms for the pool
+        const waited = await Promise.race([
+          late.then(() => 'ran'),
+          new Promise((resolve) => setTimeout(() => resolve('still waiting'), 200)),
+        ]);
+        expect(waited).toBe('still waiting');
+        throw new Error('gave up waiting');
+      }),
+    );
+    expect((await pipeline.process(paymentEnvelope(payment(1)))).kind).toBe('retry');
+    await knex.raw('SELECT 1'); // queued behind the abandoned write
+    expect(balances()).toEqual({ late: 100 });
+  });
+
+  it('claims in an in-memory database through Knex’s one connection, and declares no concurrent connections', async () => {
+    const memory = await open({ connection: { filename: ':memory:' } });
+    await memory.schema.createTable('points', (t) => {
+      t.text('user_id').primary();
+      t.integer('balance').notNullable();
+    });
+    const inMemory = knexLedger(memory);
+    try {
+      expect(inMemory.capabilities.concurrentConnections).toBe(false);
+      const pipeline = createPipeline<Knex.Transaction, PaymentSucceeded>({
+        ...config((event, ctx) => addPoints(ctx.tx, 'points', event)),
+        ledger: inMemory,
+      });
+      const event = payment(6);
+      expect((await pipeline.process(paymentEnvelope(event))).kind).toBe('executed');
+      expect((await pipeline.process(paymentEnvelope(event, 'b-2', 2))).kind).toBe('duplicate');
+      expect(await memory('points').select('user_id', 'balance')).toEqual([
+        { user_id: event.userId, balance: 100 },
+      ]);
+    } finally {
+      await inMemory.close();
+    }
+  });
+
   it('refuses, on a second connection of the pool, the application’s write inside the handler: SQLite’s write lock is the claim’s until it commits', async () => {
     const two = await open({
       pool: {
