@@ -20,7 +20,6 @@ export type {
   KnexQueryEventLike,
   KnexTransactionLike,
 } from './orm/knex-bridge.js';
-export type { KnexSqliteClientLike } from './orm/knex-sqlite.js';
 export type { BridgedLedger, OrmLedgerConfig } from './orm/orm-ledger.js';
 export type { SqlBridge } from './ledger/sql-bridge.js';
 

@@ -25,7 +25,7 @@ export type {
   KyselyQueryResultLike,
   KyselyTransactionLike,
 } from './orm/kysely-bridge.js';
-export type { KyselySqliteLedgerConfig, KyselySqliteLike } from './orm/kysely-sqlite.js';
+export type { KyselySqliteLedgerConfig } from './orm/kysely-sqlite.js';
 export type { BridgedLedger, OrmLedgerConfig } from './orm/orm-ledger.js';
 export type { SqlBridge } from './ledger/sql-bridge.js';
 

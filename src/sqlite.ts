@@ -10,4 +10,5 @@ export type {
   SqliteHandle,
   SqliteStatementLike,
 } from './ledger/sqlite/sqlite-database.js';
+export type { SqliteConnectionSource } from './ledger/sqlite/sqlite-connection-source.js';
 export { sqliteDialect } from './ledger/sqlite/sqlite-dialect.js';

@@ -14,8 +14,11 @@ const TRX = 'this Knex transaction';
 export interface KnexSqliteClientLike {
   /** `better-sqlite3`. */
   readonly driverName?: unknown;
-  /** The connection settings: `filename` tells an in-memory database. */
-  readonly connectionSettings?: { readonly filename?: unknown };
+  /** The connection settings. */
+  readonly connectionSettings?: {
+    /** The database file; `:memory:` (or empty) for a database in memory, private to its connection. */
+    readonly filename?: unknown;
+  };
   /** Takes a connection (a better-sqlite3 `Database`) from Knex's pool, waiting for a free one. */
   acquireConnection(): Promise<unknown>;
   /** Gives a connection back to the pool. */

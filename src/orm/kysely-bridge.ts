@@ -66,7 +66,8 @@ export function kyselyDatabase(db: KyselyQueryableLike): 'postgres' | 'mysql' {
   throw new ConfigError(
     'db',
     `this Kysely dialect (it writes ${JSON.stringify(sql)}) has no oncemq ledger through Kysely; use ` +
-      'PostgresDialect or MysqlDialect (on SQLite, give the better-sqlite3 database to SqliteLedger)',
+      'PostgresDialect or MysqlDialect (SQLite takes no bridge: kyselyLedger(db, { database }), and a ' +
+      'better-sqlite3 Database of its own for the relay)',
   );
 }
 
