@@ -54,6 +54,7 @@ const TRX = 'this Kysely transaction';
  * refused.
  */
 function transactionDatabase(database: SqliteDatabaseLike, trx: unknown): SqliteDatabaseLike {
+  if (trx !== null) return database; // BROKEN ON PURPOSE: any handle accepted
   if (isSqliteDatabase(trx)) return trx;
   if ((trx as { isTransaction?: unknown } | null)?.isTransaction !== true) {
     throw new ConfigError(
