@@ -59,7 +59,10 @@ export default tseslint.config(
     { files: ['src/transport/**'], forbid: [TRANSPORT_ONLY] },
     { files: ['src/transport/*/**'], forbid: [TRANSPORT_ONLY, NO_OTHER_BROKER] },
     { files: ['src/ledger/**'], forbid: [LEDGER_ONLY] },
-    { files: ['src/outbox/**', 'src/consumer/**', 'src/telemetry/**', 'src/orm/**'], forbid: [NO_CLI] },
+    {
+      files: ['src/outbox/**', 'src/consumer/**', 'src/telemetry/**', 'src/orm/**', 'src/http/**'],
+      forbid: [NO_CLI],
+    },
   ]),
   {
     files: ['**/*.js'],

@@ -1,6 +1,6 @@
 // A webhook preset for a sender oncemq has none for, made of the same parts as the built-in ones.
 // docs/webhooks.md quotes the part between the markers.
-import { webhookHeaderKey, hmacVerifier, type WebhookPreset } from '../src/http/webhook-presets.js';
+import { webhookHeaderKey, hmacVerifier, type WebhookPreset } from 'oncemq/http';
 
 // #region example
 // Acme sends its delivery id, the same on every retry, in `Acme-Delivery`, and signs
