@@ -2,6 +2,8 @@ import { ConfigError } from '../core/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
 import type { SqlDialect } from '../ledger/sql-dialect.js';
 import { sqlIdentifier } from '../ledger/sql-identifier.js';
+import { outboxSql } from './dialects/outbox-dialects.js';
+import type { OutboxSql, OutboxTables } from './dialects/outbox-sql.js';
 
 /** Longest outbox table name: the ordering-key table adds `_keys`, the NOTIFY channel a prefix. */
 export const MAX_OUTBOX_TABLE_LENGTH = 40;
@@ -32,8 +34,10 @@ export const DEFAULT_OUTBOX_CONFIG = Object.freeze({
 } as const);
 
 /** An outbox configuration, checked, with the quoted names its statements use. */
-export interface ResolvedOutboxConfig<Tx> {
+export interface ResolvedOutboxConfig<Tx> extends OutboxTables {
   readonly dialect: SqlDialect<Tx>;
+  /** What is written differently on this database. */
+  readonly sql: OutboxSql;
   readonly table: string;
   readonly schema: string | undefined;
   /** Quoted, schema-qualified outbox table. */
@@ -60,21 +64,19 @@ function dialectOf<Tx>(config: OutboxConfig<Tx>): SqlDialect<Tx> {
         : `ledger '${config.ledger.name}' has no SQL dialect: the outbox needs a SQL database (PostgreSQL, MySQL/MariaDB, SQLite)`,
     );
   }
-  if (!['postgres', 'mysql', 'sqlite'].includes(dialect.name)) {
-    throw new ConfigError('dialect', `unknown SQL dialect ${JSON.stringify(dialect.name)}`);
-  }
   return dialect;
 }
 
 /** Checks an outbox configuration at start-up: hostile or over-long names are refused, never escaped. */
 export function resolveOutboxConfig<Tx>(config: OutboxConfig<Tx>): ResolvedOutboxConfig<Tx> {
   const dialect = dialectOf(config);
+  const sql = outboxSql(dialect.name);
   const table = sqlIdentifier(config.table ?? DEFAULT_OUTBOX_CONFIG.table, 'table');
   if (table.length > MAX_OUTBOX_TABLE_LENGTH) {
     throw new ConfigError('table', `'${table}' is longer than ${MAX_OUTBOX_TABLE_LENGTH} characters`);
   }
   const schema = config.schema === undefined ? undefined : sqlIdentifier(config.schema, 'schema');
-  if (schema !== undefined && dialect.name !== 'postgres') {
+  if (schema !== undefined && !sql.schemas) {
     throw new ConfigError('schema', `schemas are PostgreSQL's; on ${dialect.name} name the table only`);
   }
   const q = (name: string): string => dialect.quote(name);
@@ -83,12 +85,13 @@ export function resolveOutboxConfig<Tx>(config: OutboxConfig<Tx>): ResolvedOutbo
   if (typeof notify !== 'boolean') throw new ConfigError('notify', 'must be true or false');
   return Object.freeze({
     dialect,
+    sql,
     table,
     schema,
     messages: qualify(table),
     keys: qualify(`${table}_keys`),
     // PostgreSQL and SQLite index names live in the table's schema; MySQL's belong to the table.
     index: (suffix: string) => q(`${table}_${suffix}`),
-    channel: dialect.name === 'postgres' && notify ? `oncemq_outbox_${table}` : undefined,
+    channel: sql.notifies && notify ? `oncemq_outbox_${table}` : undefined,
   });
 }

@@ -1,8 +1,9 @@
 import type { SqlValue } from '../ledger/sql-dialect.js';
+import { ROW_COLUMNS } from './dialects/outbox-sql.js';
 import type { ResolvedOutboxConfig } from './outbox-config.js';
 
-/** Columns of a pending row the relay publishes. */
-export const ROW_COLUMNS = 'id, message_id, topic, business_key, ordering_key, seq, headers, body, attempts';
+/** Rows deleted per cleanup statement. */
+export const CLEANUP_BATCH = 1000;
 
 /** The statements of the outbox, written once per database from its resolved names. */
 export interface OutboxStatements {
@@ -22,6 +23,8 @@ export interface OutboxStatements {
   /** Locks the candidates still free, skipping rows another relay is claiming. */
   readonly lock: (count: number) => string;
   readonly lease: (count: number) => string;
+  /** Whether the claim reads the candidates with a plain `SELECT` first (SQLite: an idle relay takes no write lock). */
+  readonly readBeforeClaim: boolean;
   /**
    * The claim as one statement, `UPDATE … WHERE id IN (…) RETURNING` (`undefined` on MySQL, which has
    * no `UPDATE … RETURNING`): on PostgreSQL the inner `SELECT … FOR UPDATE SKIP LOCKED` locks the
@@ -41,17 +44,11 @@ export interface OutboxStatements {
 }
 
 export function outboxStatements(config: ResolvedOutboxConfig<unknown>): OutboxStatements {
-  const { dialect, messages, keys, channel } = config;
+  const { dialect, sql, messages, keys, channel } = config;
   const p = (n: number): string => dialect.placeholder(n);
   const list = (from: number, count: number): string =>
     Array.from({ length: count }, (_, i) => p(from + i)).join(', ');
-  const skipLocked = dialect.name === 'sqlite' ? '' : ' FOR UPDATE SKIP LOCKED';
   const free = (at: number): string => `(lease_until IS NULL OR lease_until < ${p(at)})`;
-  const nextSeq = {
-    postgres: `INSERT INTO ${keys} AS k (ordering_key, last_seq) VALUES (${p(1)}, 1) ON CONFLICT (ordering_key) DO UPDATE SET last_seq = k.last_seq + 1 RETURNING last_seq`,
-    mysql: `INSERT INTO ${keys} (ordering_key, last_seq) VALUES (?, 1) ON DUPLICATE KEY UPDATE last_seq = last_seq + 1`,
-    sqlite: `INSERT INTO ${keys} (ordering_key, last_seq) VALUES (?, 1) ON CONFLICT (ordering_key) DO UPDATE SET last_seq = last_seq + 1 RETURNING last_seq`,
-  }[dialect.name];
   const candidates = (count: number, ids = 0): string =>
     // Placeholders appear in the order of their values: `?` binds by position.
     `SELECT o.id FROM ${messages} o WHERE o.sent_at IS NULL AND o.available_at <= ${p(1)} ` +
@@ -59,50 +56,33 @@ export function outboxStatements(config: ResolvedOutboxConfig<unknown>): OutboxS
     `(SELECT 1 FROM ${messages} e WHERE e.ordering_key = o.ordering_key AND e.seq < o.seq AND e.sent_at IS NULL)) ` +
     (ids > 0 ? `AND o.message_id IN (${list(3, ids)}) ` : '') +
     `ORDER BY o.id LIMIT ${count}`;
+  const single = sql.claim;
   return {
     insert:
       `INSERT INTO ${messages} (message_id, topic, business_key, ordering_key, seq, headers, body, created_at, available_at, attempts) ` +
       `VALUES (${list(1, 9)}, 0)`,
-    nextSeq,
-    readSeq: dialect.name === 'mysql' ? `SELECT last_seq FROM ${keys} WHERE ordering_key = ?` : undefined,
+    nextSeq: sql.nextSeq(keys),
+    readSeq: sql.readSeq(keys),
     notify: channel === undefined ? undefined : `SELECT pg_notify(${p(1)}, '')`,
     probe: `SELECT id FROM ${messages} WHERE 1 = 0`,
     candidates,
     lock: (count) =>
-      `SELECT ${ROW_COLUMNS} FROM ${messages} WHERE sent_at IS NULL AND ${free(1)} AND id IN (${list(2, count)}) ORDER BY id${skipLocked}`,
+      `SELECT ${ROW_COLUMNS} FROM ${messages} WHERE sent_at IS NULL AND ${free(1)} AND id IN (${list(2, count)}) ORDER BY id${sql.skipLocked}`,
     lease: (count) =>
       `UPDATE ${messages} SET lease_owner = ${p(1)}, lease_until = ${p(2)}, attempts = attempts + 1 WHERE id IN (${list(3, count)})`,
-    claim: {
-      // The candidates are picked and locked once, in a materialized CTE: as a subquery of `IN`, the
-      // planner may run their `LIMIT` scan again for every pending row (a claim over 4,000 pending rows
-      // took a second). A row another relay leased meanwhile fails the re-checked `WHERE` and is skipped.
-      postgres: (count: number, ids = 0) =>
-        `WITH picked AS MATERIALIZED (${candidates(count, ids)} FOR UPDATE OF o SKIP LOCKED) ` +
-        `UPDATE ${messages} AS u SET lease_owner = ${p(3 + ids)}, lease_until = ${p(4 + ids)}, attempts = u.attempts + 1 ` +
-        `FROM picked WHERE u.id = picked.id RETURNING ${ROW_COLUMNS.split(', ')
-          .map((column) => `u.${column}`)
-          .join(', ')}`,
-      mysql: undefined,
-      sqlite: (count: number, ids = 0) =>
-        `UPDATE ${messages} SET lease_owner = ?, lease_until = ?, attempts = attempts + 1 ` +
-        `WHERE id IN (${candidates(count, ids)}) RETURNING ${ROW_COLUMNS}`,
-    }[dialect.name],
+    readBeforeClaim: sql.readBeforeClaim,
+    claim:
+      single === undefined
+        ? undefined
+        : (count: number, ids = 0) => single.sql(config, candidates(count, ids), ids),
     claimValues: (owner, leaseUntil, now, ids) =>
-      dialect.name === 'postgres'
-        ? [now, now, ...ids, owner, leaseUntil]
-        : [owner, leaseUntil, now, now, ...ids],
+      single === undefined ? [] : single.values(owner, leaseUntil, now, ids),
     markSent: (count) =>
       `UPDATE ${messages} SET sent_at = ${p(1)}, lease_owner = NULL, lease_until = NULL, last_error = NULL ` +
       `WHERE lease_owner = ${p(2)} AND id IN (${list(3, count)})`,
     release:
       `UPDATE ${messages} SET lease_owner = NULL, lease_until = NULL, available_at = ${p(1)}, last_error = ${p(2)} ` +
       `WHERE id = ${p(3)} AND lease_owner = ${p(4)}`,
-    cleanup:
-      dialect.name === 'mysql'
-        ? `DELETE FROM ${messages} WHERE sent_at < ? LIMIT 1000`
-        : `DELETE FROM ${messages} WHERE id IN (SELECT id FROM ${messages} WHERE sent_at < ${p(1)} ORDER BY id LIMIT 1000)`,
+    cleanup: sql.cleanup(messages, CLEANUP_BATCH),
   };
 }
-
-/** Rows deleted per cleanup statement. */
-export const CLEANUP_BATCH = 1000;

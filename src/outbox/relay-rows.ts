@@ -81,9 +81,8 @@ export function claimRows<Tx>(
   const ids = claim.ids ?? [];
   const single = statements.claim;
   if (single !== undefined) {
-    const sqlite = dialect.name === 'sqlite';
     return session.transaction(async (tx) => {
-      if (sqlite) {
+      if (statements.readBeforeClaim) {
         // A plain read first: an idle SQLite relay never asks for the file's write lock.
         const found = await dialect.query(tx, statements.candidates(1, ids.length), [
           claim.now,
