@@ -38,6 +38,21 @@ export interface BenchResult {
    * read from /proc in 10 ms ticks over whole drains.
    */
   readonly mainThreadCpuMicrosPerMessage?: number;
+  /**
+   * The `pipeline` suite: CPU time per message in nanoseconds (the median of the repetitions), with
+   * the smallest and largest repetition beside it.
+   */
+  readonly cpuNanosPerMessage?: number;
+  readonly cpuNanosSpread?: readonly [number, number];
+  /**
+   * The `pipeline` suite: bytes allocated per message (the used heap's growth over a window in which
+   * no garbage collection ran, median of the repetitions), with the smallest and largest beside it.
+   */
+  readonly bytesPerMessage?: number;
+  readonly bytesSpread?: readonly [number, number];
+  /** The machine's 1-minute load average when the row was measured, and its core count. */
+  readonly loadAverage?: number;
+  readonly cores?: number;
   readonly otherThreadsCpuMicrosPerMessage?: number;
   /**
    * Drains, on Linux: the CPU the machine's other processes used while this row consumed, per
