@@ -3,13 +3,14 @@
 // npm run brokers -- rocketmq-topic NAME... [--type NORMAL|FIFO|DELAY|TRANSACTION] [--queues N]
 // npm run brokers -- rocketmq-group NAME... [--orderly] [--retries N]
 //
-// Real Kafka and RocketMQ brokers on loopback for the tests, CI and users: Maven copies their jars into a
+// Real Kafka and RocketMQ brokers, and ElasticMQ (an SQS-compatible server), on loopback for the tests, CI and users: Maven copies their jars into a
 // cache outside the repository (fetch), the brokers run with small heaps on scratch data until stopped.
 // See docs/brokers.md.
 import console from 'node:console';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import process from 'node:process';
+import { elasticmq } from './lib/elasticmq.js';
 import { kafka } from './lib/kafka.js';
 import { brokerLayout, configurationDigest } from './lib/layout.js';
 import {
@@ -24,7 +25,7 @@ import { fetched, fetchJars } from './lib/maven.js';
 import { rocketmq } from './lib/rocketmq.js';
 import { createGroup, createTopic } from './lib/rocketmq-admin.js';
 
-const BROKERS = { kafka, rocketmq };
+const BROKERS = { kafka, rocketmq, elasticmq };
 const COMMANDS = ['fetch', 'start', 'stop', 'status'];
 const USAGE = [
   `usage: npm run brokers -- ${COMMANDS.join('|')} [${Object.keys(BROKERS).join('|')} ...] [--json]`,
