@@ -215,7 +215,7 @@ export class DeliveryRunner<Tx, T> {
    */
   async transactional(delivery: Readable<T>, started: number): Promise<Outcome> {
     const { ledger, retry } = this.config;
-    const stop = this.keepAlive([delivery.envelope]);
+    const stop = delivery.envelope.keepAlive === undefined ? undefined : this.keepAlive([delivery.envelope]);
     try {
       for (let run = 0; ; run++) {
         let value: unknown;

@@ -169,9 +169,15 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     const started = performance.now();
     const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
     if (!delivery.ok) return this.#unreadable(delivery, started);
-    const unavailable = await this.#ready$([delivery], started);
-    if (unavailable?.[0] !== undefined) return unavailable[0];
-    return this.#one(delivery, started);
+    if (!this.#ready) {
+      const unavailable = await this.#ready$([delivery], started);
+      if (unavailable?.[0] !== undefined) return unavailable[0];
+    }
+    const outcome =
+      this.mode === 'transactional'
+        ? await this.#runner.transactional(delivery, started)
+        : await this.#runner.leased(delivery, started);
+    return this.#recorder.record(outcome, delivery.trace);
   }
 
   async processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]> {
@@ -192,7 +198,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
       }
     }
     if (readable.length > 0) {
-      const unavailable = await this.#ready$(readable, started);
+      const unavailable = this.#ready ? undefined : await this.#ready$(readable, started);
       if (unavailable !== undefined) {
         let next = 0;
         return outcomes.map((outcome) => outcome ?? (unavailable[next++] as Outcome));

@@ -8,15 +8,16 @@ import type { BatchWork, TransactionWork } from './ledger.js';
  * those errors on unchanged and wraps only the ledger's own failures.
  */
 export class WorkFailures {
-  readonly #thrown: unknown[] = [];
+  /** Made at the first error: most work throws nothing. */
+  #thrown: unknown[] | undefined;
 
   note(error: unknown): unknown {
-    this.#thrown.push(error);
+    (this.#thrown ??= []).push(error);
     return error;
   }
 
   has(error: unknown): boolean {
-    return this.#thrown.includes(error);
+    return this.#thrown?.includes(error) === true;
   }
 }
 
