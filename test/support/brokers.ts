@@ -15,7 +15,7 @@ export const ROCKETMQ_SERVICE = {
   defaultUrl: 'rocketmq://127.0.0.1:8081',
 } as const;
 
-export type BrokerName = 'kafka' | 'rocketmq';
+export type BrokerName = 'kafka' | 'rocketmq' | 'elasticmq';
 
 /** One broker as `npm run brokers -- status --json` reports it. */
 export interface BrokerStatus {
