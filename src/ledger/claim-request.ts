@@ -15,7 +15,7 @@ import type { ClaimRequest } from './ledger.js';
  * | broker id   | 1024 UTF-8 bytes, no NUL, well-formed     | stored as `sha256:<hex>`         |
  * | topic       | 1024 UTF-8 bytes, no NUL, well-formed     | stored as `sha256:<hex>`         |
  * | fingerprint | 128 printable ASCII characters            | stored as `sha256:<hex>`         |
- * | owner       | 64 ASCII characters (a UUID is 36)        | (made by the ledger)             |
+ * | owner       | 64 ASCII characters (oncemq: at most 48)  | (made by the ledger)             |
  * | remark      | 2000 UTF-16 code units                    | cut; NUL and lone surrogates → U+FFFD |
  * | result      | 1 MiB of UTF-8, no NUL, well-formed       | PermanentError('unstorable-result') |
  */
@@ -26,7 +26,7 @@ export const MAX_LEDGER_KEY_BYTES = 255;
 export const MAX_METADATA_BYTES = 1024;
 /** Longest payload fingerprint stored as it is (MySQL `VARCHAR(128)` ASCII); longer ones are stored as a digest. */
 export const MAX_FINGERPRINT_LENGTH = 128;
-/** Longest owner token a backend may make (MySQL `VARCHAR(64)` ASCII); oncemq's are UUIDs. */
+/** Longest owner token a backend may make (MySQL `VARCHAR(64)` ASCII); oncemq makes `<uuid>.<counter>` tokens (owner-token.ts). */
 export const MAX_OWNER_LENGTH = 64;
 /** Longest remark stored, in UTF-16 code units; error texts beyond it are cut (the cause stays in the logs). */
 export const MAX_REMARK_LENGTH = 2000;

@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import { LedgerUnavailableError } from '../core/errors.js';
 import { decideExisting } from './claim-decision.js';
 import type { Claim, ClaimRequest, ClaimResult, LedgerRecord } from './ledger.js';
+import { ownerToken } from './owner-token.js';
 
 /** What the SQLite and MySQL ledgers bind to a `?` placeholder of a claim statement. */
 export type ClaimValue = string | number | null;
@@ -13,7 +13,7 @@ export type ClaimValue = string | number | null;
  * another round when the row changed under it.
  */
 export class ClaimRound {
-  readonly owner = randomUUID();
+  readonly owner = ownerToken();
   readonly leaseUntil: number;
   /** What the row stores as its lease: a transactional claim commits as SUCCESS, without one. */
   readonly storedLease: number | null;

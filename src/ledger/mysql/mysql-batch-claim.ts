@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { answerTwins, rowIdentity, twinsOf, wonClaims, type BatchPlan } from '../batch-claim.js';
 import { decideExisting } from '../claim-decision.js';
 import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
@@ -6,6 +5,7 @@ import { columnText, type LedgerRow } from '../ledger-row.js';
 import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
 import { claimOnMysql, mysqlRecord } from './mysql-claim.js';
 import type { MysqlStatements } from './mysql-schema.js';
+import { ownerToken } from '../owner-token.js';
 
 /**
  * Reads the rows of `requests` by `(group, key)`. Every one of them is locked by this transaction
@@ -62,7 +62,7 @@ export async function claimBatchOnMysql(
   const now = clock();
   const picked = distinct.map((index) => requests[index] as ClaimRequest);
   // The rows a batch inserts are claimed by one transaction, which is their one owner.
-  const owner = randomUUID();
+  const owner = ownerToken();
   const values: MysqlValue[] = picked.flatMap((r) => [
     r.group,
     r.key,

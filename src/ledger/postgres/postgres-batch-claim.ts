@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { answerTwins, planBatch, twinsOf, wonClaims, type BatchPlan } from '../batch-claim.js';
 import { decideExisting } from '../claim-decision.js';
 import type { BatchWork, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
@@ -6,6 +5,7 @@ import type { LedgerRow } from '../ledger-row.js';
 import { pgRecord } from './postgres-claim.js';
 import { pgExecute, pgQuery, pgTextArray, type PgClientLike } from './postgres-client.js';
 import type { PgStatements } from './postgres-ledger-sql.js';
+import { ownerToken } from '../owner-token.js';
 
 /** What a batch claim needs from its ledger. */
 export interface PgBatchContext {
@@ -62,7 +62,7 @@ async function claimBatch(
     topics.push(r.topic);
   }
   // The rows a batch inserts are claimed by one transaction, which is their one owner.
-  const owner = randomUUID();
+  const owner = ownerToken();
   if (context.lockMany) await context.lockMany(client, picked);
   const inserted = await pgQuery<{ consumer_group: string; msg_key: string }>(
     client,

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { CLAIM_RACE_ATTEMPTS, decideExisting } from '../claim-decision.js';
 import { lostEveryRound } from '../claim-round.js';
 import type { ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
@@ -6,6 +5,7 @@ import { rowToRecord, TIMESTAMPTZ_COLUMNS, type LedgerRow } from '../ledger-row.
 import { pgExecute, pgQuery, type PgClientLike } from './postgres-client.js';
 import type { PgStatements } from './postgres-ledger-sql.js';
 import { keyLockText } from './postgres-partitions.js';
+import { ownerToken } from '../owner-token.js';
 
 /** What a single-key claim needs from its ledger. */
 export interface PgClaimContext {
@@ -39,7 +39,7 @@ export async function pgClaimOne(
   let record: LedgerRecord | undefined;
   for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
     const now = context.clock();
-    const owner = randomUUID();
+    const owner = ownerToken();
     const leaseUntil = new Date(now + request.leaseMs);
     const storedLease = status === 'PROCESSING' ? leaseUntil : null;
     const claim = { group: request.group, key: request.key, owner, leaseUntil };

@@ -9,6 +9,7 @@ import { batchingOptions, perKey, RedisBatcher } from './redis-batch.js';
 import { CallDeadlines, replyText, type RedisLike } from './redis-like.js';
 import { decodeRecord, encodeRecord, redisKey, type StoredRecord } from './redis-record.js';
 import { REDIS_SCRIPTS, type RedisScript } from './redis-scripts.js';
+import { ownerToken } from '../owner-token.js';
 
 /** What the Redis backend is built from: the ledger's configuration, checked. */
 export interface RedisBackendSettings {
@@ -192,7 +193,7 @@ export class RedisBackend implements LedgerBackend<never>, LeasedClaims {
     let record: LedgerRecord | undefined;
     for (let round = 0; round < CLAIM_RACE_ATTEMPTS; round++) {
       const now = this.#clock();
-      const owner = randomUUID();
+      const owner = ownerToken();
       const leaseUntil = now + request.leaseMs;
       const fresh: StoredRecord = {
         s: 'PROCESSING',
