@@ -154,14 +154,28 @@ export class RuntimeLedger<Tx = unknown> implements Ledger<Tx> {
    * Runs one operation: refused after close, opened first, stray driver errors wrapped (errors the
    * caller's work threw pass as they are).
    */
-  async #use<T>(what: string, call: () => Promise<T>, work?: WorkFailures): Promise<T> {
-    if (this.#closing !== undefined) throw this.#closed();
-    if (!this.#ready) await this.init();
+  #use<T>(what: string, call: () => Promise<T>, work?: WorkFailures): Promise<T> {
+    if (this.#closing !== undefined) return Promise.reject(this.#closed());
+    if (!this.#ready) return this.init().then(() => this.#use(what, call, work));
+    // Once open, no async frame of its own (one per claim and completion): one rejection handler.
+    let pending: Promise<T>;
     try {
-      return await call();
+      pending = call();
     } catch (error) {
-      throw work?.has(error) === true ? error : runtimeFailure(error, this.name, what);
+      return this.#thrown(error, what, work);
     }
+    return pending.catch((error: unknown) => {
+      throw this.#failure(error, what, work);
+    });
+  }
+
+  // eslint-disable-next-line @typescript-eslint/require-await -- a throw that becomes a rejection
+  async #thrown(error: unknown, what: string, work: WorkFailures | undefined): Promise<never> {
+    throw this.#failure(error, what, work);
+  }
+
+  #failure(error: unknown, what: string, work: WorkFailures | undefined): unknown {
+    return work?.has(error) === true ? error : runtimeFailure(error, this.name, what);
   }
 
   /**
