@@ -58,11 +58,11 @@ export const suite: Suite = {
         inTransaction(async (conn) => {
           const now = Date.now();
           const owner = `${tag}-${n}`;
-          const keys = sql.batchKeys(tag, n);
+          const { keys, brokerIds } = sql.decodeBatch(sql.batchEnvelopes(tag, n));
           await conn.query(
             `INSERT INTO ${rawTable} (consumer_group, msg_key, status, owner, attempt, broker_id, topic, created_at, updated_at) VALUES ?
              ON DUPLICATE KEY UPDATE attempt = attempt`,
-            [keys.map((k) => ['points', k, 'SUCCESS', owner, 1, k, 'payments', now, now])],
+            [keys.map((k, i) => ['points', k, 'SUCCESS', owner, 1, brokerIds[i] ?? k, 'payments', now, now])],
           );
           const [found] = await conn.query<mysql.RowDataPacket[]>(
             `SELECT owner FROM ${rawTable} WHERE (consumer_group, msg_key) IN (?) FOR UPDATE`,

@@ -39,7 +39,7 @@ export const suite: Suite = {
       const rawInsert = `INSERT INTO "${schema}".raw_ledger (consumer_group, msg_key, status, fingerprint, owner, attempt, broker_id, topic, created_at, updated_at)
         VALUES ($1, $2, 'SUCCESS', $3, $4, 1, $5, $6, $7, $7) ON CONFLICT (consumer_group, msg_key) DO NOTHING RETURNING 1`;
       const rawBatchInsert = `INSERT INTO "${schema}".raw_ledger (consumer_group, msg_key, status, fingerprint, owner, attempt, broker_id, topic, created_at, updated_at)
-        SELECT 'points', k, 'SUCCESS', NULL, NULL, 1, k, 'payments', $2, $2 FROM unnest($1::text[]) AS k
+        SELECT 'points', k, 'SUCCESS', NULL, NULL, 1, b, 'payments', $3, $3 FROM unnest($1::text[], $2::text[]) AS t (k, b)
         ON CONFLICT (consumer_group, msg_key) DO NOTHING RETURNING msg_key`;
 
       const inTransaction = sql.transactionRunner(() => pool.connect());
@@ -61,7 +61,8 @@ export const suite: Suite = {
       };
       const rawBatch = (tag: string, n: number): Promise<void> =>
         inTransaction(async (client) => {
-          const { rows } = await client.query(rawBatchInsert, [sql.batchKeys(tag, n), new Date()]);
+          const { keys, brokerIds } = sql.decodeBatch(sql.batchEnvelopes(tag, n));
+          const { rows } = await client.query(rawBatchInsert, [keys, brokerIds, new Date()]);
           if (rows.length > 0) await client.query(creditMany, [sql.userOf(n), rows.length]);
         });
       const credit = (tx: PgClientLike, userId: string): Promise<unknown> => tx.query(update, [userId]);

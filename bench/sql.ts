@@ -54,9 +54,24 @@ export function decode(delivered: Envelope): Payment {
   return JSON.parse(decoder.decode(delivered.body)) as Payment;
 }
 
-/** The keys of batch `n`: `<tag>-<n>-<i>`. */
-export function batchKeys(tag: string, n: number): string[] {
-  return Array.from({ length: BATCH }, (_, i) => `${tag}-${n}-${i}`);
+/** The deliveries of batch `n` as a transport hands them: every one credits `userOf(n)`. */
+export function batchEnvelopes(tag: string, n: number): Envelope[] {
+  return Array.from({ length: BATCH }, (_, i) => batchEnvelope(tag, n, i));
+}
+
+/**
+ * What a consumer written by hand reads from a batch: each delivery decoded, its event id (the key)
+ * and broker id. The raw batch rows do this work, as the pipeline must, so that the comparison is of
+ * the same work.
+ */
+export function decodeBatch(delivered: readonly Envelope[]): { keys: string[]; brokerIds: string[] } {
+  const keys: string[] = [];
+  const brokerIds: string[] = [];
+  for (const one of delivered) {
+    keys.push(decode(one).eventId);
+    brokerIds.push(one.brokerId);
+  }
+  return { keys, brokerIds };
 }
 
 /** The example's pipeline: group `points`, keyed by the event id, the handler credits the payment. */
@@ -133,8 +148,7 @@ export function processBatchHandlerCase(pipeline: Pipeline): SqlCase {
     perOp: BATCH,
     baseline: 'raw:batch',
     op: async (tag, n) => {
-      const batch = Array.from({ length: BATCH }, (_, i) => batchEnvelope(tag, n, i));
-      (await pipeline.processBatch(batch)).forEach(executed);
+      (await pipeline.processBatch(batchEnvelopes(tag, n))).forEach(executed);
     },
   };
 }
@@ -149,11 +163,12 @@ export function transactionManyCase<Tx>(
     perOp: BATCH,
     baseline: 'raw:batch',
     op: (tag, n) => {
-      const requests = batchKeys(tag, n).map((key): ClaimRequest => ({
+      const { keys, brokerIds } = decodeBatch(batchEnvelopes(tag, n));
+      const requests = keys.map((key, i): ClaimRequest => ({
         group: 'points',
         key,
         fingerprint: null,
-        brokerId: key,
+        brokerId: brokerIds[i] ?? key,
         topic: 'payments',
         leaseMs: 30_000,
       }));
