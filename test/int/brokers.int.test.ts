@@ -99,7 +99,8 @@ describe.skipIf(!local || !kafka.available || !rocketmq.available)('npm run brok
     expect(running).toEqual(expect.arrayContaining(['kafka', 'rocketmq']));
     const started = await brokersCommand(['start']);
     expect(started.code).toBe(0);
-    for (const name of running) expect(started.stdout).toMatch(new RegExp(`^${name} \\S+ already runs`, 'm'));
+    for (const name of running)
+      expect(started.stdout).toMatch(new RegExp(`^brokers: ${name} \\S+ already runs`, 'm'));
     expect(started.stdout.match(/already runs/g)).toHaveLength(running.length);
     const after = await brokerStatus();
     for (const name of running) {
