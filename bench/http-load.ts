@@ -29,6 +29,8 @@ export interface HttpLoadOptions {
   readonly peers: readonly HttpPeer[];
   /** Every key sent starts with it (the peers' Redis keys are the keys themselves). */
   readonly keyPrefix: string;
+  /** Only these rows (by name); all when absent. */
+  readonly rows?: readonly string[];
 }
 
 type Phase = 'new' | 'replay';
@@ -277,7 +279,10 @@ function toResult(
   const seconds = slices.reduce((sum, s) => sum + s.seconds, 0);
   const rate = (s: readonly Slice[]): number =>
     s.reduce((sum, x) => sum + x.ok, 0) / s.reduce((sum, x) => sum + x.seconds, 0);
-  const ratios = row.name === RAW_ROW ? undefined : slices.map((s, i) => rate([s]) / rate([raw[i] ?? s]));
+  const ratios =
+    row.name === RAW_ROW || raw.length === 0
+      ? undefined
+      : slices.map((s, i) => rate([s]) / rate([raw[i] ?? s]));
   const others: Record<string, number> = {};
   for (const slice of slices) {
     for (const [name, micros] of slice.others) others[name] = (others[name] ?? 0) + micros;
@@ -315,7 +320,8 @@ function toResult(
  * write nothing, every answer 2xx); a failed check throws.
  */
 export async function measureHttp(options: HttpLoadOptions): Promise<BenchResult[]> {
-  const rows = httpRows(options.peers);
+  const all = httpRows(options.peers);
+  const rows = options.rows === undefined ? all : all.filter((row) => options.rows?.includes(row.name));
   const load = new HttpLoad(options);
   if (options.warmupSeconds > 0) {
     for (const row of rows) await load.slice(row, options.warmupSeconds);
@@ -327,6 +333,9 @@ export async function measureHttp(options: HttpLoadOptions): Promise<BenchResult
     if (round % 2 === 1) order.reverse();
     for (const [i, row] of order) slices[i]?.push(await load.slice(row, sliceSeconds));
   }
-  const raw = slices[0] ?? [];
+  const raw = slices[rows.findIndex((row) => row.name === RAW_ROW)] ?? [];
   return rows.map((row, i) => toResult(row, slices[i] ?? [], raw, options.connections));
 }
+
+/** The names of the rows `measureHttp` runs with these peers, in order. */
+export const httpRowNames = (peers: readonly HttpPeer[]): string[] => httpRows(peers).map((row) => row.name);

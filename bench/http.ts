@@ -5,7 +5,7 @@
  * (`peer:*`), measured by autocannon side by side. docs/bench.md#http.
  *
  *   npm run bench -- http [--json] [--seconds N] [--flag connections=16] [--flag rounds=3]
- *     [--flag warmup=2] [--flag peers=express-idempotency,node-idempotency|none] [--flag server=child|in-process]
+ *     [--flag warmup=2] [--flag peers=express-idempotency,node-idempotency|none] [--flag rows=NAME,…] [--flag server=child|in-process]
  *
  * ONCEMQ_POSTGRES_URL and ONCEMQ_REDIS_URL, else the loopback defaults.
  */
@@ -16,7 +16,7 @@ import pg from 'pg';
 import { resolveServiceUrl } from '../src/cli/connection.js';
 import { listFlag, wholeFlag } from './flags.js';
 import type { Suite } from './harness.js';
-import { measureHttp } from './http-load.js';
+import { httpRowNames, measureHttp } from './http-load.js';
 import {
   HTTP_PEERS,
   httpBenchTables,
@@ -95,6 +95,9 @@ export const suite: Suite = {
         warmupSeconds,
         peers: server.peers,
         keyPrefix: options.redisPrefix,
+        ...(flags.rows === undefined
+          ? {}
+          : { rows: listFlag(flags, 'rows', httpRowNames(server.peers), httpRowNames(server.peers)) }),
       });
     } finally {
       await server?.close();
