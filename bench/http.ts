@@ -6,6 +6,7 @@
  *
  *   npm run bench -- http [--json] [--seconds N] [--flag connections=16] [--flag rounds=3]
  *     [--flag warmup=2] [--flag peers=express-idempotency,node-idempotency|none] [--flag rows=NAME,…] [--flag server=child|in-process]
+ *     [--flag profile=DIR]  (a V8 CPU profile of the server process, written to DIR when it stops)
  *
  * ONCEMQ_POSTGRES_URL and ONCEMQ_REDIS_URL, else the loopback defaults.
  */
@@ -33,9 +34,13 @@ type Started = Pick<HttpBenchServer, 'url' | 'peers' | 'skipped'>;
  * The server in a process of its own (the default), so that the load generator's CPU is not the
  * server's: its `close` stops it with SIGTERM and waits for it to exit.
  */
-async function serverProcess(options: HttpBenchServerOptions): Promise<HttpBenchServer> {
+async function serverProcess(
+  options: HttpBenchServerOptions,
+  profileDir: string | undefined,
+): Promise<HttpBenchServer> {
   const child = fork(fileURLToPath(new URL('./http-server.js', import.meta.url)), [JSON.stringify(options)], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`],
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   const started = await Promise.race([
@@ -81,7 +86,10 @@ export const suite: Suite = {
         peers,
         redisPrefix: `oncemq-bench-http-${tag}`,
       };
-      server = where === 'in-process' ? await startHttpBenchServer(options) : await serverProcess(options);
+      server =
+        where === 'in-process'
+          ? await startHttpBenchServer(options)
+          : await serverProcess(options, flags.profile);
       for (const [peer, reason] of Object.entries(server.skipped)) {
         console.error(`http: peer ${peer} left out: ${reason}`);
       }
