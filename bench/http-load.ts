@@ -124,12 +124,15 @@ interface Slice {
   readonly p99: number;
   /** CPU of the server process over the slice, in microseconds. */
   readonly serverCpu: number;
+  /** Statements the server sent to PostgreSQL over the slice. */
+  readonly statements: number;
   readonly others: ReadonlyMap<string, number>;
 }
 
 interface ServerState {
   readonly inFlight: number;
   readonly cpu: NodeJS.CpuUsage;
+  readonly statements: number;
 }
 
 const turn = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -256,6 +259,7 @@ class HttpLoad {
       p50: result.latency.p50,
       p99: result.latency.p99,
       serverCpu,
+      statements: after.statements - state.statements,
       others: watched,
     };
   }
@@ -305,6 +309,7 @@ function toResult(
           ratios: ratios.map((r) => Number(r.toFixed(3))),
         }),
     cpuMicrosPerMessage: Number((slices.reduce((sum, s) => sum + s.serverCpu, 0) / ok).toFixed(1)),
+    statementsPerMessage: Number((slices.reduce((sum, s) => sum + s.statements, 0) / ok).toFixed(2)),
     otherProcessesCpuMicrosPerMessage: Object.fromEntries(
       Object.entries(others).map(([name, micros]) => [name, Number((micros / ok).toFixed(1))]),
     ),

@@ -10,8 +10,9 @@
  *   POST /peer/express-idempotency/orders       express-idempotency with its Redis adapter
  *   POST /peer/node-idempotency/orders          @node-idempotency/core with its Redis storage adapter
  *
- * `GET /bench/state` answers the requests in flight and the process's CPU time, so the load generator
- * (another process) can wait for the server to be idle before it counts rows, and charge CPU to a row.
+ * `GET /bench/state` answers the requests in flight, the process's CPU time and the statements sent to
+ * PostgreSQL so far, so the load generator (another process) can wait for the server to be idle before
+ * it counts rows, and charge CPU and statements to a row.
  * Started by bench/http.ts as a child process (argv[2]: the options as JSON; it sends `{ url }` over IPC
  * once listening and stops on SIGTERM), or in process by the test through {@link startHttpBenchServer}.
  */
@@ -173,6 +174,15 @@ async function deletePeerKeys(redisUrl: string, prefix: string): Promise<void> {
 export async function startHttpBenchServer(options: HttpBenchServerOptions): Promise<HttpBenchServer> {
   const { schema } = options;
   const pool = new pg.Pool({ connectionString: options.postgresUrl, max: options.connections });
+  // Every statement sent to PostgreSQL, counted on each client of the pool: the round trips a row costs.
+  let statements = 0;
+  pool.on('connect', (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      statements++;
+      return query(...args);
+    };
+  });
   const closers: (() => Promise<void>)[] = [];
   const skipped: Record<string, string> = {};
   const peers: HttpPeer[] = [];
@@ -196,7 +206,7 @@ export async function startHttpBenchServer(options: HttpBenchServerOptions): Pro
       next();
     });
     app.get('/bench/state', (_req, res) => {
-      res.json({ inFlight: inFlight - 1, cpu: process.cpuUsage() });
+      res.json({ inFlight: inFlight - 1, cpu: process.cpuUsage(), statements });
     });
 
     app.post('/raw/orders', express.json(), async (req, res) => {
