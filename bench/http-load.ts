@@ -4,7 +4,7 @@
  */
 import { availableParallelism, loadavg } from 'node:os';
 import autocannon from 'autocannon';
-import type { BenchResult } from './harness.js';
+import { median, type BenchResult } from './harness.js';
 import { ORDER_TABLES, type HttpPeer } from './http-server.js';
 import { cpuBetween, cpuSnapshot } from './proc-cpu.js';
 
@@ -264,14 +264,6 @@ class HttpLoad {
     };
   }
 }
-
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[middle] ?? 0)
-    : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
-};
 
 function toResult(
   row: HttpRow,
