@@ -65,6 +65,11 @@ export interface BenchResult {
    * the group, the first fetch): part of the consuming time `messagesPerSecond` counts.
    */
   readonly firstEffectMs?: number;
+  /**
+   * The `http` suite: statements the server sent to PostgreSQL per answered request (the round trips
+   * of the row's route; requests left unanswered when a slice stopped count too, so a little high).
+   */
+  readonly statementsPerMessage?: number;
   /** Drains: the process's largest resident set size while this row consumed, in MiB. */
   readonly peakRssMb?: number;
   /** Drains: the largest growth of the resident set during one of this row's drains, in MiB. */
@@ -121,6 +126,15 @@ export interface Contender {
   /** See {@link BenchResult.peer}. */
   readonly peer?: string;
   op(sequence: number): unknown;
+}
+
+/** The median of `values` (the mean of the middle two for an even count); 0 for none. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[middle] ?? 0)
+    : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -300,6 +314,7 @@ function drainCells(r: BenchResult): string {
   if (r.ratios !== undefined && r.ratios.length > 0)
     parts.push(`each ${r.ratios.map((x) => `${(x * 100).toFixed(0)}%`).join(' ')}`);
   if (r.cpuMicrosPerMessage !== undefined) parts.push(`cpu ${r.cpuMicrosPerMessage} µs/msg`);
+  if (r.statementsPerMessage !== undefined) parts.push(`${r.statementsPerMessage} statements/msg`);
   if (r.mainThreadCpuMicrosPerMessage !== undefined)
     parts.push(`main ${r.mainThreadCpuMicrosPerMessage} + threads ${r.otherThreadsCpuMicrosPerMessage ?? 0}`);
   const others = Object.entries(r.otherProcessesCpuMicrosPerMessage ?? {}).slice(0, 3);

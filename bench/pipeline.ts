@@ -3,7 +3,7 @@ import { availableParallelism, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { wholeFlag } from './flags.js';
-import type { BenchResult, Suite } from './harness.js';
+import { median, type BenchResult, type Suite } from './harness.js';
 import type { PipelineRow, PipelineRunOptions } from './pipeline-run.js';
 
 /**
@@ -11,14 +11,6 @@ import type { PipelineRow, PipelineRunOptions } from './pipeline-run.js';
  * thousand messages allocates without a collection and the used heap's growth is what it allocated.
  */
 const CHILD_FLAGS = ['--expose-gc', '--min-semi-space-size=128', '--max-semi-space-size=128'];
-
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[middle] ?? 0)
-    : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
-};
 
 const spread = (values: readonly number[]): readonly [number, number] => [
   Math.round(Math.min(...values)),
