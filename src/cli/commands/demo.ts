@@ -9,6 +9,12 @@ import { demoSummary } from '../demo-summary.js';
 import { ordersSummary } from '../demo-orders-summary.js';
 import { progressReporter } from '../progress.js';
 
+/** The scenarios of `--scenario`. */
+const SCENARIOS: readonly string[] = ['payments', 'orders', 'webhooks'];
+
+/** Events of `--scenario webhooks` without `--events`. */
+const WEBHOOKS_EVENTS = 1000;
+
 const usage = `Usage: oncemq demo [options]
 
 Two scenarios (--scenario). payments (default): the payment-to-points scenario on the embedded
@@ -97,6 +103,9 @@ export const demoCommand: Command = {
     });
     const events = positiveOption(values.events, 'events', 10_000);
     const users = positiveOption(values.users, 'users', Math.max(1, Math.ceil(events / 10)));
+    // Webhooks go one HTTP request each: a shorter default run.
+    const webhookEvents = positiveOption(values.events, 'events', WEBHOOKS_EVENTS);
+    const webhookUsers = positiveOption(values.users, 'users', Math.max(1, Math.ceil(webhookEvents / 10)));
     const consumers = positiveOption(values.consumers, 'consumers', 4);
     if (!RUN_TRANSPORT_NAMES.includes(values.transport)) {
       throw new UsageError(
@@ -108,11 +117,20 @@ export const demoCommand: Command = {
         `--store '${values.store}' is not available in this build; use ${DEMO_STORES.join(', ')}`,
       );
     }
-    if (values.scenario !== 'payments' && values.scenario !== 'orders') {
-      throw new UsageError(`--scenario '${values.scenario}' is not a scenario; use payments or orders`);
+    if (!SCENARIOS.includes(values.scenario)) {
+      throw new UsageError(
+        `--scenario '${values.scenario}' is not a scenario; use payments, orders or webhooks`,
+      );
     }
     if (values.scenario === 'orders' && values.naive) {
-      throw new UsageError('--naive is for --scenario payments (the orders scenario needs the ledger)');
+      throw new UsageError(
+        '--naive is for --scenario payments or webhooks (the orders scenario needs the ledger)',
+      );
+    }
+    if (values.scenario === 'webhooks' && values.transport !== 'local') {
+      throw new UsageError(
+        '--transport is not for --scenario webhooks (its deliveries go over HTTP, not a broker)',
+      );
     }
     let faults;
     try {
@@ -154,6 +172,20 @@ export const demoCommand: Command = {
         progress.update(done, total);
       },
     };
+    if (values.scenario === 'webhooks') {
+      if (values.dashboard) throw new UsageError('--dashboard goes with the payments scenario');
+      const { runWebhooksDemo } = await import('../demo-webhooks-run.js');
+      const { webhooksSummary } = await import('../demo-webhooks-summary.js');
+      const webhooks = await runWebhooksDemo({ ...demoOptions, events: webhookEvents, users: webhookUsers });
+      progress.end();
+      if (values.json) {
+        const { doubleKeys, lostKeys, ...shown } = webhooks;
+        console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
+      } else {
+        console.log(webhooksSummary(webhooks));
+      }
+      return webhooks.ok ? 0 : 1;
+    }
     if (values.scenario === 'orders') {
       if (values.dashboard) throw new UsageError('--dashboard goes with the payments scenario');
       const { runOrdersDemo } = await import('../demo-orders-run.js');
