@@ -35,6 +35,11 @@ interface WebhooksJson {
 
 const postgres = await findPostgres();
 
+/** A run still going after this is killed and fails with its output (a run takes a few seconds). */
+const RUN_KILL_MS = 60_000;
+/** The test's own limit: past the kill, so that a hung run fails with what it printed. */
+const TEST_MS = 90_000;
+
 /** Every fault of the scenario at a rate that a run of 300 deliveries hits several times. */
 const FAULTS = [
   'producer-ack-loss=0.03',
@@ -49,7 +54,7 @@ async function webhooks(args: readonly string[]): Promise<{ code: number; result
   const run = await oncemq(
     ['demo', '--scenario', 'webhooks', '--events', '300', '--faults', FAULTS, '--json', ...args],
     {},
-    120_000,
+    RUN_KILL_MS,
   );
   expect(run.stderr).not.toMatch(/Error/);
   return { code: run.code, result: JSON.parse(run.stdout) as WebhooksJson };
@@ -92,27 +97,39 @@ function expectExactlyOnce(result: WebhooksJson): void {
 }
 
 describe('oncemq demo --scenario webhooks', () => {
-  it('applies every signed delivery once on SQLite through receiver kills, dropped answers, failed handlers and commits, and resends (exit 0)', async () => {
-    const { code, result } = await webhooks(['--seed', '2']);
-    expectExactlyOnce(result);
-    expect(result.store).toBe('sqlite');
-    expect(code).toBe(0);
-  });
+  it(
+    'applies every signed delivery once on SQLite through receiver kills, dropped answers, failed handlers and commits, and resends (exit 0)',
+    async () => {
+      const { code, result } = await webhooks(['--seed', '2']);
+      expectExactlyOnce(result);
+      expect(result.store).toBe('sqlite');
+      expect(code).toBe(0);
+    },
+    TEST_MS,
+  );
 
-  it.skipIf(!postgres.available)('does the same on PostgreSQL (exit 0)', async () => {
-    const { code, result } = await webhooks(['--seed', '2', '--store', 'postgres', '--url', postgres.url]);
-    expectExactlyOnce(result);
-    expect(result.store).toBe('postgres');
-    expect(code).toBe(0);
-  });
+  it.skipIf(!postgres.available)(
+    'does the same on PostgreSQL (exit 0)',
+    async () => {
+      const { code, result } = await webhooks(['--seed', '2', '--store', 'postgres', '--url', postgres.url]);
+      expectExactlyOnce(result);
+      expect(result.store).toBe('postgres');
+      expect(code).toBe(0);
+    },
+    TEST_MS,
+  );
 
-  it('shows double effects for naive receivers under the same faults (exit 1)', async () => {
-    const { code, result } = await webhooks(['--seed', '2', '--naive']);
-    expect(result.doubleEffects).toBeGreaterThan(0);
-    expect(result.doubleKeys.length).toBeGreaterThan(0);
-    expect(result).toMatchObject({ naive: true, ok: false, ledgerRows: null });
-    expect(code).toBe(1);
-  });
+  it(
+    'shows double effects for naive receivers under the same faults (exit 1)',
+    async () => {
+      const { code, result } = await webhooks(['--seed', '2', '--naive']);
+      expect(result.doubleEffects).toBeGreaterThan(0);
+      expect(result.doubleKeys.length).toBeGreaterThan(0);
+      expect(result).toMatchObject({ naive: true, ok: false, ledgerRows: null });
+      expect(code).toBe(1);
+    },
+    TEST_MS,
+  );
 
   it('prints the summary table, with progress lines on stderr', async () => {
     const run = await oncemq(['demo', '--scenario', 'webhooks', '--events', '60', '--faults', 'none']);
