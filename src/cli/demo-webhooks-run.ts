@@ -2,11 +2,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { DuplicateSource } from '../core/outcome.js';
 import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector, type FaultName } from '../testing/fault-injector.js';
-import { expectedPoints, type DemoOptions } from './demo-result.js';
-import { openDemoStore, type DemoStore } from './demo-store.js';
+import { expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';
+import { openRunStore, type DemoStore } from './demo-store.js';
 import { WebhookReceivers, WEBHOOKS_GROUP, type PaymentWebhook } from './demo-webhooks-receiver.js';
 import { WebhookSender, type SenderCounts, type WebhookDelivery } from './demo-webhooks-sender.js';
 
@@ -30,39 +29,41 @@ export const WEBHOOKS_FAULT_RATES: Readonly<Partial<Record<FaultName, number>>> 
   'crash-after-commit': 0.01,
 });
 
-/** The summary of `oncemq demo --scenario webhooks`. */
-export interface WebhooksResult {
+/**
+ * The summary of `oncemq demo --scenario webhooks`: the payments fields of the effects and the store,
+ * plus the sender's and the receivers' own.
+ */
+export type WebhooksResult = Pick<
+  DemoResult,
+  | 'events'
+  | 'users'
+  | 'deliveries'
+  | 'effects'
+  | 'duplicates'
+  | 'doubleEffects'
+  | 'lostEffects'
+  | 'usersWithWrongPoints'
+  | 'ledgerRows'
+  | 'cache'
+  | 'faults'
+  | 'seed'
+  | 'naive'
+  | 'ok'
+  | 'store'
+  | 'elapsedMs'
+  | 'doubleKeys'
+  | 'lostKeys'
+> & {
   scenario: 'webhooks';
-  events: number;
-  users: number;
+  /** Receivers (`--consumers`). */
   receivers: number;
-  /** Requests the receivers got (first deliveries, retries, resends). */
-  deliveries: number;
-  effects: number;
-  /** Copies the edge answered without running the handler (replays of the stored response), by source. */
-  duplicates: Record<DuplicateSource, number>;
-  doubleEffects: number;
-  lostEffects: number;
-  usersWithWrongPoints: number;
-  /** SUCCESS rows of the edge's group (null for --naive, which has no ledger). */
-  ledgerRows: number | null;
-  cache: { hits: number; misses: number; writes: number } | null;
-  /** Faults injected, by name ({@link WEBHOOKS_FAULTS}). */
-  faults: Partial<Record<FaultName, number>>;
   /** What the sender saw: requests, retries by cause, resends, deliveries given up. */
   sender: SenderCounts;
   /** Receivers killed after a commit and started again. */
   receiverRestarts: number;
-  seed: string;
-  naive: boolean;
-  ok: boolean;
-  store: string;
-  elapsedMs: number;
-  /** Requests the receivers answered per second. */
+  /** Requests the receivers got per second. */
   deliveriesPerSecond: number;
-  doubleKeys: readonly string[];
-  lostKeys: readonly string[];
-}
+};
 
 /** How long the run waits, after the sender is done, for requests a killed receiver still runs. */
 const SETTLE_MS = 10_000;
@@ -84,13 +85,9 @@ export async function runWebhooksDemo(options: DemoOptions): Promise<WebhooksRes
   let store: DemoStore | undefined;
   let receivers: WebhookReceivers | undefined;
   try {
-    store = await openDemoStore(options.store, {
-      dir,
-      connections: options.consumers + 2,
-      ...(options.url === undefined ? {} : { url: options.url }),
-    });
-    const users = Array.from({ length: options.users }, (_, index) => `user-${index}`);
-    await store.setup(users);
+    const runStore = await openRunStore(options, dir, options.consumers + 2);
+    store = runStore.store;
+    const users = runStore.users;
     const checker = new EffectChecker();
     receivers = new WebhookReceivers(options.consumers, store, injector, checker, options.naive);
     await receivers.start();

@@ -1,5 +1,5 @@
 import type { WebhooksResult } from './demo-webhooks-run.js';
-import { keyLines, line, pairs } from './demo-summary.js';
+import { keyLines, line, pairs, storeLines } from './demo-summary.js';
 
 /** The summary table of `oncemq demo --scenario webhooks`, as printed without `--json`. */
 export function webhooksSummary(result: WebhooksResult): string {
@@ -27,13 +27,8 @@ export function webhooksSummary(result: WebhooksResult): string {
     line('lost effects', String(result.lostEffects)),
     line('users with wrong points', String(result.usersWithWrongPoints)),
   ];
-  if (result.ledgerRows !== null)
-    lines.push(line('ledger rows', `${result.ledgerRows} (expected ${result.events})`));
-  if (result.cache !== null) {
-    const { hits, misses, writes } = result.cache;
-    lines.push(line('redis cache', `hits ${hits} · misses ${misses} · writes ${writes}`));
-  }
   lines.push(
+    ...storeLines(result),
     line('faults injected', pairs(faults)),
     line(
       '  receiver killed',

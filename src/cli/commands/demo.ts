@@ -90,6 +90,20 @@ resent by the producer or replayed after a crash is dead-lettered once per copy.
 Progress goes to stderr: a bar on a terminal, else one line per tenth of the events consumed.
 Retries use a demo schedule (${DEMO_RETRY.delaysMs.map((ms) => `${ms}ms`).join(', ')}, then the dead-letter queue).`;
 
+/** Prints a run's result: one JSON object (the keys doubled and lost last), or its summary table. */
+function printScenario<R extends { doubleKeys: readonly string[]; lostKeys: readonly string[] }>(
+  result: R,
+  json: boolean,
+  table: (result: R) => string,
+): void {
+  if (json) {
+    const { doubleKeys, lostKeys, ...shown } = result;
+    console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
+  } else {
+    console.log(table(result));
+  }
+}
+
 export const demoCommand: Command = {
   name: 'demo',
   summary: 'payment-to-points (or orders through the outbox) under injected faults, checked effect by effect',
@@ -162,12 +176,7 @@ export const demoCommand: Command = {
     const waitSeconds = nonNegativeOption(values['dashboard-wait'], 'dashboard-wait', 60);
     const holdSeconds = positiveOption(values['dashboard-hold'], 'dashboard-hold', 300);
     const print = (result: DemoResult): void => {
-      if (values.json) {
-        const { doubleKeys, lostKeys, ...shown } = result;
-        console.log(JSON.stringify({ scenario: 'payments', ...shown, doubleKeys, lostKeys }));
-      } else {
-        console.log(demoSummary(result));
-      }
+      printScenario({ scenario: 'payments', ...result }, values.json, demoSummary);
     };
     const progress = progressReporter(values.scenario === 'webhooks' ? 'delivered' : 'consumed');
     const demoOptions = {
@@ -192,12 +201,7 @@ export const demoCommand: Command = {
       const { webhooksSummary } = await import('../demo-webhooks-summary.js');
       const webhooks = await runWebhooksDemo(demoOptions);
       progress.end();
-      if (values.json) {
-        const { doubleKeys, lostKeys, ...shown } = webhooks;
-        console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
-      } else {
-        console.log(webhooksSummary(webhooks));
-      }
+      printScenario(webhooks, values.json, webhooksSummary);
       return webhooks.ok ? 0 : 1;
     }
     if (values.scenario === 'orders') {
@@ -205,12 +209,7 @@ export const demoCommand: Command = {
       const { runOrdersDemo } = await import('../demo-orders-run.js');
       const orders = await runOrdersDemo(demoOptions);
       progress.end();
-      if (values.json) {
-        const { doubleKeys, lostKeys, ...shown } = orders;
-        console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
-      } else {
-        console.log(ordersSummary(orders));
-      }
+      printScenario(orders, values.json, ordersSummary);
       return orders.ok ? 0 : 1;
     }
     const live = values.dashboard
