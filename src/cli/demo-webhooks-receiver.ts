@@ -141,7 +141,8 @@ class Receiver {
     server.closeAllConnections();
     server.close();
     this.#restart = setTimeout(() => {
-      if (!this.#closed) void this.listen();
+      // One that cannot listen again stays down: the sender's next attempts go to the other receivers.
+      if (!this.#closed) this.listen().catch(() => undefined);
     }, RECEIVER_RESTART_MS);
     return true;
   }
