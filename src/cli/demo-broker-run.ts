@@ -10,7 +10,7 @@ import { brokerRoute } from './broker-route.js';
 import { ConnectionCuts } from './connection-cuts.js';
 import { DEMO_GROUP, DEMO_TOPIC, demoConsumer, type PaymentSucceeded } from './demo-consumer.js';
 import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';
-import { openDemoStore, type DemoStore } from './demo-store.js';
+import { openRunStore, type DemoStore } from './demo-store.js';
 import { RUN_SUBSCRIBE, runTransport } from './run-transports.js';
 import { settle } from './settle.js';
 
@@ -39,13 +39,9 @@ export async function runBrokerDemo(options: DemoOptions): Promise<DemoResult> {
   let failed = false;
   let opened = false;
   try {
-    store = await openDemoStore(options.store, {
-      dir,
-      connections: options.consumers + 2,
-      ...(options.url === undefined ? {} : { url: options.url }),
-    });
-    const users = Array.from({ length: options.users }, (_, index) => `user-${index}`);
-    await store.setup(users);
+    const runStore = await openRunStore(options, dir, options.consumers + 2);
+    store = runStore.store;
+    const users = runStore.users;
     const checker = new EffectChecker();
     const consumer = demoConsumer(store, injector, checker, options.naive);
     const processor = faultyProcessor(consumer.processor, injector);

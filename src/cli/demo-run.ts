@@ -7,7 +7,7 @@ import { LocalBroker } from '../transport/local/local-broker.js';
 import type { LocalSubscription } from '../transport/local/local-subscription.js';
 import { DEMO_GROUP, DEMO_TOPIC, demoConsumer, type PaymentSucceeded } from './demo-consumer.js';
 import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';
-import { openDemoStore, type DemoStore } from './demo-store.js';
+import { openRunStore, type DemoStore } from './demo-store.js';
 import { SILENT_LOGGER } from '../core/logger.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -43,13 +43,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   let store: DemoStore | undefined;
   const subscriptions: LocalSubscription[] = [];
   try {
-    store = await openDemoStore(options.store, {
-      dir,
-      connections: options.consumers + 2,
-      ...(options.url === undefined ? {} : { url: options.url }),
-    });
-    const users = Array.from({ length: options.users }, (_, index) => `user-${index}`);
-    await store.setup(users);
+    const runStore = await openRunStore(options, dir, options.consumers + 2);
+    store = runStore.store;
+    const users = runStore.users;
     const checker = new EffectChecker();
     const consumer = demoConsumer(store, injector, checker, options.naive);
     await broker.init();

@@ -95,6 +95,30 @@ export async function openDemoStore(name: string, options: DemoStoreOptions): Pr
   return openSqliteDemoStore(options);
 }
 
+/**
+ * Opens the store of a demo run (`--store`, `--url`) in `dir` and sets up its users (`user-0`, `user-1`,
+ * …, `users` of them, each with a zero balance); a store whose setup fails is closed again.
+ */
+export async function openRunStore(
+  options: { readonly store: string; readonly url?: string; readonly users: number },
+  dir: string,
+  connections: number,
+): Promise<{ store: DemoStore; users: string[] }> {
+  const store = await openDemoStore(options.store, {
+    dir,
+    connections,
+    ...(options.url === undefined ? {} : { url: options.url }),
+  });
+  const users = Array.from({ length: options.users }, (_, index) => `user-${index}`);
+  try {
+    await store.setup(users);
+  } catch (error) {
+    await store.close().catch(() => undefined);
+    throw error;
+  }
+  return { store, users };
+}
+
 /** The ledger and the business tables in one SQLite file of the run's directory. */
 export async function openSqliteDemoStore(
   options: DemoStoreOptions,

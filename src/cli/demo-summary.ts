@@ -37,6 +37,18 @@ export function deadLetterLines(
   return lines;
 }
 
+/** The store's lines of a summary: ledger rows against the events (not for --naive), the Redis cache. */
+export function storeLines(result: Pick<DemoResult, 'ledgerRows' | 'events' | 'cache'>): string[] {
+  const lines: string[] = [];
+  if (result.ledgerRows !== null)
+    lines.push(line('ledger rows', `${result.ledgerRows} (expected ${result.events})`));
+  if (result.cache !== null) {
+    const { hits, misses, writes } = result.cache;
+    lines.push(line('redis cache', `hits ${hits} · misses ${misses} · writes ${writes}`));
+  }
+  return lines;
+}
+
 /** The summary lines after the effects: ledger rows, cache, faults, dropped connections, time. */
 export function runLines(
   result: Pick<
@@ -51,13 +63,7 @@ export function runLines(
     | 'messagesPerSecond'
   >,
 ): string[] {
-  const lines: string[] = [];
-  if (result.ledgerRows !== null)
-    lines.push(line('ledger rows', `${result.ledgerRows} (expected ${result.events})`));
-  if (result.cache !== null) {
-    const { hits, misses, writes } = result.cache;
-    lines.push(line('redis cache', `hits ${hits} · misses ${misses} · writes ${writes}`));
-  }
+  const lines = storeLines(result);
   lines.push(
     line('faults injected', pairs(result.faults)),
     ...(result.transport === 'local' ? [] : [line('connections dropped', String(result.connectionDrops))]),

@@ -136,7 +136,9 @@ describe('oncemq demo --scenario orders', () => {
   it('refuses an unknown scenario and --naive with orders (exit 2)', async () => {
     const unknown = await oncemq(['demo', '--scenario', 'refunds']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/--scenario 'refunds' is not a scenario; use payments or orders/);
+    expect(unknown.stderr).toMatch(
+      /--scenario 'refunds' is not a scenario; use payments, orders or webhooks/,
+    );
     const naive = await oncemq(['demo', '--scenario', 'orders', '--naive']);
     expect(naive.code).toBe(2);
     expect(naive.stderr).toMatch(/--naive is for --scenario payments/);

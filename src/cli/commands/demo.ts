@@ -9,9 +9,15 @@ import { demoSummary } from '../demo-summary.js';
 import { ordersSummary } from '../demo-orders-summary.js';
 import { progressReporter } from '../progress.js';
 
+/** The scenarios of `--scenario`. */
+const SCENARIOS: readonly string[] = ['payments', 'orders', 'webhooks'];
+
+/** Events of `--scenario webhooks` without `--events`. */
+const WEBHOOKS_EVENTS = 1000;
+
 const usage = `Usage: oncemq demo [options]
 
-Two scenarios (--scenario). payments (default): the payment-to-points scenario on the embedded
+Three scenarios (--scenario). payments (default): the payment-to-points scenario on the embedded
 broker (or a real one, --transport): a producer publishes payment-succeeded events (+100 points to the order's user), consumers in one group apply them on a ledger while a
 seeded fault injector loses confirms and acks, crashes and rebalances consumers, crashes handlers
 mid-write, fails commits after the handler succeeded and slips in poison messages. Then every
@@ -26,10 +32,20 @@ applied in another state is counted in outOfOrder. Exits 0 only when outOfOrder,
 lostEffects are 0 and every order is shipped. Needs a transport with per-key ordering: local, rabbitmq,
 redis-streams, kafka or rocketmq (FIFO topics made for the run).
 
-  --scenario NAME  payments or orders (default payments)
-  --events N       events to publish (default 10000; orders: 3 per order)
-  --users N        users the events are spread over (default events / 10; payments only)
-  --consumers N    consumers in the group (default 4)
+webhooks: a webhook sender delivers one payment.succeeded event per --events (default 1000), signed
+with Standard Webhooks, to --consumers node:http receivers behind the HTTP edge (oncemq/http, key:
+webhook-id, the signature checked before the claim, the points written in the claim's transaction).
+It retries on a timeout (400 ms), a 5xx, a 409 and a reset or refused connection, backing off from
+20 ms to 640 ms, at most 12 attempts. The faults, over HTTP: crash-after-commit kills a receiver after
+its commit, before its 2xx (connections reset, port closed, listening again 100 ms later; rate 0.01
+here); consumer-ack-loss drops a 2xx after the commit (the sender times out); handler-crash (500) and
+commit-failure (503) as in payments; producer-ack-loss makes the sender send a delivery again after
+its 2xx. No broker: --transport is refused. Exits 0 only with 0 double and 0 lost effects.
+
+  --scenario NAME  payments, orders or webhooks (default payments)
+  --events N       events to publish (default 10000, webhooks 1000; orders: 3 per order)
+  --users N        users the events are spread over (default events / 10; payments and webhooks)
+  --consumers N    consumers in the group; webhooks: receivers (default 4)
   --faults LIST    all, none, or names with optional rates: poison,handler-crash=0.1
                    (${FAULT_NAMES.join(', ')};
                    default all)
@@ -46,10 +62,12 @@ redis-streams, kafka or rocketmq (FIFO topics made for the run).
                    Queues, streams or keys live under a name made for the run, deleted after it.
   --broker-url URL the broker of --transport (default: ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
                    ONCEMQ_REDIS_URL, else the loopback server)
-  --naive          consume without oncemq, to see what the faults do to a plain consumer (payments only)
+  --naive          consume without oncemq, to see what the faults do to a plain consumer (payments;
+                   webhooks: receivers that check the signature and apply every delivery)
   --json           print one JSON object on stdout instead of the table; orders adds outOfOrder,
                    outboxPublished, relayDuplicates, relayCrashes, orders and ordersNotShipped
-                   (and has no users or usersWithWrongPoints)
+                   (and has no users or usersWithWrongPoints); webhooks has its own fields
+                   (docs/webhooks.md): receivers, sender, receiverRestarts, deliveriesPerSecond
   --dashboard      open the dashboard (oncemq dashboard) on the run (payments only): its URL with the
                    access token goes to stderr; after the run it stays open, one consumer still
                    subscribed, for --dashboard-hold seconds or until Ctrl-C
@@ -71,6 +89,20 @@ resent by the producer or replayed after a crash is dead-lettered once per copy.
 
 Progress goes to stderr: a bar on a terminal, else one line per tenth of the events consumed.
 Retries use a demo schedule (${DEMO_RETRY.delaysMs.map((ms) => `${ms}ms`).join(', ')}, then the dead-letter queue).`;
+
+/** Prints a run's result: one JSON object (the keys doubled and lost last), or its summary table. */
+function printScenario<R extends { doubleKeys: readonly string[]; lostKeys: readonly string[] }>(
+  result: R,
+  json: boolean,
+  table: (result: R) => string,
+): void {
+  if (json) {
+    const { doubleKeys, lostKeys, ...shown } = result;
+    console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
+  } else {
+    console.log(table(result));
+  }
+}
 
 export const demoCommand: Command = {
   name: 'demo',
@@ -95,7 +127,12 @@ export const demoCommand: Command = {
       'dashboard-wait': { type: 'string' },
       'dashboard-hold': { type: 'string' },
     });
-    const events = positiveOption(values.events, 'events', 10_000);
+    // A webhook is one HTTP request: its scenario's default run is shorter.
+    const events = positiveOption(
+      values.events,
+      'events',
+      values.scenario === 'webhooks' ? WEBHOOKS_EVENTS : 10_000,
+    );
     const users = positiveOption(values.users, 'users', Math.max(1, Math.ceil(events / 10)));
     const consumers = positiveOption(values.consumers, 'consumers', 4);
     if (!RUN_TRANSPORT_NAMES.includes(values.transport)) {
@@ -108,11 +145,20 @@ export const demoCommand: Command = {
         `--store '${values.store}' is not available in this build; use ${DEMO_STORES.join(', ')}`,
       );
     }
-    if (values.scenario !== 'payments' && values.scenario !== 'orders') {
-      throw new UsageError(`--scenario '${values.scenario}' is not a scenario; use payments or orders`);
+    if (!SCENARIOS.includes(values.scenario)) {
+      throw new UsageError(
+        `--scenario '${values.scenario}' is not a scenario; use payments, orders or webhooks`,
+      );
     }
     if (values.scenario === 'orders' && values.naive) {
-      throw new UsageError('--naive is for --scenario payments (the orders scenario needs the ledger)');
+      throw new UsageError(
+        '--naive is for --scenario payments or webhooks (the orders scenario needs the ledger)',
+      );
+    }
+    if (values.scenario === 'webhooks' && values.transport !== 'local') {
+      throw new UsageError(
+        '--transport is not for --scenario webhooks (its deliveries go over HTTP, not a broker)',
+      );
     }
     let faults;
     try {
@@ -130,14 +176,9 @@ export const demoCommand: Command = {
     const waitSeconds = nonNegativeOption(values['dashboard-wait'], 'dashboard-wait', 60);
     const holdSeconds = positiveOption(values['dashboard-hold'], 'dashboard-hold', 300);
     const print = (result: DemoResult): void => {
-      if (values.json) {
-        const { doubleKeys, lostKeys, ...shown } = result;
-        console.log(JSON.stringify({ scenario: 'payments', ...shown, doubleKeys, lostKeys }));
-      } else {
-        console.log(demoSummary(result));
-      }
+      printScenario({ scenario: 'payments', ...result }, values.json, demoSummary);
     };
-    const progress = progressReporter('consumed');
+    const progress = progressReporter(values.scenario === 'webhooks' ? 'delivered' : 'consumed');
     const demoOptions = {
       events,
       users,
@@ -154,17 +195,21 @@ export const demoCommand: Command = {
         progress.update(done, total);
       },
     };
+    if (values.scenario === 'webhooks') {
+      if (values.dashboard) throw new UsageError('--dashboard goes with the payments scenario');
+      const { runWebhooksDemo } = await import('../demo-webhooks-run.js');
+      const { webhooksSummary } = await import('../demo-webhooks-summary.js');
+      const webhooks = await runWebhooksDemo(demoOptions);
+      progress.end();
+      printScenario(webhooks, values.json, webhooksSummary);
+      return webhooks.ok ? 0 : 1;
+    }
     if (values.scenario === 'orders') {
       if (values.dashboard) throw new UsageError('--dashboard goes with the payments scenario');
       const { runOrdersDemo } = await import('../demo-orders-run.js');
       const orders = await runOrdersDemo(demoOptions);
       progress.end();
-      if (values.json) {
-        const { doubleKeys, lostKeys, ...shown } = orders;
-        console.log(JSON.stringify({ ...shown, doubleKeys, lostKeys }));
-      } else {
-        console.log(ordersSummary(orders));
-      }
+      printScenario(orders, values.json, ordersSummary);
       return orders.ok ? 0 : 1;
     }
     const live = values.dashboard
