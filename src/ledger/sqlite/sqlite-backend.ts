@@ -28,6 +28,7 @@ import { sqliteDialect, sqliteDialectOver } from './sqlite-dialect.js';
 import type { SqlDialect } from '../sql-dialect.js';
 import { sqliteListQuery, takeSqliteMaintenanceLock } from './sqlite-inspection.js';
 import { prepareStatements, type Statements } from './sqlite-ledger-sql.js';
+import { waitForWriteLock, withoutBusyWait } from './sqlite-write-lock.js';
 import { checkSqliteSchema, migrateSqlite, openSqliteFile, type SqliteFileOptions } from './sqlite-open.js';
 
 /** What the SQLite backend is built from: the ledger's configuration, checked. */
@@ -214,7 +215,16 @@ export class SqliteBackend<Db extends SqliteDatabaseLike, Tx = Db>
     const source = this.#settings.source;
     return this.#queue.run(() => {
       if (source !== undefined) {
-        return source.transaction(async (db, tx) => this.#claimIn(db, this.#statementsOf(db), tx, steps));
+        // the ORM's transaction awaits between BEGIN and COMMIT: wait for another connection's write lock
+        // between tries, never in place (that would hold the thread the lock's holder may need)
+        return waitForWriteLock(() =>
+          source.transaction(async (db, tx) =>
+            this.#claimIn(db, this.#statementsOf(db), tx, {
+              ...steps,
+              claim: (s) => withoutBusyWait(db, () => steps.claim(s)),
+            }),
+          ),
+        );
       }
       const db = this.db;
       return this.#claimIn(db, this.#stmts, this.#settings.handle?.of(db) ?? (db as unknown as Tx), steps);

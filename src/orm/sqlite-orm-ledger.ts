@@ -1,0 +1,92 @@
+import { parseDuration } from '../core/duration.js';
+import { ConfigError } from '../core/errors.js';
+import { RuntimeLedger } from '../ledger/runtime-ledger.js';
+import type { SqlDialect } from '../ledger/sql-dialect.js';
+import { sqlIdentifier } from '../ledger/sql-identifier.js';
+import { SqliteBackend } from '../ledger/sqlite/sqlite-backend.js';
+import type { SqliteConnectionSource } from '../ledger/sqlite/sqlite-connection-source.js';
+import type { SqliteDatabaseLike } from '../ledger/sqlite/sqlite-database.js';
+import { DEFAULT_SQLITE_LEDGER_CONFIG } from '../ledger/sqlite/sqlite-ledger.js';
+import type { BridgedLedger, OrmLedgerConfig } from './orm-ledger.js';
+
+/** An ORM that owns a better-sqlite3 connection, as a SQLite ledger through it needs it. */
+export interface SqliteOrm<Tx> {
+  /** How the ledger reaches the connection: its turns and the transactions the ORM opens on it. */
+  readonly source: SqliteConnectionSource<SqliteDatabaseLike, Tx>;
+  /**
+   * Throws a ConfigError unless `tx` is the ORM's transaction object of an open transaction on the
+   * ledger's connection (`source.database(tx)` then finds the connection).
+   */
+  checkTransaction(tx: Tx): void;
+}
+
+/**
+ * The source of a ledger joined to `tx`, a transaction the application opened with the ORM: every
+ * statement runs in it (the claims under a savepoint), checked open each time.
+ */
+function joinedSource<Tx>(
+  source: SqliteConnectionSource<SqliteDatabaseLike, Tx>,
+  tx: Tx,
+): SqliteConnectionSource<SqliteDatabaseLike, Tx> {
+  return {
+    memory: source.memory,
+    hold: async (work) => work(await source.database(tx)),
+    transaction: async (work) => work(await source.database(tx), tx),
+    database: (other) => source.database(other),
+  };
+}
+
+/** Options of a PostgreSQL or MySQL ledger, refused on SQLite. */
+const SERVER_ONLY = ['schema', 'partitioned', 'database', 'lockRetries'] as const;
+
+/**
+ * A SQLite ledger whose connection an ORM owns: every transactional claim is a transaction the ORM
+ * opens (the ledger's statements under a savepoint of it), `ctx.tx` is the ORM's transaction object,
+ * and everything else waits its turn on the connection through the ORM.
+ */
+class SqliteOrmLedger<Tx> extends RuntimeLedger<Tx> implements BridgedLedger<Tx> {
+  declare readonly dialect: SqlDialect<Tx>;
+
+  readonly #orm: SqliteOrm<Tx>;
+  readonly #config: OrmLedgerConfig;
+
+  constructor(orm: SqliteOrm<Tx>, config: OrmLedgerConfig, joinedTo?: { readonly tx: Tx }) {
+    const table = sqlIdentifier(config.table ?? DEFAULT_SQLITE_LEDGER_CONFIG.table, 'table');
+    const joined = joinedTo !== undefined;
+    if (joined) orm.checkTransaction(joinedTo.tx);
+    const backend = new SqliteBackend<SqliteDatabaseLike, Tx>({
+      database: undefined,
+      handle: undefined,
+      source: joined ? joinedSource(orm.source, joinedTo.tx) : orm.source,
+      leased: !joined,
+      table,
+      retentionMs: parseDuration(config.retention ?? DEFAULT_SQLITE_LEDGER_CONFIG.retention, 'retention'),
+      clock: config.clock ?? Date.now,
+      migrate: !joined && (config.migrate ?? DEFAULT_SQLITE_LEDGER_CONFIG.migrate),
+      file: {
+        busyTimeoutMs: 0,
+        synchronous: DEFAULT_SQLITE_LEDGER_CONFIG.synchronous,
+        fix: `oncemq migrate --store sqlite --url PATH --table ${table}`,
+      },
+    });
+    super(backend, { logger: config.logger });
+    this.#orm = orm;
+    this.#config = config;
+  }
+
+  join(tx: Tx): BridgedLedger<Tx> {
+    return new SqliteOrmLedger(this.#orm, this.#config, { tx });
+  }
+}
+
+/**
+ * The SQLite ledger of `orm` (TypeORM's or MikroORM's better-sqlite3 connection): `ctx.tx` is the ORM's
+ * transaction object, and `ledger.join(tx)` claims inside a transaction of the application's own. An
+ * option of a PostgreSQL or MySQL ledger is refused.
+ */
+export function sqliteOrmLedger<Tx>(orm: SqliteOrm<Tx>, config: OrmLedgerConfig = {}): BridgedLedger<Tx> {
+  for (const field of SERVER_ONLY) {
+    if (config[field] !== undefined) throw new ConfigError(field, 'is not an option of a sqlite ledger');
+  }
+  return new SqliteOrmLedger(orm, config);
+}
