@@ -5,7 +5,7 @@ import type { SqlDialect } from '../ledger/sql-dialect.js';
 import { sqlIdentifier } from '../ledger/sql-identifier.js';
 import { SqliteBackend } from '../ledger/sqlite/sqlite-backend.js';
 import type { SqliteConnectionSource } from '../ledger/sqlite/sqlite-connection-source.js';
-import type { SqliteDatabaseLike } from '../ledger/sqlite/sqlite-database.js';
+import { isSqliteDatabase, type SqliteDatabaseLike } from '../ledger/sqlite/sqlite-database.js';
 import { DEFAULT_SQLITE_LEDGER_CONFIG } from '../ledger/sqlite/sqlite-ledger.js';
 import type { BridgedLedger, OrmLedgerConfig } from './orm-ledger.js';
 
@@ -54,10 +54,15 @@ class SqliteOrmLedger<Tx> extends RuntimeLedger<Tx> implements BridgedLedger<Tx>
     const table = sqlIdentifier(config.table ?? DEFAULT_SQLITE_LEDGER_CONFIG.table, 'table');
     const joined = joinedTo !== undefined;
     if (joined) orm.checkTransaction(joinedTo.tx);
+    const source = joined ? joinedSource(orm.source, joinedTo.tx) : orm.source;
     const backend = new SqliteBackend<SqliteDatabaseLike, Tx>({
       database: undefined,
       handle: undefined,
-      source: joined ? joinedSource(orm.source, joinedTo.tx) : orm.source,
+      source: {
+        ...source,
+        // a better-sqlite3 Database passes as it is: the relay and outbox.migrate() run on one of their own
+        database: (tx) => (isSqliteDatabase(tx) ? tx : source.database(tx)),
+      },
       leased: !joined,
       table,
       retentionMs: parseDuration(config.retention ?? DEFAULT_SQLITE_LEDGER_CONFIG.retention, 'retention'),
