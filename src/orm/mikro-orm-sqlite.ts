@@ -73,10 +73,21 @@ export function mikroOrmSqlite<Em extends MikroOrmEntityManagerLike>(em: Em): Sq
     queue = new ConnectionQueue();
     queues.set(client, queue);
   }
+  /** Refuses to wait for the connection that a transaction of the caller's own holds: it would wait for ever. */
+  const outsideTransaction = (): void => {
+    if (em.isInTransaction()) {
+      throw new ConfigError(
+        'tx',
+        'this runs inside a MikroORM transaction of the application, which holds the ORM’s one SQLite connection: ' +
+          'claim in it with ledger.join(em)',
+      );
+    }
+  };
   const source: SqliteConnectionSource<SqliteDatabaseLike, Em> = {
     memory: client.connectionSettings?.filename === ':memory:',
     queue,
     async hold(work) {
+      outsideTransaction();
       const db = await client.acquireConnection();
       try {
         return await work(db);
@@ -84,8 +95,12 @@ export function mikroOrmSqlite<Em extends MikroOrmEntityManagerLike>(em: Em): Sq
         await client.releaseConnection(db);
       }
     },
-    transaction: (work) =>
-      em.fork().transactional(async (tx) => work(await transactionOf(tx).client.acquireConnection(), tx)),
+    transaction: async (work) => {
+      outsideTransaction();
+      return em
+        .fork()
+        .transactional(async (tx) => work(await transactionOf(tx).client.acquireConnection(), tx));
+    },
     database: (tx) => transactionOf(tx).client.acquireConnection(),
   };
   return { source, checkTransaction: (tx) => void transactionOf(tx) };
