@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { MikroORM as SqliteOrm, type EntityManager as SqliteEntityManager } from '@mikro-orm/better-sqlite';
-import Database from 'better-sqlite3';
 import { MikroORM as MysqlOrm, type EntityManager as MysqlEntityManager } from '@mikro-orm/mysql';
 import { MikroORM as PostgresOrm, type EntityManager as PostgresEntityManager } from '@mikro-orm/postgresql';
 import { afterAll, describe } from 'vitest';
@@ -9,6 +8,7 @@ import { mikroOrmLedger } from 'oncemq/mikro-orm';
 import { findPostgres, scratchSchema } from '../support/postgres.js';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
 import { scratchDir } from '../support/points.js';
+import { sqliteNamespace } from '../support/sqlite.js';
 
 const postgres = await findPostgres();
 const mysql = await mysqlService();
@@ -125,38 +125,19 @@ describe('MikroORM on SQLite (better-sqlite3)', async () => {
     waitsForInflightTransactions: false,
     construct: (table) => mikroOrmLedger(probe.em, { table }),
     create() {
-      const scratch = scratchDir();
-      const path = join(scratch.dir, 'ledger.db');
-      const reader = new Database(path);
-      reader.pragma('journal_mode = WAL');
-      reader.exec('CREATE TABLE effects (key TEXT NOT NULL)');
       const orms: { close(): Promise<void> }[] = [];
-      return Promise.resolve({
-        async open(instanceOptions = {}) {
+      return sqliteNamespace<SqliteEntityManager>(
+        async (path, instanceOptions) => {
           // an ORM of its own per instance: its own connection, as another process would have
           const orm = await SqliteOrm.init({ dbName: path, ...options('', 1) });
           orms.push(orm);
-          const ledger = mikroOrmLedger(orm.em, instanceOptions);
-          await ledger.init();
-          return ledger;
+          return mikroOrmLedger(orm.em, instanceOptions);
         },
-        effect: {
-          apply: async (em, key) => {
-            await em.execute('INSERT INTO effects (key) VALUES (?)', [key]);
-          },
-          count: (key) => {
-            const row = reader.prepare('SELECT COUNT(*) AS n FROM effects WHERE key = ?').get(key) as {
-              n: number;
-            };
-            return Promise.resolve(row.n);
-          },
+        () => Promise.all(orms.map((orm) => orm.close())),
+        async (em, key) => {
+          await em.execute('INSERT INTO effects (key) VALUES (?)', [key]);
         },
-        async teardown() {
-          await Promise.all(orms.map((orm) => orm.close()));
-          reader.close();
-          scratch.remove();
-        },
-      });
+      );
     },
   });
 });

@@ -3,9 +3,11 @@ import { EntitySchema } from '@mikro-orm/core';
 import { MikroORM, type EntityManager } from '@mikro-orm/better-sqlite';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigError, createOutbox, createPipeline, createRelay, type PipelineConfig } from 'oncemq';
+import { ConfigError, createOutbox, createPipeline, type PipelineConfig } from 'oncemq';
 import { mikroOrmLedger, type BridgedLedger } from 'oncemq/mikro-orm';
 import { checkRollback } from 'oncemq/testing';
+import { relayOnce } from '../support/relay.js';
+import { createCreditsTable, creditBalances } from '../support/sqlite-credits.js';
 import {
   payment,
   paymentEnvelope,
@@ -54,12 +56,7 @@ describe('a pipeline on MikroORM (SQLite, @mikro-orm/better-sqlite)', () => {
   beforeEach(async () => {
     scratch = scratchDir();
     path = join(scratch.dir, 'app.db');
-    const setup = new Database(path);
-    setup.pragma('journal_mode = WAL');
-    setup.exec(
-      'CREATE TABLE credits (id INTEGER PRIMARY KEY AUTOINCREMENT, event_id TEXT NOT NULL, user_id TEXT NOT NULL, amount INTEGER NOT NULL)',
-    );
-    setup.close();
+    createCreditsTable(path);
     orm = await open(path);
     reader = new Database(path, { readonly: true });
     ledger = mikroOrmLedger(orm.em);
@@ -78,14 +75,7 @@ describe('a pipeline on MikroORM (SQLite, @mikro-orm/better-sqlite)', () => {
   };
 
   /** Points per user, committed. */
-  const balances = (): Record<string, number> => {
-    const rows = reader
-      .prepare(
-        'SELECT user_id AS userId, SUM(amount) AS total FROM credits GROUP BY user_id ORDER BY user_id',
-      )
-      .all() as { userId: string; total: number }[];
-    return Object.fromEntries(rows.map((r) => [r.userId, r.total]));
-  };
+  const balances = (): Record<string, number> => creditBalances(reader);
 
   const config = (
     handler: PipelineConfig<EntityManager, PaymentSucceeded>['handler'],
@@ -243,24 +233,7 @@ describe('a pipeline on MikroORM (SQLite, @mikro-orm/better-sqlite)', () => {
       });
       expect(keys()).toEqual([event.eventId, 'committed']);
 
-      const sent: string[] = [];
-      const relay = createRelay({
-        outbox,
-        database: relayDb,
-        transport: {
-          name: 'memory',
-          publish: (message) => {
-            sent.push(message.key ?? '');
-            return Promise.resolve({ brokerId: `m-${sent.length}`, topic: message.topic });
-          },
-        },
-      });
-      try {
-        expect(await relay.runOnce()).toMatchObject({ published: 2, failed: 0 });
-      } finally {
-        await relay.stop();
-      }
-      expect(sent).toEqual([event.eventId, 'committed']);
+      expect(await relayOnce(outbox, relayDb)).toEqual([event.eventId, 'committed']);
     } finally {
       relayDb.close();
       await other.close();

@@ -1,12 +1,10 @@
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { DataSource, type EntityManager } from 'typeorm';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { describeLedgerConformance } from 'oncemq/conformance';
 import { typeormLedger } from 'oncemq/typeorm';
 import { findPostgres, scratchSchema } from '../support/postgres.js';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
-import { scratchDir } from '../support/points.js';
+import { sqliteNamespace } from '../support/sqlite.js';
 
 const postgres = await findPostgres();
 const mysql = await mysqlService();
@@ -127,42 +125,19 @@ describe('TypeORM on SQLite (better-sqlite3)', () => {
     waitsForInflightTransactions: false,
     construct: (table) => typeormLedger(offline, { table }),
     create() {
-      const scratch = scratchDir();
-      const path = join(scratch.dir, 'ledger.db');
-      const reader = new Database(path);
-      reader.pragma('journal_mode = WAL');
-      reader.exec('CREATE TABLE effects (key TEXT NOT NULL)');
       const sources: DataSource[] = [];
-      return Promise.resolve({
-        async open(options = {}) {
+      return sqliteNamespace<EntityManager>(
+        async (path, options) => {
           // a data source of its own per instance: its own connection, as another process would have
-          const dataSource = await new DataSource({
-            type: 'better-sqlite3',
-            database: path,
-            timeout: 5000,
-          }).initialize();
+          const dataSource = await new DataSource({ type: 'better-sqlite3', database: path }).initialize();
           sources.push(dataSource);
-          const ledger = typeormLedger(dataSource, options);
-          await ledger.init();
-          return ledger;
+          return typeormLedger(dataSource, options);
         },
-        effect: {
-          apply: async (manager, key) => {
-            await manager.createQueryBuilder().insert().into('effects', ['key']).values({ key }).execute();
-          },
-          count: (key) => {
-            const row = reader.prepare('SELECT COUNT(*) AS n FROM effects WHERE key = ?').get(key) as {
-              n: number;
-            };
-            return Promise.resolve(row.n);
-          },
+        () => Promise.all(sources.map((dataSource) => dataSource.destroy())),
+        async (manager, key) => {
+          await manager.createQueryBuilder().insert().into('effects', ['key']).values({ key }).execute();
         },
-        async teardown() {
-          await Promise.all(sources.map((dataSource) => dataSource.destroy()));
-          reader.close();
-          scratch.remove();
-        },
-      });
+      );
     },
   });
 });

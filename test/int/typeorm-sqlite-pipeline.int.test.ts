@@ -6,12 +6,13 @@ import {
   ConfigError,
   createOutbox,
   createPipeline,
-  createRelay,
   LedgerUnavailableError,
   type PipelineConfig,
 } from 'oncemq';
 import { checkRollback } from 'oncemq/testing';
 import { typeormLedger, type BridgedLedger } from 'oncemq/typeorm';
+import { relayOnce } from '../support/relay.js';
+import { createCreditsTable, creditBalances } from '../support/sqlite-credits.js';
 import {
   payment,
   paymentEnvelope,
@@ -57,12 +58,11 @@ describe('a pipeline on TypeORM (SQLite, better-sqlite3)', () => {
   beforeEach(async () => {
     scratch = scratchDir();
     path = join(scratch.dir, 'app.db');
+    createCreditsTable(path);
     dataSource = await new DataSource({
       type: 'better-sqlite3',
       database: path,
-      enableWAL: true,
       entities: [credits],
-      synchronize: true,
     }).initialize();
     reader = new Database(path, { readonly: true });
     ledger = typeormLedger(dataSource);
@@ -82,14 +82,7 @@ describe('a pipeline on TypeORM (SQLite, better-sqlite3)', () => {
       .save({ eventId: event.eventId, userId: event.userId, amount: event.amount });
 
   /** Points per user, committed. */
-  const balances = (): Record<string, number> => {
-    const rows = reader
-      .prepare(
-        'SELECT user_id AS userId, SUM(amount) AS total FROM credits GROUP BY user_id ORDER BY user_id',
-      )
-      .all() as { userId: string; total: number }[];
-    return Object.fromEntries(rows.map((r) => [r.userId, r.total]));
-  };
+  const balances = (): Record<string, number> => creditBalances(reader);
 
   const config = (
     handler: PipelineConfig<EntityManager, PaymentSucceeded>['handler'],
@@ -238,24 +231,7 @@ describe('a pipeline on TypeORM (SQLite, better-sqlite3)', () => {
       }
       expect(keys()).toEqual([event.eventId, 'committed']);
 
-      const sent: string[] = [];
-      const relay = createRelay({
-        outbox,
-        database: relayDb,
-        transport: {
-          name: 'memory',
-          publish: (message) => {
-            sent.push(message.key ?? '');
-            return Promise.resolve({ brokerId: `m-${sent.length}`, topic: message.topic });
-          },
-        },
-      });
-      try {
-        expect(await relay.runOnce()).toMatchObject({ published: 2, failed: 0 });
-      } finally {
-        await relay.stop();
-      }
-      expect(sent).toEqual([event.eventId, 'committed']);
+      expect(await relayOnce(outbox, relayDb)).toEqual([event.eventId, 'committed']);
     } finally {
       relayDb.close();
     }
