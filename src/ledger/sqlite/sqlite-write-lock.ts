@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { SqliteDatabaseLike } from './sqlite-database.js';
 
 /**
@@ -55,6 +56,6 @@ export async function waitForWriteLock<T>(attempt: () => Promise<T>): Promise<T>
       if (!(error instanceof WriteLockBusy)) throw error;
       if (Date.now() - started >= error.waitMs) throw error.cause;
     }
-    await new Promise((resolve) => setTimeout(resolve, pause));
+    await sleep(pause);
   }
 }
