@@ -2,20 +2,9 @@ import { ConfigError } from '../core/errors.js';
 import { ConnectionQueue } from '../ledger/sqlite/connection-queue.js';
 import type { SqliteConnectionSource } from '../ledger/sqlite/sqlite-connection-source.js';
 import type { SqliteDatabaseLike } from '../ledger/sqlite/sqlite-database.js';
+import { holdPooled, knexSqliteInMemory, lentConnection, type KnexSqliteClientLike } from './knex-sqlite.js';
 import type { MikroOrmEntityManagerLike } from './mikro-orm-bridge.js';
 import type { SqliteOrm } from './sqlite-orm-ledger.js';
-
-/** The part of the Knex client under MikroORM 6 oncemq calls: its pool of one better-sqlite3 connection. */
-interface KnexSqliteClientLike {
-  /** The driver package: `better-sqlite3`. */
-  readonly driverName?: unknown;
-  /** Knex's connection settings: the database file. */
-  readonly connectionSettings?: { readonly filename?: unknown };
-  /** Takes the connection from the pool (in a transaction's client, the transaction's connection). */
-  acquireConnection(): Promise<SqliteDatabaseLike>;
-  /** Gives a connection back to the pool. */
-  releaseConnection(connection: SqliteDatabaseLike): Promise<unknown>;
-}
 
 /** The Knex client of `em`'s connection, when there is one. */
 function knexClient(em: MikroOrmEntityManagerLike): KnexSqliteClientLike | undefined {
@@ -83,25 +72,21 @@ export function mikroOrmSqlite<Em extends MikroOrmEntityManagerLike>(em: Em): Sq
       );
     }
   };
+  /** The connection of `tx`'s transaction. */
+  const database = async (tx: Em): Promise<SqliteDatabaseLike> =>
+    lentConnection(await transactionOf(tx).client.acquireConnection());
   const source: SqliteConnectionSource<SqliteDatabaseLike, Em> = {
-    memory: client.connectionSettings?.filename === ':memory:',
+    memory: knexSqliteInMemory(client),
     queue,
-    async hold(work) {
+    hold(work) {
       outsideTransaction();
-      const db = await client.acquireConnection();
-      try {
-        return await work(db);
-      } finally {
-        await client.releaseConnection(db);
-      }
+      return holdPooled(client, work);
     },
     transaction: async (work) => {
       outsideTransaction();
-      return em
-        .fork()
-        .transactional(async (tx) => work(await transactionOf(tx).client.acquireConnection(), tx));
+      return em.fork().transactional(async (tx) => work(await database(tx), tx));
     },
-    database: (tx) => transactionOf(tx).client.acquireConnection(),
+    database,
   };
   return { source, checkTransaction: (tx) => void transactionOf(tx) };
 }

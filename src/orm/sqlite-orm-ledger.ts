@@ -39,6 +39,31 @@ function joinedSource<Tx>(
 /** Options of a PostgreSQL or MySQL ledger, refused on SQLite. */
 const SERVER_ONLY = ['schema', 'partitioned', 'database', 'lockRetries'] as const;
 
+/** Refuses, in the configuration of a SQLite ledger built on an ORM or query builder, the options of a PostgreSQL or MySQL ledger. */
+export function refuseServerOptions(config: OrmLedgerConfig): void {
+  for (const field of SERVER_ONLY) {
+    if (config[field] !== undefined) throw new ConfigError(field, 'is not an option of a sqlite ledger');
+  }
+}
+
+/** The refusal of a transaction that has ended: `tool` names it (`this Knex transaction`). */
+export function transactionEnded(tool: string): ConfigError {
+  return new ConfigError(
+    'tx',
+    `${tool} has ended (no transaction is open on its connection), so this write would commit on its own: ` +
+      'use ctx.tx in a handler, or a transaction of yours while it is open',
+  );
+}
+
+/**
+ * The connection of an application's transaction, checked open: a statement run on it outside one
+ * would commit on its own. `tool` names the transaction in the message (`this Knex transaction`).
+ */
+export function openTransaction(db: SqliteDatabaseLike, tool: string): SqliteDatabaseLike {
+  if (!db.inTransaction) throw transactionEnded(tool);
+  return db;
+}
+
 /**
  * A SQLite ledger whose connection an ORM owns: every transactional claim is a transaction the ORM
  * opens (the ledger's statements under a savepoint of it), `ctx.tx` is the ORM's transaction object,
@@ -85,13 +110,11 @@ class SqliteOrmLedger<Tx> extends RuntimeLedger<Tx> implements BridgedLedger<Tx>
 }
 
 /**
- * The SQLite ledger of `orm` (TypeORM's or MikroORM's better-sqlite3 connection): `ctx.tx` is the ORM's
+ * The SQLite ledger of `orm` (the better-sqlite3 connection of Knex, Kysely, TypeORM or MikroORM): `ctx.tx` is the ORM's
  * transaction object, and `ledger.join(tx)` claims inside a transaction of the application's own. An
  * option of a PostgreSQL or MySQL ledger is refused.
  */
 export function sqliteOrmLedger<Tx>(orm: SqliteOrm<Tx>, config: OrmLedgerConfig = {}): BridgedLedger<Tx> {
-  for (const field of SERVER_ONLY) {
-    if (config[field] !== undefined) throw new ConfigError(field, 'is not an option of a sqlite ledger');
-  }
+  refuseServerOptions(config);
   return new SqliteOrmLedger(orm, config);
 }

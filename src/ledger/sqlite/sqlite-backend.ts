@@ -135,7 +135,7 @@ export class SqliteBackend<Db extends SqliteDatabaseLike, Tx = Db>
       this.#statements = prepareStatements(db, table);
     };
     if (source !== undefined) {
-      await this.#queue.run(() => source.hold(prepare));
+      await this.#queue.run(() => this.#lent(source, prepare));
       return;
     }
     const db =
@@ -167,8 +167,21 @@ export class SqliteBackend<Db extends SqliteDatabaseLike, Tx = Db>
   #use<T>(fn: (s: Statements, db: Db) => T): Promise<T> {
     const source = this.#settings.source;
     return this.#queue.run(() =>
-      source === undefined ? fn(this.#stmts, this.db) : source.hold((db) => fn(this.#statementsOf(db), db)),
+      source === undefined
+        ? fn(this.#stmts, this.db)
+        : this.#lent(source, (db) => fn(this.#statementsOf(db), db)),
     );
+  }
+
+  /**
+   * Runs `fn` on the connection `source` lends, outside a claim's transaction. `fn` is one synchronous
+   * piece of work that completes, or changes nothing when a statement finds another connection's write
+   * lock held (one write, or migrations in a transaction of their own), so it is run again whole after
+   * a pause of the event loop instead of waiting in place: a holder of the lock in this process (a
+   * transaction of the tool's whose handler awaits) could never let go of it while the thread waits.
+   */
+  #lent<T>(source: SqliteConnectionSource<Db, Tx>, fn: (db: Db) => T): Promise<T> {
+    return waitForWriteLock(() => source.hold((db) => withoutBusyWait(db, () => fn(db))));
   }
 
   /** Claims one key: an insert, else decideExisting() on the row, which may take a failed or expired one over. */
