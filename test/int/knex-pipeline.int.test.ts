@@ -554,6 +554,40 @@ describe('a pipeline on Knex (SQLite): one connection, held by the claim', () =>
     }
   });
 
+  it('makes a leased claim on another connection wait for the write lock of an open claim with the event loop running, not in SQLite: both commit', async () => {
+    const other = await open();
+    const otherLedger = knexLedger(other);
+    await otherLedger.init();
+    try {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      const pipeline = createPipeline<Knex.Transaction, PaymentSucceeded>({
+        ...config(async (event, ctx) => {
+          await addPoints(ctx.tx, 'points', event); // the claim's transaction holds the write lock from here
+          entered();
+          await new Promise((resolve) => setTimeout(resolve, 300)); // a timer: it fires only if the thread is free
+        }),
+      });
+      const first = pipeline.process(paymentEnvelope(payment(1)));
+      await inside;
+      const started = Date.now();
+      const leased = await otherLedger.claim({
+        group: 'mail',
+        key: 'evt-1',
+        fingerprint: null,
+        brokerId: 'b-1',
+        topic: 'payments',
+        leaseMs: 30_000,
+      });
+      expect(leased.status).toBe('acquired');
+      expect(Date.now() - started).toBeLessThan(4_000); // well inside the 5 s busy timeout of SQLite's own wait
+      expect((await first).kind).toBe('executed');
+      expect(balances()).toEqual({ 'user-1': 100 });
+    } finally {
+      await otherLedger.close();
+    }
+  });
+
   it('writes outbox messages through ctx.tx in the claim’s transaction and relays them from a connection of its own; refuses an ended transaction', async () => {
     const outbox = createOutbox({ ledger });
     const relayDb = new Database(path, { timeout: 5000 });
