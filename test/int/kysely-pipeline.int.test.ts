@@ -555,6 +555,38 @@ describe('a pipeline on Kysely (SQLite): one connection, held by the claim', () 
     expect(balances()).toEqual({ late: 100 });
   });
 
+  it('makes a claim on a second Kysely instance wait for the write lock of an open claim with the event loop running, not in SQLite: both commit', async () => {
+    const other = kyselyOnSqlite<PointsDb>(path);
+    others.push(other.db);
+    const otherLedger = kyselyLedger(other.db, { database: other.database });
+    await otherLedger.init();
+    try {
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      const first = createPipeline<Trx, PaymentSucceeded>(
+        config(async (event, ctx) => {
+          await addPoints(ctx.tx, event); // the claim's transaction holds the write lock from here
+          entered();
+          await new Promise((resolve) => setTimeout(resolve, 300)); // a timer: it fires only if the thread is free
+        }),
+      ).process(paymentEnvelope(payment(1)));
+      await inside;
+      const started = Date.now();
+      const second = await createPipeline<Trx, PaymentSucceeded>({
+        ...config(async (event, ctx) => {
+          await addPoints(ctx.tx, event);
+        }),
+        ledger: otherLedger,
+      }).process(paymentEnvelope(payment(2)));
+      expect(second.kind).toBe('executed');
+      expect(Date.now() - started).toBeLessThan(4_000); // well inside the 5 s busy timeout of SQLite's own wait
+      expect((await first).kind).toBe('executed');
+      expect(balances()).toEqual({ 'user-1': 100, 'user-2': 100 });
+    } finally {
+      await otherLedger.close();
+    }
+  });
+
   it('lets consumers on two connections to one file process copies at once: each event is applied once, and no claim fails on the write lock', async () => {
     const other = kyselyOnSqlite<PointsDb>(path);
     others.push(other.db);
