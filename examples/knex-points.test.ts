@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import knexFactory from 'knex';
 import { describe, expect, it } from 'vitest';
+import { scratchDir } from '../test/support/points.js';
 import { findPostgres, scratchSchema } from '../test/support/postgres.js';
 import { mysqlService } from '../test/support/mysql.js';
 import { run } from './knex-points.js';
@@ -44,6 +46,21 @@ describe('the Knex payment-to-points example', () => {
       await knex.destroy();
       await admin.raw(`DROP DATABASE \`${database}\``);
       await admin.destroy();
+    }
+  });
+
+  it('does the same on SQLite (better-sqlite3), in a file of its own', async () => {
+    const scratch = scratchDir();
+    const knex = knexFactory({
+      client: 'better-sqlite3',
+      connection: { filename: join(scratch.dir, 'points.db') },
+      useNullAsDefault: true,
+    });
+    try {
+      expect(await run(knex)).toEqual({ kinds: ['executed', 'duplicate', 'duplicate'], balance: 100 });
+    } finally {
+      await knex.destroy();
+      scratch.remove();
     }
   });
 

@@ -13,7 +13,7 @@ interface PaymentSucceeded {
 
 export function pointsConsumer(knex: Knex, options: OrmLedgerConfig = {}) {
   return createPipeline<Knex.Transaction, PaymentSucceeded>({
-    ledger: knexLedger(knex, options), // PostgreSQL or MySQL/MariaDB, whichever knex talks to
+    ledger: knexLedger(knex, options), // PostgreSQL, MySQL/MariaDB or SQLite, whichever knex talks to
     group: 'points',
     key: { jsonPath: 'eventId' },
     handler: async (event, ctx) => {

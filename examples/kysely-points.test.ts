@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { scratchDir } from '../test/support/points.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../test/support/postgres.js';
-import { run } from './kysely-points.js';
+import { run, runOnSqlite } from './kysely-points.js';
 
 const postgres = await findPostgres();
 
@@ -24,11 +26,25 @@ describe('the Kysely payment-to-points example', () => {
     },
   );
 
+  it('does the same on SQLite, in a file of its own', async () => {
+    const scratch = scratchDir();
+    try {
+      expect(await runOnSqlite(join(scratch.dir, 'points.db'))).toEqual({
+        actions: ['executed', 'duplicate (redelivery)', 'duplicate (republish)'],
+        balance: 100,
+      });
+    } finally {
+      scratch.remove();
+    }
+  });
+
   it('is quoted in the Kysely page exactly as it compiles', () => {
     const source = readFileSync(new URL('./kysely-points.ts', import.meta.url), 'utf8');
-    const region = /\/\/ #region example\n([\s\S]*?)\/\/ #endregion example/.exec(source)?.[1];
     const page = readFileSync(new URL('../docs/orm/kysely.md', import.meta.url), 'utf8');
-    expect(region).toBeDefined();
-    expect(page).toContain(region?.trim());
+    for (const name of ['example', 'sqlite']) {
+      const region = new RegExp(`// #region ${name}\\n([\\s\\S]*?)// #endregion ${name}`).exec(source)?.[1];
+      expect(region).toBeDefined();
+      expect(page).toContain(region?.trim());
+    }
   });
 });

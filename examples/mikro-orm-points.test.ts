@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MikroORM as SqliteOrm } from '@mikro-orm/better-sqlite';
 import { MikroORM as MysqlOrm } from '@mikro-orm/mysql';
 import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
 import { mysqlService } from '../test/support/mysql.js';
+import { scratchDir } from '../test/support/points.js';
 import { findPostgres, scratchSchema } from '../test/support/postgres.js';
 import { PointsEntity, run } from './mikro-orm-points.js';
 
@@ -42,6 +45,21 @@ describe('the MikroORM payment-to-points example', () => {
     } finally {
       await orm.schema.dropDatabase(dbName);
       await orm.close();
+    }
+  });
+
+  it('applies one event delivered three times once on SQLite (@mikro-orm/better-sqlite), with the consumer unchanged', async () => {
+    const scratch = scratchDir();
+    const orm = await SqliteOrm.init({ dbName: join(scratch.dir, 'points.db'), entities: [PointsEntity] });
+    try {
+      await orm.schema.createSchema();
+      expect(await run(orm)).toEqual(THREE_COPIES);
+      expect(await orm.em.getConnection().execute('SELECT count(*) AS n FROM oncemq_ledger')).toEqual([
+        { n: 1 },
+      ]);
+    } finally {
+      await orm.close();
+      scratch.remove();
     }
   });
 

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { DataSource } from 'typeorm';
 import { describe, expect, it } from 'vitest';
 import { mysqlService } from '../test/support/mysql.js';
+import { scratchDir } from '../test/support/points.js';
 import { findPostgres, scratchSchema } from '../test/support/postgres.js';
 import { PointsEntity, run } from './typeorm-points.js';
 
@@ -51,6 +53,23 @@ describe('the TypeORM payment-to-points example', () => {
       if (dataSource.isInitialized) await dataSource.destroy();
       await admin.query(`DROP DATABASE IF EXISTS \`${database}\``);
       await admin.destroy();
+    }
+  });
+
+  it('applies one event delivered three times once on SQLite (better-sqlite3), with the consumer unchanged', async () => {
+    const scratch = scratchDir();
+    const dataSource = await new DataSource({
+      type: 'better-sqlite3',
+      database: join(scratch.dir, 'points.db'),
+      entities: [PointsEntity],
+      synchronize: true,
+    }).initialize();
+    try {
+      expect(await run(dataSource)).toEqual(THREE_COPIES);
+      expect(await dataSource.query('SELECT count(*) AS n FROM oncemq_ledger')).toEqual([{ n: 1 }]);
+    } finally {
+      await dataSource.destroy();
+      scratch.remove();
     }
   });
 

@@ -6,7 +6,6 @@
  * transactions are synchronous, the SQLite ledger opens the transaction on `db.$client` and `ctx.tx`
  * is `db` itself. See docs/orm/drizzle.md.
  */
-import { ConfigError } from './core/errors.js';
 import type { MysqlConnectionLike } from './ledger/mysql/mysql-client.js';
 import type { PgClientLike } from './ledger/postgres/postgres-client.js';
 import type { SqlBridge } from './ledger/sql-bridge.js';
@@ -20,6 +19,7 @@ import {
 } from './orm/drizzle-bridge.js';
 import { drizzleSqliteClient, drizzleSqliteHandle, type DrizzleSqliteLike } from './orm/drizzle-sqlite.js';
 import { bridgedLedger, type BridgedLedger, type OrmLedgerConfig } from './orm/orm-ledger.js';
+import { refuseServerOptions } from './orm/sqlite-orm-ledger.js';
 
 export { drizzleBridge } from './orm/drizzle-bridge.js';
 export type { DrizzleLike, DrizzleQueryableLike, DrizzleTransactionLike } from './orm/drizzle-bridge.js';
@@ -29,9 +29,6 @@ export type { SqlBridge } from './ledger/sql-bridge.js';
 
 /** The SQLite ledger of a Drizzle better-sqlite3 database `Db`: `ctx.tx` is `Db`. */
 export type DrizzleSqliteLedger<Db> = SqliteLedger<SqliteDatabaseLike, Db>;
-
-/** Options of a PostgreSQL or MySQL ledger, refused on SQLite. */
-const SERVER_ONLY = ['schema', 'partitioned', 'database', 'lockRetries'] as const;
 
 /**
  * A ledger in the SQLite database of a Drizzle better-sqlite3 `db`: each transactional claim runs
@@ -61,9 +58,7 @@ export function drizzleLedger(
       | SqlBridge<MysqlConnectionLike, DrizzleTransactionLike> = drizzleBridge(db as DrizzleLike);
     return bridgedLedger(bridge, config);
   }
-  for (const field of SERVER_ONLY) {
-    if (config[field] !== undefined) throw new ConfigError(field, 'is not an option of a sqlite ledger');
-  }
+  refuseServerOptions(config);
   const sqlite = db as DrizzleSqliteLike;
   return new SqliteLedger<SqliteDatabaseLike, DrizzleSqliteLike>({
     ...config,

@@ -1,5 +1,9 @@
 import { ConfigError } from '../core/errors.js';
-import type { SqliteDatabaseLike, SqliteHandle } from '../ledger/sqlite/sqlite-database.js';
+import {
+  isSqliteDatabase,
+  type SqliteDatabaseLike,
+  type SqliteHandle,
+} from '../ledger/sqlite/sqlite-database.js';
 import type { SQLWrapper } from 'drizzle-orm';
 import { drizzleKinds } from './drizzle-bridge.js';
 
@@ -13,16 +17,6 @@ export interface DrizzleSqliteLike {
   run(query: SQLWrapper): unknown;
   /** Reads every row of a statement at once. */
   all(query: SQLWrapper): unknown;
-}
-
-/** A better-sqlite3 `Database` itself: what the relay and `outbox.migrate()` run on, a connection of their own. */
-function isSqliteDatabase(value: unknown): value is SqliteDatabaseLike {
-  const shape = value as Partial<SqliteDatabaseLike> | null;
-  return (
-    typeof shape?.prepare === 'function' &&
-    typeof shape.exec === 'function' &&
-    typeof shape.inTransaction === 'boolean'
-  );
 }
 
 /** The better-sqlite3 `Database` under a Drizzle database: `db.$client` (absent on `drizzle.mock()`). */

@@ -72,8 +72,8 @@ export function knexDatabase(knex: KnexLike): 'postgres' | 'mysql' {
   if (database === undefined) {
     throw new ConfigError(
       'knex',
-      `Knex dialect ${JSON.stringify(name)} has no oncemq ledger through Knex; use pg or mysql2 ` +
-        '(on SQLite, give the better-sqlite3 database to SqliteLedger)',
+      `Knex dialect ${JSON.stringify(name)} has no oncemq ledger through Knex; use pg, mysql2 or better-sqlite3 ` +
+        '(better-sqlite3 takes no bridge: knexLedger(knex), and a better-sqlite3 Database of its own for the relay)',
     );
   }
   return database;

@@ -50,24 +50,29 @@ interface KyselyProbeLike {
   };
 }
 
+/** The SQL `db`'s dialect writes for a probe query (compiled, not run); empty for what is not a Kysely instance. */
+export function kyselyProbeSql(db: KyselyQueryableLike): string {
+  try {
+    const probe = db.withoutPlugins() as unknown as KyselyProbeLike;
+    return probe.selectFrom('oncemq_probe').selectAll().where('k', '=', 0).compile().sql;
+  } catch {
+    return '';
+  }
+}
+
 /**
  * Which database `db` talks to, told by the SQL its dialect writes for a probe query (compiled, not
  * run): `"t"` and `$1` on PostgreSQL, `` `t` `` and `?` on MySQL/MariaDB. Any other dialect is refused.
  */
 export function kyselyDatabase(db: KyselyQueryableLike): 'postgres' | 'mysql' {
-  let sql = '';
-  try {
-    const probe = db.withoutPlugins() as unknown as KyselyProbeLike;
-    sql = probe.selectFrom('oncemq_probe').selectAll().where('k', '=', 0).compile().sql;
-  } catch {
-    // not a Kysely instance: refused below
-  }
+  const sql = kyselyProbeSql(db);
   if (sql.includes('"oncemq_probe"') && sql.endsWith('$1')) return 'postgres';
   if (sql.includes('`oncemq_probe`') && sql.endsWith('?')) return 'mysql';
   throw new ConfigError(
     'db',
     `this Kysely dialect (it writes ${JSON.stringify(sql)}) has no oncemq ledger through Kysely; use ` +
-      'PostgresDialect or MysqlDialect (on SQLite, give the better-sqlite3 database to SqliteLedger)',
+      'PostgresDialect or MysqlDialect (SQLite takes no bridge: kyselyLedger(db, { database }), and a ' +
+      'better-sqlite3 Database of its own for the relay)',
   );
 }
 

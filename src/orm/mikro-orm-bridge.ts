@@ -73,7 +73,7 @@ export function mikroOrmDatabase(em: MikroOrmEntityManagerLike): 'postgres' | 'm
     throw new ConfigError(
       'em',
       `MikroORM driver ${JSON.stringify(seen)} has no oncemq ledger through MikroORM; use @mikro-orm/postgresql, ` +
-        '@mikro-orm/mysql or @mikro-orm/mariadb (version 6) (on SQLite, give the better-sqlite3 database to SqliteLedger)',
+        '@mikro-orm/mysql or @mikro-orm/mariadb (version 6) (on SQLite, mikroOrmLedger() takes @mikro-orm/better-sqlite)',
     );
   }
   return DATABASES[name] as 'postgres' | 'mysql';

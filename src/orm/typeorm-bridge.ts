@@ -69,8 +69,8 @@ export function typeormDatabase(dataSource: TypeormDataSourceLike): 'postgres' |
   if (database === undefined) {
     throw new ConfigError(
       'dataSource',
-      `TypeORM type ${JSON.stringify(name)} has no oncemq ledger through TypeORM; use 'postgres', 'mysql' or ` +
-        "'mariadb' (on SQLite, give the better-sqlite3 database to SqliteLedger)",
+      `TypeORM type ${JSON.stringify(name)} has no oncemq ledger through TypeORM's bridge; use 'postgres', 'mysql' ` +
+        "or 'mariadb' (on SQLite, typeormLedger() takes a 'better-sqlite3' data source)",
     );
   }
   return database;

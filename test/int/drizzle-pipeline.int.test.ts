@@ -10,15 +10,7 @@ import { integer as sqliteInteger, sqliteTable, text as sqliteText } from 'drizz
 import mysql from 'mysql2/promise';
 import type pg from 'pg';
 import { afterEach, beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
-import {
-  ConfigError,
-  createOutbox,
-  createPipeline,
-  createRelay,
-  type OutboxDatabase,
-  type Outbox,
-  type PipelineConfig,
-} from 'oncemq';
+import { ConfigError, createOutbox, createPipeline, type PipelineConfig } from 'oncemq';
 import {
   drizzleBridge,
   drizzleLedger,
@@ -29,6 +21,7 @@ import {
 } from 'oncemq/drizzle';
 import { checkRollback, RollbackCheckError } from 'oncemq/testing';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
+import { relayOnce } from '../support/relay.js';
 import { scratchDir } from '../support/points.js';
 import { findPostgres, newPool, scratchSchema } from '../support/postgres.js';
 import { payment, paymentEnvelope, paymentEvents, type PaymentSucceeded } from '../support/points.js';
@@ -57,27 +50,6 @@ interface World<Tx extends DrizzleTransactionLike, Db extends DrizzleLike<Tx>> {
 }
 
 /** Publishes what `outbox` holds once through a relay on `database`; answers the keys sent. */
-async function relayOnce<Tx>(outbox: Outbox<Tx>, database: OutboxDatabase): Promise<string[]> {
-  const sent: string[] = [];
-  const relay = createRelay({
-    outbox,
-    database,
-    transport: {
-      name: 'memory',
-      publish: (message) => {
-        sent.push(message.key ?? '');
-        return Promise.resolve({ brokerId: `m-${sent.length}`, topic: message.topic });
-      },
-    },
-  });
-  try {
-    expect(await relay.runOnce()).toMatchObject({ published: sent.length, failed: 0 });
-  } finally {
-    await relay.stop();
-  }
-  return sent;
-}
-
 const byUser = (rows: readonly { userId: string; balance: number }[]): Record<string, number> =>
   Object.fromEntries(rows.map((r) => [r.userId, r.balance]));
 

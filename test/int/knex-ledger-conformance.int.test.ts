@@ -1,9 +1,12 @@
+import { join } from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import { afterAll, describe } from 'vitest';
 import { describeLedgerConformance } from 'oncemq/conformance';
 import { knexLedger } from 'oncemq/knex';
 import { findPostgres, scratchSchema } from '../support/postgres.js';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
+import { scratchDir } from '../support/points.js';
+import { knexOnSqlite } from '../support/sqlite-builders.js';
 
 const postgres = await findPostgres();
 const mysql = await mysqlService();
@@ -92,6 +95,52 @@ describe.skipIf(!mysql.available)('Knex on MySQL/MariaDB', () => {
           await admin.schema.dropTableIfExists(effects);
           await admin.schema.dropTableIfExists(table);
           await admin.schema.dropTableIfExists(`${table}_schema`);
+        },
+      };
+    },
+  });
+});
+
+describe('Knex on SQLite (better-sqlite3)', () => {
+  // a file, not ':memory:': a ledger in memory declares no concurrent connections
+  const probeDir = scratchDir();
+  const probe = knexOnSqlite(join(probeDir.dir, 'probe.db'));
+  afterAll(async () => {
+    await probe.destroy();
+    probeDir.remove();
+  });
+
+  describeLedgerConformance<Knex.Transaction>('knex (better-sqlite3)', {
+    capabilities: knexLedger(probe).capabilities,
+    construct: (table) => knexLedger(probe, { table }),
+    async create() {
+      const scratch = scratchDir();
+      const path = join(scratch.dir, 'ledger.db');
+      const admin = knexOnSqlite(path);
+      await admin.schema.createTable('effects', (t) => t.text('key').notNullable());
+      const instances: Knex[] = [];
+      return {
+        async open(options = {}) {
+          // a knex instance of its own (its pool of one connection), as another process would open it
+          const knex = knexOnSqlite(path);
+          instances.push(knex);
+          const ledger = knexLedger(knex, options);
+          await ledger.init();
+          return ledger;
+        },
+        effect: {
+          apply: async (trx, key) => {
+            await trx.insert({ key }).into('effects');
+          },
+          count: async (key) => {
+            const rows: { n: unknown }[] = await admin.from('effects').where({ key }).count({ n: '*' });
+            return Number(rows[0]?.n ?? 0);
+          },
+        },
+        async teardown() {
+          await Promise.all(instances.map((knex) => knex.destroy()));
+          await admin.destroy();
+          scratch.remove();
         },
       };
     },

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import { Kysely, MysqlDialect, PostgresDialect, sql, type Transaction } from 'kysely';
 import { createPool } from 'mysql2';
 import pg from 'pg';
@@ -6,6 +7,8 @@ import { describeLedgerConformance } from 'oncemq/conformance';
 import { kyselyLedger } from 'oncemq/kysely';
 import { findPostgres, scratchSchema } from '../support/postgres.js';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
+import { scratchDir } from '../support/points.js';
+import { kyselyOnSqlite } from '../support/sqlite-builders.js';
 
 const postgres = await findPostgres();
 const mysql = await mysqlService();
@@ -120,6 +123,59 @@ describe.skipIf(!mysql.available)('Kysely on MySQL/MariaDB', () => {
           for (const name of [effects, table, `${table}_schema`]) {
             await admin.schema.dropTable(name).ifExists().execute();
           }
+        },
+      };
+    },
+  });
+});
+
+describe('Kysely on SQLite (better-sqlite3)', () => {
+  // a file, not ':memory:': a ledger in memory declares no concurrent connections
+  const probeDir = scratchDir();
+  const probe = kyselyOnSqlite<PgEffectsDb>(join(probeDir.dir, 'probe.db'));
+  afterAll(async () => {
+    await probe.db.destroy();
+    probeDir.remove();
+  });
+
+  describeLedgerConformance<Transaction<PgEffectsDb>>('kysely (better-sqlite3)', {
+    capabilities: kyselyLedger(probe.db, { database: probe.database }).capabilities,
+    construct: (table) => kyselyLedger(probe.db, { database: probe.database, table }),
+    async create() {
+      const scratch = scratchDir();
+      const path = join(scratch.dir, 'ledger.db');
+      const admin = kyselyOnSqlite<PgEffectsDb>(path);
+      await admin.db.schema
+        .createTable('effects')
+        .addColumn('key', 'text', (c) => c.notNull())
+        .execute();
+      const instances: Kysely<PgEffectsDb>[] = [];
+      return {
+        async open(options = {}) {
+          // a Kysely instance on a connection of its own, as another process would open it
+          const { db, database } = kyselyOnSqlite<PgEffectsDb>(path);
+          instances.push(db);
+          const ledger = kyselyLedger(db, { database, ...options });
+          await ledger.init();
+          return ledger;
+        },
+        effect: {
+          apply: async (trx, key) => {
+            await trx.insertInto('effects').values({ key }).execute();
+          },
+          count: async (key) => {
+            const row = await admin.db
+              .selectFrom('effects')
+              .select((eb) => eb.fn.countAll<number>().as('n'))
+              .where('key', '=', key)
+              .executeTakeFirst();
+            return row?.n ?? 0;
+          },
+        },
+        async teardown() {
+          await Promise.all(instances.map((db) => db.destroy()));
+          await admin.db.destroy();
+          scratch.remove();
         },
       };
     },

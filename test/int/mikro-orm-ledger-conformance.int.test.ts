@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { MikroORM as SqliteOrm, type EntityManager as SqliteEntityManager } from '@mikro-orm/better-sqlite';
 import { MikroORM as MysqlOrm, type EntityManager as MysqlEntityManager } from '@mikro-orm/mysql';
 import { MikroORM as PostgresOrm, type EntityManager as PostgresEntityManager } from '@mikro-orm/postgresql';
 import { afterAll, describe } from 'vitest';
@@ -5,6 +7,8 @@ import { describeLedgerConformance } from 'oncemq/conformance';
 import { mikroOrmLedger } from 'oncemq/mikro-orm';
 import { findPostgres, scratchSchema } from '../support/postgres.js';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
+import { scratchDir } from '../support/points.js';
+import { sqliteNamespace } from '../support/sqlite.js';
 
 const postgres = await findPostgres();
 const mysql = await mysqlService();
@@ -102,6 +106,38 @@ describe.skipIf(!mysql.available)('MikroORM on MySQL/MariaDB', async () => {
           }
         },
       };
+    },
+  });
+});
+
+describe('MikroORM on SQLite (better-sqlite3)', async () => {
+  // a file, not ':memory:': a ledger in memory declares no concurrent connections
+  const probeDir = scratchDir();
+  const probe = await SqliteOrm.init({ dbName: join(probeDir.dir, 'probe.db'), ...options('', 1) });
+  afterAll(async () => {
+    await probe.close();
+    probeDir.remove();
+  });
+
+  describeLedgerConformance<SqliteEntityManager>('mikro-orm (better-sqlite)', {
+    capabilities: mikroOrmLedger(probe.em).capabilities,
+    // better-sqlite3 waits for another connection's write lock synchronously, blocking the event loop
+    waitsForInflightTransactions: false,
+    construct: (table) => mikroOrmLedger(probe.em, { table }),
+    create() {
+      const orms: { close(): Promise<void> }[] = [];
+      return sqliteNamespace<SqliteEntityManager>(
+        async (path, instanceOptions) => {
+          // an ORM of its own per instance: its own connection, as another process would have
+          const orm = await SqliteOrm.init({ dbName: path, ...options('', 1) });
+          orms.push(orm);
+          return mikroOrmLedger(orm.em, instanceOptions);
+        },
+        () => Promise.all(orms.map((orm) => orm.close())),
+        async (em, key) => {
+          await em.execute('INSERT INTO effects (key) VALUES (?)', [key]);
+        },
+      );
     },
   });
 });

@@ -4,6 +4,7 @@ import { describeLedgerConformance } from 'oncemq/conformance';
 import { typeormLedger } from 'oncemq/typeorm';
 import { findPostgres, scratchSchema } from '../support/postgres.js';
 import { mysqlService, uniqueTable } from '../support/mysql.js';
+import { sqliteNamespace } from '../support/sqlite.js';
 
 const postgres = await findPostgres();
 const mysql = await mysqlService();
@@ -110,6 +111,33 @@ describe.skipIf(!mysql.available)('TypeORM on MySQL/MariaDB', () => {
             await admin.query(`DROP TABLE IF EXISTS \`${name}\``);
         },
       };
+    },
+  });
+});
+
+describe('TypeORM on SQLite (better-sqlite3)', () => {
+  // a file, not ':memory:': a ledger in memory declares no concurrent connections
+  const offline = new DataSource({ type: 'better-sqlite3', database: 'probe.db' });
+
+  describeLedgerConformance<EntityManager>('typeorm (better-sqlite3)', {
+    capabilities: typeormLedger(offline).capabilities,
+    // better-sqlite3 waits for another connection's write lock synchronously, blocking the event loop
+    waitsForInflightTransactions: false,
+    construct: (table) => typeormLedger(offline, { table }),
+    create() {
+      const sources: DataSource[] = [];
+      return sqliteNamespace<EntityManager>(
+        async (path, options) => {
+          // a data source of its own per instance: its own connection, as another process would have
+          const dataSource = await new DataSource({ type: 'better-sqlite3', database: path }).initialize();
+          sources.push(dataSource);
+          return typeormLedger(dataSource, options);
+        },
+        () => Promise.all(sources.map((dataSource) => dataSource.destroy())),
+        async (manager, key) => {
+          await manager.createQueryBuilder().insert().into('effects', ['key']).values({ key }).execute();
+        },
+      );
     },
   });
 });

@@ -28,11 +28,19 @@ describe('kyselyBridge', () => {
     await new Promise<void>((resolve) => mysqlPool.end(() => resolve()));
   });
 
-  it('refuses a SQLite Kysely with a ConfigError that says to give the better-sqlite3 database to SqliteLedger', () => {
+  it('builds the SQLite ledger on a SQLite Kysely given its better-sqlite3 database, without touching it, and refuses one without', () => {
     const database = new Database(':memory:');
     const onSqlite = new Kysely<Db>({ dialect: new SqliteDialect({ database }) });
+    const ledger = kyselyLedger(onSqlite, { database });
+    expect(ledger.name).toBe('sqlite');
+    expect(ledger.capabilities.concurrentConnections).toBe(false); // in memory
+    expectTypeOf(ledger).toEqualTypeOf<BridgedLedger<Transaction<Db>>>();
+    expect(database.prepare('SELECT COUNT(*) AS n FROM sqlite_master').get()).toEqual({ n: 0 });
     expect(() => kyselyLedger(onSqlite)).toThrow(ConfigError);
-    expect(() => kyselyLedger(onSqlite)).toThrow(/better-sqlite3 database to SqliteLedger/);
+    expect(() => kyselyLedger(onSqlite)).toThrow(
+      /needs the better-sqlite3 Database given to its SqliteDialect/,
+    );
+    expect(() => kyselyBridge(onSqlite)).toThrow(/SQLite takes no bridge/);
     database.close();
   });
 

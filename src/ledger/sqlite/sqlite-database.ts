@@ -39,3 +39,13 @@ export interface SqliteHandle<Db extends SqliteDatabaseLike, Tx> {
    */
   database(tx: Tx): SqliteDatabaseLike;
 }
+
+/** A better-sqlite3 `Database` itself: what the relay and `outbox.migrate()` run on, a connection of their own. */
+export function isSqliteDatabase(value: unknown): value is SqliteDatabaseLike {
+  const shape = value as Partial<SqliteDatabaseLike> | null;
+  return (
+    typeof shape?.prepare === 'function' &&
+    typeof shape.exec === 'function' &&
+    typeof shape.inTransaction === 'boolean'
+  );
+}

@@ -1,9 +1,10 @@
+import { isThenable } from '../../core/thenable.js';
 import type { SqlDialect, SqlValue } from '../sql-dialect.js';
 import { quoteIdentifier } from '../sql-identifier.js';
 import type { SqliteDatabaseLike } from './sqlite-database.js';
 
 /** Runs better-sqlite3's synchronous call as a promise, so a driver error rejects instead of throwing. */
-function later<T>(run: () => T): Promise<T> {
+function later<T>(run: () => T | PromiseLike<T>): Promise<T> {
   try {
     return Promise.resolve(run());
   } catch (error) {
@@ -24,30 +25,27 @@ export const sqliteDialect: SqlDialect<SqliteDatabaseLike> = Object.freeze({
 });
 
 /**
- * The SQLite dialect on a handle of the database (a query builder built on it): `database(tx)` finds
- * the better-sqlite3 database the statements run on (at once, as the plain dialect does), and what it
+ * The SQLite dialect on a handle of the database (a query builder or ORM built on it): `database(tx)`
+ * finds the better-sqlite3 database the statements run on — at once, as the plain dialect does, or,
+ * when the tool lends its connection only through a promise (MikroORM), once it resolves — and what it
  * refuses rejects.
  */
-export function sqliteDialectOver<Tx>(database: (tx: Tx) => SqliteDatabaseLike): SqlDialect<Tx> {
+export function sqliteDialectOver<Tx>(
+  database: (tx: Tx) => SqliteDatabaseLike | PromiseLike<SqliteDatabaseLike>,
+): SqlDialect<Tx> {
+  const on = <T>(tx: Tx, run: (db: SqliteDatabaseLike) => T): Promise<T> =>
+    later(() => {
+      const db = database(tx);
+      return isThenable(db) ? Promise.resolve(db).then(run) : run(db);
+    });
   return Object.freeze({
     name: sqliteDialect.name,
     lockingRead: sqliteDialect.lockingRead,
     quote: quoteIdentifier,
     placeholder: () => '?',
     execute: (tx: Tx, sql: string, values: readonly SqlValue[]) =>
-      later(() =>
-        Number(
-          database(tx)
-            .prepare(sql)
-            .run(...values).changes,
-        ),
-      ),
+      on(tx, (db) => Number(db.prepare(sql).run(...values).changes)),
     query: (tx: Tx, sql: string, values: readonly SqlValue[]) =>
-      later(
-        () =>
-          database(tx)
-            .prepare(sql)
-            .all(...values) as Record<string, unknown>[],
-      ),
+      on(tx, (db) => db.prepare(sql).all(...values) as Record<string, unknown>[]),
   });
 }
