@@ -1,6 +1,8 @@
 import type { Envelope } from '../core/envelope.js';
 import { ClosedError, ConfigError } from '../core/errors.js';
 import type { Outcome } from '../core/outcome.js';
+import { decideExisting } from '../ledger/claim-decision.js';
+import type { LedgerRecord } from '../ledger/ledger.js';
 import { runBatch } from './batch.js';
 import { readDelivery, type Readable, type ReadDelivery, type ReaderConfig } from './delivery-reader.js';
 import { DeliveryRunner } from './delivery-runner.js';
@@ -164,11 +166,30 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
   }
 
   async process(envelope: Envelope): Promise<Outcome> {
+    return this.processKnown(envelope, undefined);
+  }
+
+  /**
+   * `process()`, given the key's row when the caller has just read it (the HTTP edge reads it before
+   * it claims): a SUCCESS row answers without a claim, `duplicate` (or `conflict` for another
+   * payload), recorded as any outcome is. A row cannot leave SUCCESS but by an operator's reset or the
+   * retention's purge, so the answer is the one the claim would have given.
+   */
+  async processKnown(envelope: Envelope, known: LedgerRecord | undefined): Promise<Outcome> {
     if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
     if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
     const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
     if (!delivery.ok) return this.#unreadable(delivery, started);
+    if (known?.status === 'SUCCESS' && known.group === delivery.request.group && known.key === delivery.key) {
+      const decision = decideExisting(known, delivery.request, Date.now());
+      if (decision === 'duplicate' || decision === 'conflict') {
+        delivery.trace.claimStarted();
+        delivery.trace.claimed(decision);
+        const outcome = this.#runner.notWon(delivery, { status: decision, record: known }, started);
+        return this.#recorder.record(outcome, delivery.trace);
+      }
+    }
     if (!this.#ready) {
       const unavailable = await this.#ready$([delivery], started);
       if (unavailable?.[0] !== undefined) return unavailable[0];
@@ -235,4 +256,19 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
  */
 export function createPipeline<Tx, T = unknown>(config: PipelineConfig<Tx, T>): Pipeline {
   return new ConsumerPipeline(config);
+}
+
+/**
+ * For oncemq's own front ends that read a key's row before they claim it (the HTTP edge): the
+ * delivery's outcome given that row, as {@link ConsumerPipeline.processKnown} decides it. Not part of
+ * the package's entry points.
+ */
+export function processKnown(
+  pipeline: Pipeline,
+  envelope: Envelope,
+  known: LedgerRecord | undefined,
+): Promise<Outcome> {
+  return pipeline instanceof ConsumerPipeline
+    ? pipeline.processKnown(envelope, known)
+    : pipeline.process(envelope);
 }

@@ -9,7 +9,7 @@ import type { Outcome } from '../core/outcome.js';
 import type { Serializer } from '../core/serializer.js';
 import type { HandlerContext, Mode } from '../consumer/handler-context.js';
 import type { PipelineMetrics } from '../consumer/metrics.js';
-import { createPipeline, type Pipeline } from '../consumer/pipeline.js';
+import { createPipeline, processKnown, type Pipeline } from '../consumer/pipeline.js';
 import { fitFingerprint } from '../ledger/claim-request.js';
 import type { Ledger, LedgerRecord } from '../ledger/ledger.js';
 import { HttpRunContext, type HttpContext } from './http-context.js';
@@ -233,7 +233,8 @@ class LedgerHttpEdge<Tx> implements HttpEdge<Tx> {
         deliveryCount: row === undefined || row.status === 'SUCCESS' ? 1 : row.attempt + 1,
       });
       this.#pending.set(envelope, pending);
-      const outcome = await this.#pipeline.process(envelope);
+      // A completed key is answered from the row just read: a replay costs that one read.
+      const outcome = await processKnown(this.#pipeline, envelope, row);
       if (outcome.kind !== 'busy') return this.#answer(outcome, pending);
       const left = deadline - performance.now();
       if (left <= 0) {

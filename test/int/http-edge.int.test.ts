@@ -81,6 +81,30 @@ describe.each(HTTP_DATABASES)('the HTTP edge on $name', (factory) => {
     expect(await db.count('order-1')).toBe(1);
   });
 
+  it('answers a completed key from the row it read, without a claim, and counts the replay as a duplicate', async (ctx) => {
+    if (db === undefined) return ctx.skip();
+    const claim = ledger.transaction.bind(ledger);
+    let claims = 0;
+    ledger.transaction = (request, work) => {
+      claims += 1;
+      return claim(request, work);
+    };
+    const { url, edge } = await serve(createOrder(db));
+    const first = await post(url, { item: 'pen' }, { 'idempotency-key': 'order-7' });
+    expect(first.status).toBe(201);
+    expect(claims).toBe(1);
+    for (let i = 0; i < 3; i++) {
+      const again = await post(url, { item: 'pen' }, { 'idempotency-key': 'order-7' });
+      expect(again.bytes.equals(first.bytes)).toBe(true);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+    }
+    const reused = await post(url, { item: 'ink' }, { 'idempotency-key': 'order-7' });
+    expect(reused.status).toBe(422);
+    expect(claims).toBe(1);
+    expect(edge.metrics().outcomes).toMatchObject({ executed: 1, duplicate: 3, conflict: 1 });
+    expect(await db.count('order-7')).toBe(1);
+  });
+
   it.for(['transactional', 'leased'] as const)(
     '%s: 100 concurrent requests with one key apply one effect; each other one is answered 409 or the stored response',
     async (mode, ctx) => {
