@@ -117,6 +117,7 @@ export { TransportUnavailableError } from './core/errors.js';
 export {
   DEFAULT_SUBSCRIBE_OPTIONS,
   DEFAULT_TRANSPORT_CAPABILITIES,
+  startPosition,
   UNIQUE_ID_HEADER,
 } from './transport/transport.js';
 export type {
@@ -124,6 +125,7 @@ export type {
   Processor,
   ProcessorLike,
   PublishReceipt,
+  StartPosition,
   SubscribeOptions,
   Subscription,
   Transport,

@@ -21,6 +21,17 @@ export interface TransportUnderTest {
    */
   readonly peer?: () => Promise<Transport>;
   /**
+   * A transport on the same broker in another namespace than `transport`, made as another application
+   * sharing the broker would make it: its own value of the transport's namespace setting (a RabbitMQ
+   * `prefix`, NATS stream and subject prefixes, a Redis Streams key `prefix`, a Kafka or RocketMQ
+   * `namespace`; the local broker's namespace is its file), and no setting that only an operator who
+   * knows of the other application would add (no RabbitMQ `exchange` of its own). The isolation case
+   * publishes, retries and dead-letters in both under the same topic and group names, and expects each
+   * to see only its own; it closes what it makes, and the factory's `cleanup` removes what that
+   * transport left on the broker. Without it, the case skips.
+   */
+  readonly otherNamespace?: () => Promise<Transport>;
+  /**
    * The largest message, headers and body together, the broker stores as the factory configured it
    * (NATS `max_payload` or a stream's `max_msg_size`, Kafka's `max.message.bytes`). Absent where the
    * broker has no limit a test can reach (Redis Streams, the local broker): the limit cases skip.

@@ -5,6 +5,8 @@ import type { Processor, SubscribeOptions, Subscription, Transport } from '../tr
 import { describeTransportFaultCases } from './transport-conformance-faults.js';
 import { describeTransportForeignCases } from './transport-conformance-foreign.js';
 import { describeTransportMembershipCases } from './transport-conformance-membership.js';
+import { describeTransportNamespaceCases } from './transport-conformance-namespaces.js';
+import { describeTransportStartCases } from './transport-conformance-start.js';
 import { describeTransportLimitCases } from './transport-conformance-limits.js';
 import { describeTransportHostileHeaderCases } from './transport-conformance-hostile.js';
 import { describeTransportOrderingCases } from './transport-conformance-ordering.js';
@@ -237,6 +239,9 @@ export function describeTransportConformance(
     describeTransportMembershipCases(test);
     describeTransportLimitCases(test);
     describeTransportOrderingCases(test);
+    // Several groups, each waited for: more than one wait long.
+    describeTransportNamespaceCases(test, waitMs * 3);
+    describeTransportStartCases(test, waitMs * 3);
   });
 }
 

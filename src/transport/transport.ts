@@ -152,6 +152,18 @@ export interface OrderingOptions {
   readonly onPartitionChange?: 'refuse' | 'drain';
 }
 
+/**
+ * Where a group starts on a topic it has never consumed (`SubscribeOptions.from`):
+ * - `earliest` — at the oldest message the broker still keeps for the topic: the group gets what was
+ *   published before it existed, then everything after;
+ * - `now` — after the last message published before its first `subscribe()` resolved: it gets every
+ *   message published from then on, and none from before.
+ *
+ * Read only when the group has no position on the topic yet (its first subscribe to it); a group that
+ * has one goes on from there whatever `from` says.
+ */
+export type StartPosition = 'now' | 'earliest';
+
 /** Options every transport's `subscribe` understands; a transport documents how it maps each one. */
 export interface SubscribeOptions {
   /**
@@ -183,6 +195,15 @@ export interface SubscribeOptions {
    * only its key. @default unordered
    */
   readonly ordering?: OrderingOptions;
+  /**
+   * Where the group starts on a topic it has never consumed: `earliest` (what the broker still keeps
+   * for the topic, then everything after) or `now` (only what is published after this `subscribe()`
+   * resolved). Read only at the group's first subscribe to the topic: a group with a position keeps
+   * it. A transport that cannot start a group at `earliest` (a RabbitMQ transport without topic logs,
+   * an ordered group on RabbitMQ or Redis Streams) refuses it with a `ConfigError` on `from`.
+   * @default 'earliest' where the transport can start there, else 'now' (docs/transports/contract.md)
+   */
+  readonly from?: StartPosition;
 }
 
 /** Defaults of {@link SubscribeOptions}. */
@@ -204,6 +225,25 @@ export function refuseOrdering(transport: string, options: SubscribeOptions | un
       `the ${transport} transport cannot keep per-key order yet; subscribe without ordering, or use a transport with the ordering capability`,
     );
   }
+}
+
+/**
+ * The start position a subscribe asked for (`options.from`), checked: anything but `now` or
+ * `earliest` is a `ConfigError` on `from`. Unset, it is `earliest`. Where the transport cannot start a
+ * group at the earliest message, pass why as `noEarliest`: an explicit `earliest` is refused with it,
+ * and the default is `now`. For adapters: every transport reads `from` through it.
+ */
+export function startPosition(options: SubscribeOptions | undefined, noEarliest?: string): StartPosition {
+  // Typed, but a caller in JavaScript (or a config file) may pass anything.
+  const from = options?.from as unknown;
+  if (from === undefined) return noEarliest === undefined ? 'earliest' : 'now';
+  if (from !== 'now' && from !== 'earliest') {
+    throw new ConfigError('from', `expected 'now' or 'earliest', got ${JSON.stringify(from)}`);
+  }
+  if (from === 'earliest' && noEarliest !== undefined) {
+    throw new ConfigError('from', `${noEarliest}; subscribe with from: 'now'`);
+  }
+  return from;
 }
 
 /** A running subscription of one consumer (one member of the group). */

@@ -3,7 +3,8 @@ import { describeTransportConformance } from 'oncemq/conformance';
 import { KafkaTransport } from 'oncemq/kafka';
 import { DEFAULT_KAFKA_TRANSPORT_CONFIG } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
-import { proxiedKafka } from '../support/kafka.js';
+import { randomUUID } from 'node:crypto';
+import { deleteTopics, proxiedKafka } from '../support/kafka.js';
 import { kafkaForeign } from '../support/foreign.js';
 
 const kafka = await findKafka();
@@ -14,6 +15,7 @@ describe.skipIf(!kafka.available)('Kafka transport', () => {
     async () => {
       const proxied = await proxiedKafka(kafka.bootstrap);
       const foreign = kafkaForeign(kafka.bootstrap);
+      const others: string[] = [];
       return {
         transport: proxied.transport,
         foreign,
@@ -29,9 +31,23 @@ describe.skipIf(!kafka.available)('Kafka transport', () => {
           ),
         // The group's own topics go with the prefix; the suite's topics stay (another run may share the
         // broker and its `conformance-` names, so nothing is deleted by a pattern broader than this run's).
+        // Another application on the cluster: a namespace of its own, the group-topic prefix left as it is.
+        otherNamespace: () => {
+          const namespace = `ns-${randomUUID().slice(0, 8)}`;
+          others.push(`${namespace}.`, `oncemq.${namespace}.`);
+          return Promise.resolve(
+            new KafkaTransport({
+              brokers: [kafka.bootstrap],
+              namespace,
+              failureBackoff: '200ms',
+              retryDiscoveryInterval: '500ms',
+            }),
+          );
+        },
         cleanup: async () => {
           await foreign.close();
           await proxied.close();
+          if (others.length > 0) await deleteTopics(kafka.bootstrap, others).catch(() => undefined);
         },
         // The topics' max.message.bytes (Kafka's default; the transport's maxMessageBytes): headers count in it too.
         maxMessageBytes: DEFAULT_KAFKA_TRANSPORT_CONFIG.maxMessageBytes,

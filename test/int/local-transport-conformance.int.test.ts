@@ -6,14 +6,18 @@ import { scratchDir } from '../support/points.js';
 
 describeTransportConformance('local', () => {
   const scratch = scratchDir();
-  const transport = new LocalBroker({
-    path: join(scratch.dir, 'broker.db'),
-    pollInterval: '2ms',
-    heartbeatInterval: '50ms',
-    sessionTimeout: '1s',
-  });
+  const open = (file: string): LocalBroker =>
+    new LocalBroker({
+      path: join(scratch.dir, file),
+      pollInterval: '2ms',
+      heartbeatInterval: '50ms',
+      sessionTimeout: '1s',
+    });
+  const transport = open('broker.db');
   return Promise.resolve({
     transport,
+    // The local broker's namespace is its file: another application keeps a file of its own.
+    otherNamespace: () => Promise.resolve(open('other.db')),
     // The local broker has no connection to lose: its members crash before committing offsets and rejoin.
     dropConnections: (subscriptions) => {
       for (const subscription of subscriptions) {

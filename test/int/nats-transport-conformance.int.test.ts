@@ -2,7 +2,14 @@ import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { NatsTransport } from 'oncemq/nats';
 import { JETSTREAM_MAX_HEADER_BYTES } from '../../src/transport/nats/nats-transport.js';
-import { NATS_SERVICE, QUICK_NATS, natsUnderTest, serverMaxPayload } from '../support/nats.js';
+import {
+  NATS_SERVICE,
+  QUICK_NATS,
+  deleteStreams,
+  natsNamespace,
+  natsUnderTest,
+  serverMaxPayload,
+} from '../support/nats.js';
 import { findService } from '../support/services.js';
 import { natsForeign } from '../support/foreign.js';
 
@@ -17,6 +24,7 @@ describe.skipIf(!service.available)('NatsTransport', () => {
     async () => {
       const under = await natsUnderTest(service.url);
       const foreign = natsForeign(service.url, under.subjectPrefix);
+      const others: string[] = [];
       return {
         ...under,
         foreign,
@@ -32,9 +40,16 @@ describe.skipIf(!service.available)('NatsTransport', () => {
               servers: service.url,
             }),
           ),
+        // Another application on the server: stream and subject prefixes of its own.
+        otherNamespace: () => {
+          const names = natsNamespace();
+          others.push(names.streamPrefix);
+          return Promise.resolve(new NatsTransport({ ...QUICK_NATS, ...names, servers: service.url }));
+        },
         cleanup: async () => {
           await foreign.close();
           await under.cleanup();
+          for (const prefix of others) await deleteStreams(service.url, prefix);
         },
       };
     },

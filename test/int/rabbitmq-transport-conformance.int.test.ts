@@ -1,7 +1,7 @@
 import { describe, it } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { AMQP_MAX_HEADER_BYTES } from '../../src/transport/rabbitmq/rabbit-settle.js';
-import { findRabbit, rabbitWorld } from '../support/rabbitmq.js';
+import { findRabbit, rabbitWorld, scratchPrefix } from '../support/rabbitmq.js';
 import { rabbitForeign } from '../support/foreign.js';
 
 const service = await findRabbit();
@@ -22,6 +22,8 @@ if (service.available) {
         },
         // Another process of the application: its own connection (through the same proxy), the same prefix.
         peer: () => Promise.resolve(world.open()),
+        // Another application on the broker: a prefix of its own, and nothing else set (no exchange).
+        otherNamespace: () => Promise.resolve(world.open({ prefix: scratchPrefix() })),
         cleanup: async () => {
           await foreign.close();
           await world.cleanup();

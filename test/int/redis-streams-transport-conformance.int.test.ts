@@ -2,7 +2,7 @@ import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
 import { RedisStreamsTransport } from 'oncemq/redis-streams';
-import { proxiedStreams, rawRedis, type RawRedis } from '../support/redis-streams.js';
+import { deleteKeys, proxiedStreams, rawRedis, type RawRedis } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';
 import { streamsForeign } from '../support/foreign.js';
 
@@ -13,6 +13,7 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
     describeTransportConformance(`redis-streams with ${kind}`, async () => {
       const streams = await proxiedStreams(kind, service.url, { failureBackoff: '200ms' });
       const peers: RawRedis[] = [];
+      const others: string[] = [];
       return {
         transport: streams.transport,
         foreign: streamsForeign(streams.admin, streams.prefix),
@@ -27,7 +28,16 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
             client: client.client,
           });
         },
+        // Another application on the server: a key prefix of its own.
+        otherNamespace: async () => {
+          const client = await rawRedis(kind, service.url);
+          peers.push(client);
+          const prefix = `${streams.prefix}-other`;
+          others.push(prefix);
+          return new RedisStreamsTransport({ prefix, failureBackoff: '200ms', client: client.client });
+        },
         cleanup: async () => {
+          for (const prefix of others) await deleteKeys(streams.admin, prefix);
           await streams.close();
           for (const peer of peers) peer.close();
         },

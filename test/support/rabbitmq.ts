@@ -12,7 +12,7 @@ export function findRabbit(): Promise<Service> {
   });
 }
 
-/** A prefix and exchange name of its own for one test: its queues never meet another test's. */
+/** A prefix of its own for one test (the exchange follows it): its queues never meet another test's. */
 export function scratchPrefix(): string {
   return `oncemq-t-${process.pid}-${randomBytes(4).toString('hex')}`;
 }
@@ -49,7 +49,7 @@ export async function deleteTopology(
   }
 }
 
-/** A transport reaching RabbitMQ through a proxy of its own, on a prefix and exchange of its own. */
+/** A transport reaching RabbitMQ through a proxy of its own, on a prefix (and so an exchange) of its own. */
 export interface RabbitWorld {
   readonly proxy: TcpProxy;
   readonly prefix: string;
@@ -71,8 +71,8 @@ export async function rabbitWorld(url: string, config: RabbitTransportConfig = {
   const open = (extra: RabbitTransportConfig = {}): RabbitTransport => {
     const transport = new RabbitTransport({
       url: throughProxy(url, proxy),
+      // The exchange follows the prefix, as it does for an application that sets only a prefix.
       prefix,
-      exchange: prefix,
       reconnectDelay: '50ms',
       maxReconnectDelay: '500ms',
       failureBackoff: '100ms',

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { RocketMQTransport, type RocketMQTransportConfig } from 'oncemq/rocketmq';
 import type { TransportFactory } from 'oncemq/conformance';
 
@@ -26,5 +27,15 @@ export function rocketmqUnderTest(
     transport: new RocketMQTransport({ url, ...QUICK_ROCKETMQ, ...config }),
     // Another process of the application: a client of its own on the same proxy.
     peer: () => Promise.resolve(new RocketMQTransport({ url, ...QUICK_ROCKETMQ, ...config })),
+    // Another application on the cluster: a namespace of its own.
+    otherNamespace: () =>
+      Promise.resolve(
+        new RocketMQTransport({
+          url,
+          ...QUICK_ROCKETMQ,
+          ...config,
+          namespace: `ns${randomUUID().slice(0, 8)}`,
+        }),
+      ),
   });
 }

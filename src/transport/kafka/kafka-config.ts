@@ -3,8 +3,14 @@ import type { Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
-import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
+import {
+  DEFAULT_SUBSCRIBE_OPTIONS,
+  startPosition,
+  type StartPosition,
+  type SubscribeOptions,
+} from '../transport.js';
 import { KafkaNames } from './kafka-names.js';
+import { TransportNamespace } from '../namespace.js';
 
 /** Input of `new KafkaTransport(config)`: the brokers, the names of the group topics, and timings. */
 export interface KafkaTransportConfig {
@@ -19,6 +25,14 @@ export interface KafkaTransportConfig {
   readonly clientId?: string;
   /** First word of the group's retry and dead-letter topics: `<prefix>.<group>.retry.<delayMs>`, `<prefix>.<group>.dlt`. @default 'oncemq' */
   readonly prefix?: string;
+  /**
+   * The application's namespace on the cluster. Kafka's topics and consumer groups belong to the
+   * cluster, so two applications using topic `orders` and group `points` share them; with a namespace
+   * they are `<namespace>.orders` and `<namespace>.points` at the broker (the group's retry and
+   * dead-letter topics follow: `<prefix>.<namespace>.points.…`), while envelopes, receipts and dead
+   * letters keep the names the application uses. @default none: names are the broker's as they are
+   */
+  readonly namespace?: string;
   /**
    * `create`: missing topics (published to, subscribed, retry tiers, dead-letter topics) are created
    * with `partitions` partitions. `check`: nothing is created; a missing topic is a `ConfigError`
@@ -106,6 +120,8 @@ export interface KafkaSettings {
   readonly brokers: readonly KafkaBrokerAddress[];
   readonly clientId: string;
   readonly names: KafkaNames;
+  /** The application's namespace: its topics and groups at the broker. */
+  readonly namespace: TransportNamespace;
   readonly topology: 'create' | 'check';
   readonly partitions: number;
   readonly maxMessageBytes: number;
@@ -172,6 +188,7 @@ export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSetting
     brokers,
     clientId,
     names: new KafkaNames(config.prefix ?? d.prefix),
+    namespace: new TransportNamespace(config.namespace, '.'),
     topology,
     partitions: wholeNumber(config.partitions ?? d.partitions, 'partitions', 1),
     maxMessageBytes: wholeNumber(config.maxMessageBytes ?? d.maxMessageBytes, 'maxMessageBytes', 4096),
@@ -198,6 +215,8 @@ export function resolveKafkaSettings(config: KafkaTransportConfig): KafkaSetting
  * - `consumerName`: the member's static group instance id (`group.instance.id`): a restarted member
  *   with the same name gets its partitions back without a rebalance. @default none (dynamic member)
  * - `ordering`: per-key order through an ordering gate, retried in place (see the docs).
+ * - `from`: `earliest` reads a new group's partitions from their first offset (the reset policy);
+ *   `now` commits their end offsets for the group before it joins. @default 'earliest'
  */
 export type KafkaSubscribeOptions = SubscribeOptions;
 
@@ -208,6 +227,8 @@ export interface KafkaSubscribeSettings {
   readonly instanceId: string | undefined;
   /** A name for logs. */
   readonly memberName: string;
+  /** Where the group starts on partitions it has no committed offset on. */
+  readonly from: StartPosition;
 }
 
 let members = 0;
@@ -231,5 +252,6 @@ export function resolveKafkaSubscribeSettings(options: KafkaSubscribeOptions): K
     batchSize: wholeNumber(options.batchSize ?? concurrency, 'batchSize', 1),
     instanceId,
     memberName: instanceId ?? `${hostname()}:${process.pid}:${++members}`,
+    from: startPosition(options),
   });
 }

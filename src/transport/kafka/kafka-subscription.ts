@@ -18,6 +18,7 @@ import {
 import type { KafkaPublisher } from './kafka-publisher.js';
 import { kafkaEnvelope, unreadHeaders, type KafkaMessage } from './kafka-record.js';
 import type { KafkaTopology } from './kafka-topology.js';
+import { startGroupNow } from './kafka-start-position.js';
 
 /** How often a draining member reads the group's committed offsets. */
 const DRAIN_POLL_MS = 250;
@@ -65,6 +66,8 @@ export class KafkaSubscription implements Subscription {
     for (const topic of this.topics) await topology.ensure(topic);
     await topology.ensure(names.deadLetterTopic(this.group));
     await topology.ensure(names.retryTopic(this.group, 0));
+    if (this.#init.member.from === 'now')
+      await startGroupNow(topology.admin, this.group, this.topics, settings.logger);
     const drain = await this.#drain();
     this.#main = this.#member([...this.topics], this.group, false, drain);
     await this.#main.start();

@@ -73,7 +73,9 @@ export class KafkaTransport implements Transport {
       throw new ConfigError('url', 'pass { url: "kafka://host:9092" } or { brokers: ["host:9092"] }');
     }
     this.settings = resolveKafkaSettings(config);
-    this.deadLetters = new KafkaDeadLetters(this.settings, () => this.#open());
+    this.deadLetters = this.settings.namespace.deadLetters(
+      new KafkaDeadLetters(this.settings, () => this.#open()),
+    );
   }
 
   /**
@@ -113,7 +115,11 @@ export class KafkaTransport implements Transport {
   async publish(message: OutgoingMessage): Promise<PublishReceipt> {
     validKafkaTopic(message.topic);
     const { publisher } = await this.#open();
-    return tracePublish(this.name, message, (traced) => publisher.publish(traced));
+    const { namespace } = this.settings;
+    return tracePublish(this.name, message, async (traced) => {
+      const receipt = await publisher.publish({ ...traced, topic: namespace.toBroker(traced.topic) });
+      return { ...receipt, topic: traced.topic };
+    });
   }
 
   /**
@@ -130,9 +136,13 @@ export class KafkaTransport implements Transport {
     validateGroup(group);
     if (!Array.isArray(topics) || topics.length === 0)
       throw new ConfigError('topics', 'name at least one topic');
-    const unique = [...new Set(topics.map((topic) => validKafkaTopic(topic)))];
+    const { namespace } = this.settings;
+    const unique = [
+      ...new Set(topics.map((topic) => validKafkaTopic(namespace.toBroker(validKafkaTopic(topic))))),
+    ];
+    // The headers are checked against the broker's names; the processor sees the application's.
     const target = guardHeaders(
-      toProcessor(processor),
+      namespace.processor(toProcessor(processor)),
       group,
       kafkaHeaderCheck(unique),
       this.settings.logger,
@@ -140,7 +150,7 @@ export class KafkaTransport implements Transport {
     const member = resolveKafkaSubscribeSettings(options);
     const opened = await this.#open();
     const subscription: KafkaSubscription = new KafkaSubscription({
-      group,
+      group: namespace.toBroker(group),
       topics: unique,
       processor: target,
       driver: opened.driver,

@@ -303,6 +303,25 @@ export class BrokerStore {
     });
   }
 
+  /**
+   * Gives `group` a position on each of `topic`'s `queues` where it has none yet: the first offset
+   * (`earliest`) or the queue's next one (`now`), in one write, so that no publish falls between the
+   * read of a queue's end and the offset. A queue the group has an offset on keeps it.
+   */
+  startGroup(group: string, topic: string, queues: number, from: 'now' | 'earliest'): void {
+    this.write('starting a group', () => {
+      const insert = this.statement(
+        `INSERT INTO oncemq_offsets (consumer_group, topic, queue_id, next_offset, updated_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (consumer_group, topic, queue_id) DO NOTHING`,
+      );
+      const now = this.now();
+      for (let queueId = 0; queueId < queues; queueId++) {
+        const offset = from === 'now' ? this.maxOffset(topic, queueId) : 0;
+        insert.run(group, topic, queueId, offset, now);
+      }
+    });
+  }
+
   heartbeat(group: string, memberId: string): void {
     this.write('heart-beating', () => {
       const now = this.now();

@@ -9,6 +9,7 @@ import { validateGroup } from '../../core/group.js';
 import type { Logger } from '../../core/logger.js';
 import type { DeadLetter, DeadLetterQuery, DeadLetters } from '../dead-letters.js';
 import {
+  startPosition,
   toProcessor,
   UNIQUE_ID_HEADER,
   type OutgoingMessage,
@@ -244,8 +245,13 @@ export class LocalBroker implements Transport {
     if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
     for (const topic of topics) validTopic(topic);
     const target = toProcessor(processor);
-    const context = subscriptionContext(this.#context(await this.#open()), options);
+    // Unset, a new group starts where the broker's `consumeFrom` says.
+    const from =
+      options.from === undefined && this.#settings.consumeFrom === 'last' ? 'now' : startPosition(options);
+    const store = await this.#open();
+    const context = subscriptionContext(this.#context(store), options);
     for (const topic of [...topics, retryTopic(group)]) this.queueCount(topic);
+    for (const topic of topics) store.startGroup(group, topic, this.queueCount(topic), from);
     const subscription = new LocalSubscription(context, group, [...topics], target, options);
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);

@@ -1,6 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ConfigError } from '../../core/errors.js';
-import type { OrderingOptions, Processor } from '../transport.js';
+import type { OrderingOptions, Processor, StartPosition } from '../transport.js';
 import type { NatsSettings } from './nats-config.js';
 import type { DeliveryContext } from './nats-delivery.js';
 import type { NatsDriver } from './nats-driver.js';
@@ -31,6 +31,8 @@ export interface OrderedGroupParts {
   readonly concurrency: number;
   readonly ackWaitMs: number;
   readonly ordering: OrderingOptions;
+  /** Where the group's partition consumers start when they are made (a drain's start after its bounds). */
+  readonly from: StartPosition;
 }
 
 /** How a member builds one count's partitions. */
@@ -178,7 +180,7 @@ interface Built {
  * drain deleted is never made again (it would start at the stream's first message).
  */
 async function partitions(parts: OrderedGroupParts, generation: Generation): Promise<Built> {
-  const { settings, topology, group, topics, ackWaitMs } = parts;
+  const { settings, topology, group, topics, ackWaitMs, from } = parts;
   const { count } = generation;
   const mayCreate = async (): Promise<boolean> => {
     if (!generation.create) return false;
@@ -196,6 +198,7 @@ async function partitions(parts: OrderedGroupParts, generation: Generation): Pro
         name: partitionConsumer(group, index, count),
         ackWaitMs,
         filterSubject: partitionFilter(settings, topic, index, count),
+        from,
         ...(startSeq === undefined ? {} : { startSeq }),
       };
     });

@@ -5,7 +5,8 @@ import type {
   StreamConfig,
   StreamInfo,
 } from '@nats-io/jetstream';
-import { ConfigError, TransportUnavailableError } from '../../core/errors.js';
+import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import type { StartPosition } from '../transport.js';
 import { MAX_DELIVER_GRACE, type NatsSettings } from './nats-config.js';
 import {
   deadLetterStream,
@@ -35,6 +36,12 @@ export interface ConsumerSpec {
    * of the first message still in the stream: the new count's consumers of a drain.
    */
   readonly startSeq?: number;
+  /**
+   * Where a consumer made now starts when it has no `startSeq`: `earliest`, the first message still
+   * in the stream (`deliver_policy: all`), or `now`, the next one published (`deliver_policy: new`).
+   * @default 'earliest'
+   */
+  readonly from?: StartPosition;
   /**
    * False: the consumer is only read, never made or changed, whatever the topology says (an old
    * count's consumer of a drain, which the drain deletes once it is empty). @default true
@@ -165,6 +172,15 @@ export class NatsTopology {
       } catch (error) {
         // Another member may have created it at the same moment.
         info = await this.#streamInfo(name);
+        if (info === null && /subjects overlap/i.test(errorText(error))) {
+          // Another stream has these subjects: another namespace with the same subject prefix.
+          throw new ConfigError(
+            'subjectPrefix',
+            `NATS stream ${name} cannot take subjects ${wanted.subjects.join(', ')}: another stream on the server has them ` +
+              `(another application with subject prefix '${settings.subjectPrefix}'); give each application a subjectPrefix of its own, as well as a streamPrefix`,
+            { cause: error },
+          );
+        }
         if (info === null) throw unavailable(`creating stream ${name}`, error);
       }
     }
@@ -243,7 +259,7 @@ export class NatsTopology {
         durable_name: spec.name,
         ack_policy: 'explicit',
         ...(spec.startSeq === undefined
-          ? { deliver_policy: 'all' as const }
+          ? { deliver_policy: spec.from === 'now' ? ('new' as const) : ('all' as const) }
           : { deliver_policy: 'by_start_sequence' as const, opt_start_seq: spec.startSeq }),
         ...wanted,
         ...(spec.filterSubject === undefined ? {} : { filter_subject: spec.filterSubject }),

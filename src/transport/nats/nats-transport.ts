@@ -10,11 +10,13 @@ import { validateGroup } from '../../core/group.js';
 import { checkOrderingOptions } from '../ordering-gate.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
+  startPosition,
   toProcessor,
   type OutgoingMessage,
   type Processor,
   type ProcessorLike,
   type PublishReceipt,
+  type StartPosition,
   type SubscribeOptions,
   type Transport,
   type TransportCapabilities,
@@ -258,8 +260,9 @@ export class NatsTransport implements Transport {
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
       'concurrency',
     );
+    const from = startPosition(options);
     if (options.ordering !== undefined)
-      return this.#subscribeOrdered(group, topics, target, concurrency, options);
+      return this.#subscribeOrdered(group, topics, target, concurrency, options, from);
     const batchSize =
       target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 'batchSize');
     if (batchSize > concurrency) {
@@ -290,6 +293,8 @@ export class NatsTransport implements Transport {
           stream,
           name,
           ackWaitMs,
+          // A topic's consumer starts where the group asked; its own retry stream's at its first copy.
+          from: topic === null ? 'earliest' : from,
           ...(filterSubject === undefined ? {} : { filterSubject }),
         });
         return (info.config.ack_wait ?? ackWaitMs * 1_000_000) / 1_000_000;
@@ -349,6 +354,7 @@ export class NatsTransport implements Transport {
     processor: Processor,
     concurrency: number,
     options: NatsSubscribeOptions,
+    from: StartPosition,
   ): Promise<NatsOrderedSubscription | NatsDrainingSubscription> {
     const ordering = options.ordering ?? {};
     checkOrderingOptions(ordering);
@@ -370,6 +376,7 @@ export class NatsTransport implements Transport {
       concurrency,
       ackWaitMs,
       ordering,
+      from,
     });
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);

@@ -28,9 +28,16 @@ export interface RabbitTransportConfig {
    * opens its channels on it and never closes it. @default a recovering connection to `url`
    */
   readonly connection?: AmqpConnectionLike;
-  /** The direct exchange messages are published to; the routing key is the topic. @default 'oncemq' */
+  /**
+   * The direct exchange messages are published to; the routing key is the topic. Two applications
+   * on one broker are kept apart by their `prefix` only if their exchanges differ too: unset, it is
+   * the prefix. @default the prefix ('oncemq')
+   */
   readonly exchange?: string;
-  /** First part of every queue name this transport declares (`oncemq.points`, …). @default 'oncemq' */
+  /**
+   * The application's namespace on the broker: first part of every queue name this transport
+   * declares (`oncemq.points`, …) and, unless `exchange` is set, the exchange's name. @default 'oncemq'
+   */
   readonly prefix?: string;
   /**
    * `create` declares exchanges and queues (idempotent); `check` declares nothing, and anything
@@ -41,8 +48,10 @@ export interface RabbitTransportConfig {
   readonly queueType?: 'auto' | 'quorum' | 'classic';
   /**
    * How long each topic's log (a RabbitMQ stream beside the group queues) keeps messages, so that a
-   * group subscribing for the first time gets what was published before it existed; `false` keeps
-   * none (a publish that no group's queue receives is refused as unroutable). @default '7d'
+   * group subscribing for the first time gets what was published before it existed (`from:
+   * 'earliest'`). The log stores every publish a second time. `false` keeps none: a new group starts
+   * from `now` (`earliest` is refused), and a publish that no group's queue receives is refused as
+   * unroutable. @default '7d'
    */
   readonly retention?: Duration | false;
   /** Delays of the retry queues, shortest first. @default DEFAULT_RABBITMQ_DELAY_LEVELS */
@@ -90,7 +99,7 @@ export interface RabbitTransportConfig {
 export const DEFAULT_RABBIT_TRANSPORT_CONFIG = Object.freeze({
   /** A local broker with the default user. */
   url: 'amqp://guest:guest@127.0.0.1:5672',
-  /** The direct exchange messages are published to. */
+  /** The direct exchange messages are published to, when neither `exchange` nor `prefix` is set. */
   exchange: 'oncemq',
   /** First part of every queue name. */
   prefix: 'oncemq',
@@ -232,7 +241,11 @@ export function rabbitSettings(config: RabbitTransportConfig): RabbitSettings {
   return Object.freeze({
     url,
     connection: config.connection,
-    exchange: name(config.exchange ?? d.exchange, 'exchange'),
+    // Unset, the exchange follows the prefix: two prefixes on one broker share no exchange.
+    exchange: name(
+      config.exchange ?? config.prefix ?? d.exchange,
+      config.exchange === undefined ? 'prefix' : 'exchange',
+    ),
     prefix: name(config.prefix ?? d.prefix, 'prefix'),
     topology: oneOf(config.topology ?? d.topology, ['create', 'check'], 'topology'),
     queueType: oneOf(config.queueType ?? d.queueType, ['auto', 'quorum', 'classic'], 'queueType'),

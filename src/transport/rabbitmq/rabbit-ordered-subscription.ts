@@ -5,7 +5,7 @@ import { ConfigError, errorText } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
-import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
+import { DEFAULT_SUBSCRIBE_OPTIONS, startPosition } from '../transport.js';
 import type { AmqpMessageLike } from './amqp-like.js';
 import type { RabbitChannel } from './rabbit-channel.js';
 import { toEnvelope } from './rabbit-message.js';
@@ -89,6 +89,11 @@ export class RabbitOrderedSubscription implements Subscription {
     );
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
     checkOrderingOptions(options.ordering ?? {});
+    // An ordered group starts with what is published after its partition queues exist (docs/transports/rabbitmq.md).
+    startPosition(
+      options,
+      'an ordered group on RabbitMQ starts with what is published after its partition queues exist (copies from the topic log would land behind later messages of their key)',
+    );
     this.#recovery = new ConsumeAgain(
       ctx,
       group,

@@ -2,8 +2,8 @@ import { hostname } from 'node:os';
 import type { Envelope } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
-import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
-import { DEFAULT_SUBSCRIBE_OPTIONS } from '../transport.js';
+import type { Processor, StartPosition, SubscribeOptions, Subscription } from '../transport.js';
+import { DEFAULT_SUBSCRIBE_OPTIONS, startPosition } from '../transport.js';
 import { wholeNumber } from '../config-checks.js';
 import type { AmqpMessageLike } from './amqp-like.js';
 import { settlesWithin, type RabbitChannel } from './rabbit-channel.js';
@@ -100,6 +100,7 @@ export class RabbitSubscription implements Subscription {
   readonly #concurrency: number;
   readonly #batchSize: number;
   readonly #consumerName: string;
+  readonly #from: StartPosition;
   readonly #tasks = new Set<Promise<void>>();
   readonly #backoffs = new Set<{ timer: NodeJS.Timeout; deliveries: readonly Delivery[] }>();
   #channel: RabbitChannel | undefined;
@@ -136,6 +137,12 @@ export class RabbitSubscription implements Subscription {
     const batchSize = wholeNumber(options.batchSize ?? this.#concurrency, 'batchSize', 1, MAX_PREFETCH);
     this.#batchSize = processor.processBatch === undefined ? 1 : Math.min(batchSize, this.#concurrency);
     this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
+    this.#from = startPosition(
+      options,
+      ctx.settings.retentionMs === false
+        ? 'this RabbitMQ transport keeps no topic logs (retention: false), so a new group cannot get what was published before its queue existed'
+        : undefined,
+    );
     this.#recovery = new ConsumeAgain(
       ctx,
       group,
@@ -156,7 +163,7 @@ export class RabbitSubscription implements Subscription {
 
   async #consume(): Promise<void> {
     const { topology, connection, settings } = this.#ctx;
-    await topology.group(this.group, this.topics);
+    await topology.group(this.group, this.topics, this.#from);
     const channel = await connection.channel(`consume ${this.group}`, settings.publishTimeoutMs);
     const work = topology.names.work(this.group);
     try {

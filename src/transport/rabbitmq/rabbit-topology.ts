@@ -3,6 +3,7 @@ import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js
 import type { RabbitSettings } from './rabbit-config.js';
 import type { RabbitConnection } from './rabbit-connection.js';
 import { RABBIT_SLOTS, slotKey, type RabbitNames } from './rabbit-names.js';
+import type { StartPosition } from '../transport.js';
 import { backfillFromLog } from './topic-backfill.js';
 import { partitionOf } from '../partitions.js';
 
@@ -102,11 +103,12 @@ export class RabbitTopology {
   }
 
   /**
-   * A group's work queue bound to each topic, and its dead-letter queue. A queue that has not had a
-   * topic's log yet gets it now (a marker exchange records that it did), so a new group starts with
-   * what the topic kept.
+   * A group's work queue bound to each topic, and its dead-letter queue. A queue that has not started
+   * on a topic yet does now (a marker exchange records that it did): from `earliest`, it gets the
+   * topic's log first, so a new group starts with what the topic kept; from `now`, it gets nothing
+   * from before its binding.
    */
-  async group(group: string, topics: readonly string[]): Promise<void> {
+  async group(group: string, topics: readonly string[], from: StartPosition): Promise<void> {
     const work = this.names.work(group);
     for (const topic of topics) await this.topic(topic);
     await this.#once(`group\n${work}`, async (ch) => {
@@ -119,7 +121,7 @@ export class RabbitTopology {
           await ch.raw.bindQueue(work, this.#settings.exchange, topic);
       });
       if (this.#settings.retentionMs !== false && this.#settings.topology === 'create') {
-        await this.#once(`ready\n${work}\n${topic}`, () => this.#backfill(group, topic));
+        await this.#once(`ready\n${work}\n${topic}`, () => this.#backfill(group, topic, from));
       }
     }
   }
@@ -394,7 +396,11 @@ export class RabbitTopology {
     return this.quorum ? { 'x-queue-type': 'quorum' } : {};
   }
 
-  async #backfill(group: string, topic: string): Promise<void> {
+  /**
+   * Marks that the group's queue started on `topic`, after copying the topic's log into it when it
+   * starts from `earliest`. A group already marked is left as it is, whatever `from` says.
+   */
+  async #backfill(group: string, topic: string, from: StartPosition): Promise<void> {
     const marker = this.names.ready(group, topic);
     const seen = await this.#probe(async (ch) => {
       try {
@@ -407,6 +413,11 @@ export class RabbitTopology {
     });
     this.declared.exchanges.add(marker);
     if (seen) return;
+    if (from === 'now') {
+      // Everything published from now on reaches the queue through its binding (made before this).
+      await this.#probe((ch) => this.#exchange(ch, marker, 'fanout'));
+      return;
+    }
     const copied = await backfillFromLog(this.#connection, this.#settings, {
       log: this.names.log(topic),
       queue: this.names.work(group),

@@ -3,7 +3,12 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
-import { DEFAULT_SUBSCRIBE_OPTIONS, type SubscribeOptions } from '../transport.js';
+import {
+  DEFAULT_SUBSCRIBE_OPTIONS,
+  startPosition,
+  type StartPosition,
+  type SubscribeOptions,
+} from '../transport.js';
 import type { StreamClientInput } from './stream-connection.js';
 import { SHARD_SLOTS, StreamKeys } from './stream-keys.js';
 
@@ -153,6 +158,8 @@ export interface SubscribeSettings {
   readonly batchSize: number;
   readonly visibilityMs: number;
   readonly consumerName: string;
+  /** Where the group starts on a topic it has never consumed. */
+  readonly from: StartPosition;
 }
 
 /** Shortest visibility: the keep-alive runs every third of it. */
@@ -183,5 +190,11 @@ export function resolveSubscribeSettings(options: RedisStreamsSubscribeOptions):
       MIN_VISIBILITY_MS,
     ),
     consumerName,
+    from: startPosition(
+      options,
+      options.ordering === undefined
+        ? undefined
+        : "an ordered group on Redis Streams reads its topics' shard streams, written only since the topic's first ordered group subscribed",
+    ),
   });
 }

@@ -141,7 +141,10 @@ export class StreamOrderedSubscription implements Subscription {
     const { commands, reader, settings } = this.#member;
     const { keys } = settings;
     const shards = [...this.#site.topicOf.keys()];
-    await ensureGroup(commands, settings.topology, this.group, [...shards, keys.retry(this.group)]);
+    // An ordered group starts now on the shards (they hold only what came since the topic's first
+    // ordered group subscribed), and on its own retry stream from its first entry.
+    await ensureGroup(commands, settings.topology, this.group, shards, 'now');
+    await ensureGroup(commands, settings.topology, this.group, [keys.retry(this.group)]);
     if (settings.topology === 'create') {
       for (const topic of this.topics) {
         await commands.send(['SADD', keys.orderedGroups(topic), this.group], 'SADD ordered groups');

@@ -111,13 +111,22 @@ export class StreamSubscription implements Subscription {
 
   /** The group's streams exist (or are created), and the member starts with its own pending entries. */
   async start(): Promise<void> {
-    const { commands, reader, settings } = this.#member;
-    await ensureGroup(commands, settings.topology, this.group, this.#streams);
+    const { commands, reader } = this.#member;
+    await this.#ensureGroup();
     for (const connection of [reader.connection, commands.connection]) {
       this.#unlisten.push(connection.onLost(this.#lost));
     }
     this.#upkeep.start();
     this.#loop = this.#run();
+  }
+
+  /** The group on its topics' streams, starting where it asked, and on its own retry stream from its first entry. */
+  async #ensureGroup(): Promise<void> {
+    const { commands, settings, options, group } = this.#member;
+    const retry = settings.keys.retry(group);
+    const topics = this.#streams.filter((stream) => stream !== retry);
+    await ensureGroup(commands, settings.topology, group, topics, options.from);
+    await ensureGroup(commands, settings.topology, group, [retry]);
   }
 
   get #batches(): boolean {
@@ -170,7 +179,7 @@ export class StreamSubscription implements Subscription {
       logger.warn('oncemq: a stream or consumer group of this subscription was deleted; creating it again', {
         group: this.group,
       });
-      await ensureGroup(this.#member.commands, topology, this.group, this.#streams).catch(() => undefined);
+      await this.#ensureGroup().catch(() => undefined);
     } else {
       logger.warn('oncemq: reading from Redis Streams failed; reading again', {
         group: this.group,

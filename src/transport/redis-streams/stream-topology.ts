@@ -1,19 +1,22 @@
 import { ConfigError } from '../../core/errors.js';
+import type { StartPosition } from '../transport.js';
 import { replyCode, type StreamCommands } from './stream-commands.js';
 import { replyText } from './stream-replies.js';
 import { CHECK } from './stream-scripts.js';
 
 /**
  * Makes sure `group` can consume `streams`. With `create`, each missing stream and consumer group is
- * created at id 0 (`XGROUP CREATE … 0 MKSTREAM`: a new group reads what was published before it,
- * where `$` would skip it — TRANSPORTS.md Redis #7); a group that exists already (`BUSYGROUP`) is
- * left as it is. With `check`, nothing is created and anything missing is a {@link ConfigError}.
+ * created where `from` says: `earliest` at id 0 (`XGROUP CREATE … 0 MKSTREAM`: a new group reads what
+ * was published before it — TRANSPORTS.md Redis #7), `now` at `$` (it reads what is added after); a
+ * group that exists already (`BUSYGROUP`) is left as it is. With `check`, nothing is created and
+ * anything missing is a {@link ConfigError}.
  */
 export async function ensureGroup(
   commands: StreamCommands,
   topology: 'create' | 'check',
   group: string,
   streams: readonly string[],
+  from: StartPosition = 'earliest',
 ): Promise<void> {
   if (topology === 'check') {
     await checkGroup(commands, group, streams);
@@ -21,7 +24,8 @@ export async function ensureGroup(
   }
   for (const stream of streams) {
     try {
-      await commands.send(['XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM'], `XGROUP CREATE ${stream}`);
+      const id = from === 'now' ? '$' : '0';
+      await commands.send(['XGROUP', 'CREATE', stream, group, id, 'MKSTREAM'], `XGROUP CREATE ${stream}`);
     } catch (error) {
       const code = replyCode(error);
       if (code === 'BUSYGROUP') continue;

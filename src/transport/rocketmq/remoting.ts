@@ -11,6 +11,8 @@ import { unreachableCause, unreachableMessage } from '../../core/unreachable.js'
 /** Request codes of `org.apache.rocketmq.remoting.protocol.RequestCode` used here. */
 export const RequestCode = Object.freeze({
   PULL_MESSAGE: 11,
+  QUERY_CONSUMER_OFFSET: 14,
+  UPDATE_CONSUMER_OFFSET: 15,
   UPDATE_AND_CREATE_TOPIC: 17,
   GET_MAX_OFFSET: 30,
   GET_MIN_OFFSET: 31,
@@ -31,6 +33,7 @@ export const ResponseCode = Object.freeze({
   PULL_NOT_FOUND: 19,
   PULL_RETRY_IMMEDIATELY: 20,
   PULL_OFFSET_MOVED: 21,
+  QUERY_NOT_FOUND: 22,
 });
 
 /** A `host:port`. */

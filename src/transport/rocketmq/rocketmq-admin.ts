@@ -92,6 +92,72 @@ export class RocketMQAdmin {
     return false;
   }
 
+  /** Each master routing `topic`, with the number of its read queues there. */
+  async queues(topic: string): Promise<readonly { readonly master: Address; readonly queues: number }[]> {
+    const answer = await remotingRequest({
+      ...this.nameServer,
+      code: RequestCode.GET_ROUTEINFO_BY_TOPIC,
+      extFields: { topic },
+      timeoutMs: this.#timeoutMs,
+    });
+    // fastjson: `brokerAddrs` has number keys (not JSON), so the two lists are read by pattern.
+    const body = expectSuccess(`routing topic ${topic}`, answer).body.toString('utf8');
+    const counts = new Map<string, number>();
+    for (const match of body.matchAll(/"brokerName":"([^"]+)"[^}]*?"readQueueNums":(\d+)/g))
+      counts.set(match[1] ?? '', Number(match[2]));
+    const found: { master: Address; queues: number }[] = [];
+    for (const match of body.matchAll(/"brokerAddrs":\{[^}]*?\b0:"([^"]+)"[^}]*\},"brokerName":"([^"]+)"/g)) {
+      const queues = counts.get(match[2] ?? '');
+      if (queues !== undefined) found.push({ master: parseAddress(match[1] ?? ''), queues });
+    }
+    return found;
+  }
+
+  /** The first (`min`) or next (`max`) offset of queue `queueId` of `topic` on `master`. */
+  async queueOffset(master: Address, which: 'min' | 'max', topic: string, queueId: number): Promise<number> {
+    const answer = await remotingRequest({
+      ...master,
+      code: which === 'min' ? RequestCode.GET_MIN_OFFSET : RequestCode.GET_MAX_OFFSET,
+      extFields: { topic, queueId },
+      timeoutMs: this.#timeoutMs,
+    });
+    return Number(expectSuccess(`reading offsets of ${topic}`, answer).extFields.offset ?? 0);
+  }
+
+  /** The offset `group` consumed queue `queueId` of `topic` to on `master`; `undefined` when it has none. */
+  async consumerOffset(
+    master: Address,
+    group: string,
+    topic: string,
+    queueId: number,
+  ): Promise<number | undefined> {
+    const answer = await remotingRequest({
+      ...master,
+      code: RequestCode.QUERY_CONSUMER_OFFSET,
+      extFields: { consumerGroup: group, topic, queueId, setZeroIfNotFound: false },
+      timeoutMs: this.#timeoutMs,
+    });
+    if (answer.code === ResponseCode.QUERY_NOT_FOUND) return undefined;
+    return Number(expectSuccess(`reading the offset of ${group} on ${topic}`, answer).extFields.offset);
+  }
+
+  /** Sets the offset `group` consumes queue `queueId` of `topic` from on `master`. */
+  async commitOffset(
+    master: Address,
+    group: string,
+    topic: string,
+    queueId: number,
+    offset: number,
+  ): Promise<void> {
+    const answer = await remotingRequest({
+      ...master,
+      code: RequestCode.UPDATE_CONSUMER_OFFSET,
+      extFields: { consumerGroup: group, topic, queueId, commitOffset: offset },
+      timeoutMs: this.#timeoutMs,
+    });
+    expectSuccess(`setting the offset of ${group} on ${topic}`, answer);
+  }
+
   /** Whether every master knows the subscription group `group`. */
   async groupExists(group: string): Promise<boolean> {
     for (const master of await this.masters()) {

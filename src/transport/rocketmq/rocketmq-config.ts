@@ -2,15 +2,24 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
+import { TransportNamespace } from '../namespace.js';
 
 /** Input of `new RocketMQTransport(config)`: the proxy and name server, topic kind, and timings. */
 export interface RocketMQTransportConfig {
   /**
    * The proxy's gRPC endpoint as a URL, `rocketmq://host:8081`; `?namesrv=host:port` names the name
-   * server (default: port 9876 on the proxy's host), `?namespace=` the client namespace.
-   * @default 'rocketmq://127.0.0.1:8081'
+   * server (default: port 9876 on the proxy's host), `?namespace=` the application's namespace
+   * (as `namespace`). @default 'rocketmq://127.0.0.1:8081'
    */
   readonly url?: string;
+  /**
+   * The application's namespace on the cluster. RocketMQ's topics and groups belong to the cluster,
+   * so two applications using topic `orders` and group `points` share them; with a namespace they are
+   * `<namespace>|orders` and `<namespace>|points` at the broker (the group's `%RETRY%` and `%DLQ%`
+   * topics follow: `%DLQ%<namespace>|points`), while envelopes, receipts and dead letters keep the
+   * names the application uses. @default the url's `?namespace=`, else none
+   */
+  readonly namespace?: string;
   /**
    * `create`: topics (with the message type they need), subscription groups (with `retryMaxTimes`) and
    * the groups' `%DLQ%<group>` topics are created when missing, through the name server and the
@@ -83,7 +92,8 @@ export const MIN_INVISIBLE_MS = 1000;
 export interface RocketMQSettings {
   readonly endpoints: string;
   readonly nameServer: string;
-  readonly namespace: string;
+  /** The application's namespace: its topics and groups at the broker. */
+  readonly names: TransportNamespace;
   readonly topology: 'create' | 'check';
   readonly fifo: boolean;
   readonly queues: number;
@@ -100,7 +110,7 @@ export function parseRocketMQUrl(text: string): {
   endpoints: string;
   /** The name server, `host:port`: `?namesrv=`, else port 9876 on the proxy's host. */
   nameServer: string;
-  /** The client namespace: `?namespace=`, else empty. */
+  /** The application's namespace: `?namespace=`, else empty. */
   namespace: string;
 } {
   let url: URL;
@@ -129,8 +139,14 @@ export function resolveRocketMQSettings(config: RocketMQTransportConfig): Rocket
   const longPollMs = parseDuration(config.longPoll ?? d.longPoll, 'longPoll');
   if (longPollMs < 1000)
     throw new ConfigError('longPoll', 'must be at least 1s (the proxy refuses shorter long polls)');
+  const { endpoints, nameServer, namespace: inUrl } = parseRocketMQUrl(config.url ?? d.url);
+  const namespace = config.namespace ?? (inUrl === '' ? undefined : inUrl);
   return Object.freeze({
-    ...parseRocketMQUrl(config.url ?? d.url),
+    endpoints,
+    nameServer,
+    // Not RocketMQ's own `<namespace>%<name>`: the 5.5 proxy takes everything up to a `%` in a topic for
+    // a namespace and drops it from the topics it hands out, and fails the acks of a group named so.
+    names: new TransportNamespace(namespace, '|'),
     topology,
     fifo: config.fifo ?? d.fifo,
     queues: wholeNumber(config.queues ?? d.queues, 'queues', 1),

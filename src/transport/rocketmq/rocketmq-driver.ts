@@ -86,6 +86,12 @@ export interface ClientLoggerLike {
   debug(...args: unknown[]): void;
 }
 
+/**
+ * The namespace every client is given: none. oncemq names the broker's topics and groups itself
+ * (`RocketMQSettings.names`), so a proxy that honours a client namespace never prefixes them twice.
+ */
+export const CLIENT_NAMESPACE = '';
+
 interface ClientOptions {
   endpoints: string;
   namespace: string;

@@ -1,6 +1,7 @@
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
 import type { RocketMQSettings } from './rocketmq-config.js';
 import {
+  CLIENT_NAMESPACE,
   clientLogger,
   type ProducerLike,
   type RocketMQDriver,
@@ -35,11 +36,11 @@ export class RocketMQPublisher {
 
   #start(): Promise<ProducerLike> {
     this.#producer ??= (async () => {
-      const { endpoints, namespace, requestTimeoutMs, logger } = this.#settings;
+      const { endpoints, requestTimeoutMs, logger } = this.#settings;
       const producer = this.#driver.producer(
         {
           endpoints,
-          namespace,
+          namespace: CLIENT_NAMESPACE,
           requestTimeout: requestTimeoutMs,
           logger: clientLogger(logger),
         },

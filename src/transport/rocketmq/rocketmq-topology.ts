@@ -2,6 +2,7 @@ import { ConfigError } from '../../core/errors.js';
 import { RocketMQAdmin, type RocketMQMessageType } from './rocketmq-admin.js';
 import type { RocketMQSettings } from './rocketmq-config.js';
 import { deadLetterTopic } from './rocketmq-names.js';
+import type { StartPosition } from '../transport.js';
 
 /**
  * The topics and groups a transport uses, made (topology `create`) or checked (`check`) once each
@@ -51,6 +52,22 @@ export class RocketMQTopology {
       }
       await this.admin.createTopic({ topic, type, queues });
     });
+  }
+
+  /**
+   * Gives `group` an offset on every queue of `topic` where it has none: the queue's first (`earliest`)
+   * or next (`now`) one, so a new group starts where it asked rather than where the broker's own rule
+   * for a group without an offset would put it (the last message of each queue, or the first when the
+   * queue is still in memory). A queue with an offset keeps it.
+   */
+  async start(group: string, topic: string, from: StartPosition): Promise<void> {
+    for (const { master, queues } of await this.admin.queues(topic)) {
+      for (let queueId = 0; queueId < queues; queueId++) {
+        if ((await this.admin.consumerOffset(master, group, topic, queueId)) !== undefined) continue;
+        const offset = await this.admin.queueOffset(master, from === 'now' ? 'max' : 'min', topic, queueId);
+        await this.admin.commitOffset(master, group, topic, queueId, offset);
+      }
+    }
   }
 
   /**

@@ -4,6 +4,7 @@ import type { HalfMessageView, TransactionSendResult, TransactionState } from '.
 import type { OutgoingMessage } from '../transport.js';
 import type { RocketMQSettings } from './rocketmq-config.js';
 import {
+  CLIENT_NAMESPACE,
   clientLogger,
   TransactionResolution,
   type MessageViewLike,
@@ -106,10 +107,10 @@ export class RocketMQTransactionProducer {
     this.#producer = driver.producer(
       {
         endpoints: settings.endpoints,
-        namespace: settings.namespace,
+        namespace: CLIENT_NAMESPACE,
         requestTimeout: settings.requestTimeoutMs,
         logger: clientLogger(settings.logger),
-        topics: [...(config.topics ?? [])],
+        topics: (config.topics ?? []).map((topic) => settings.names.toBroker(topic)),
         checker: { check: (message) => this.#checkBack(message) },
       },
       settings.logger,
@@ -118,7 +119,8 @@ export class RocketMQTransactionProducer {
 
   /** @internal started by the transport */
   async start(): Promise<void> {
-    for (const topic of this.#config.topics ?? []) await this.#topology.topic(topic, 'TRANSACTION');
+    for (const topic of this.#config.topics ?? [])
+      await this.#topology.topic(this.#settings.names.toBroker(topic), 'TRANSACTION');
     try {
       await this.#producer.startup();
     } catch (error) {
@@ -134,7 +136,8 @@ export class RocketMQTransactionProducer {
   async #checkBack(message: MessageViewLike): Promise<number> {
     let state: TransactionState;
     try {
-      state = await this.#config.check(view(message));
+      const half = view(message);
+      state = await this.#config.check({ ...half, topic: this.#settings.names.fromBroker(half.topic) });
     } catch (error) {
       this.#settings.logger.warn('oncemq: transaction check-back threw; counted as UNKNOWN', {
         group: this.group,
@@ -155,7 +158,7 @@ export class RocketMQTransactionProducer {
     message: OutgoingMessage,
     localTx: (message: HalfMessageView<string>) => TransactionState | Promise<TransactionState>,
   ): Promise<TransactionSendResult<string>> {
-    const topic = validRocketMQTopic(message.topic);
+    const topic = validRocketMQTopic(this.#settings.names.toBroker(validRocketMQTopic(message.topic)));
     await this.#topology.topic(topic, 'TRANSACTION');
     const headers: Record<string, string> = { ...message.headers, [PRODUCER_GROUP_PROPERTY]: this.group };
     if (message.key !== undefined) headers[KEY_HEADER] = message.key;
@@ -183,7 +186,7 @@ export class RocketMQTransactionProducer {
     }
     const half: HalfMessageView<string> = {
       id: receipt.messageId,
-      topic,
+      topic: message.topic,
       key: message.key,
       uniqueId: receipt.messageId,
       headers,
@@ -215,7 +218,7 @@ export class RocketMQTransactionProducer {
     return {
       state,
       halfId: half.id,
-      receipt: { brokerId: receipt.messageId, topic, messageId: receipt.messageId },
+      receipt: { brokerId: receipt.messageId, topic: message.topic, messageId: receipt.messageId },
     };
   }
 

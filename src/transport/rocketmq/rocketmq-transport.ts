@@ -8,6 +8,7 @@ import { validateGroup } from '../../core/group.js';
 import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
+  startPosition,
   toProcessor,
   type OutgoingMessage,
   type Processor,
@@ -26,8 +27,14 @@ import {
   type RocketMQTransportConfig,
 } from './rocketmq-config.js';
 import { wholeNumber } from '../config-checks.js';
+import type { DeadLetters } from '../dead-letters.js';
 import { RocketMQDeadLetters } from './rocketmq-dead-letters.js';
-import { clientLogger, loadRocketMQDriver, type RocketMQDriver } from './rocketmq-driver.js';
+import {
+  CLIENT_NAMESPACE,
+  clientLogger,
+  loadRocketMQDriver,
+  type RocketMQDriver,
+} from './rocketmq-driver.js';
 import { validRocketMQGroup, validRocketMQTopic } from './rocketmq-names.js';
 import { RocketMQPublisher } from './rocketmq-publisher.js';
 import { RocketMQSubscription } from './rocketmq-subscription.js';
@@ -75,7 +82,8 @@ async function within<T>(ms: number, what: string, work: Promise<T>): Promise<T>
  */
 export class RocketMQTransport implements Transport {
   readonly name = 'rocketmq';
-  readonly deadLetters: RocketMQDeadLetters;
+  /** `%DLQ%<group>` of each group: list, replay to the group only, purge. */
+  readonly deadLetters: DeadLetters;
   readonly #settings: RocketMQSettings;
   readonly #subscriptions = new Set<RocketMQSubscription>();
   readonly #producers = new Set<RocketMQTransactionProducer>();
@@ -84,10 +92,12 @@ export class RocketMQTransport implements Transport {
 
   constructor(config: RocketMQTransportConfig = {}) {
     this.#settings = resolveRocketMQSettings(config);
-    this.deadLetters = new RocketMQDeadLetters(async () => {
-      const open = await this.#open();
-      return { topology: open.topology, publisher: open.publisher, fifo: this.#settings.fifo };
-    });
+    this.deadLetters = this.#settings.names.deadLetters(
+      new RocketMQDeadLetters(async () => {
+        const open = await this.#open();
+        return { topology: open.topology, publisher: open.publisher, fifo: this.#settings.fifo };
+      }),
+    );
   }
 
   /** Everything but a broker dedup window; `ordering` only on FIFO topics (`fifo: true`). */
@@ -160,7 +170,7 @@ export class RocketMQTransport implements Transport {
   };
 
   async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    const topic = validRocketMQTopic(message.topic);
+    const topic = validRocketMQTopic(this.#settings.names.toBroker(validRocketMQTopic(message.topic)));
     const open = await this.#open();
     const properties: Record<string, string> = { ...message.headers };
     if (message.key !== undefined) properties[KEY_HEADER] = message.key;
@@ -176,7 +186,7 @@ export class RocketMQTransport implements Transport {
     });
     return {
       brokerId: receipt.messageId,
-      topic,
+      topic: message.topic,
       messageId: receipt.messageId,
       ...(receipt.offset === undefined ? {} : { position: { offset: receipt.offset } }),
     };
@@ -192,21 +202,25 @@ export class RocketMQTransport implements Transport {
   }
 
   async #subscribe(
-    group: string,
-    topics: readonly string[],
+    named: string,
+    namedTopics: readonly string[],
     processor: ProcessorLike,
     options: SubscribeOptions,
   ): Promise<RocketMQSubscription> {
-    validRocketMQGroup(validateGroup(group));
-    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
-    for (const topic of topics) validRocketMQTopic(topic);
+    const { names } = this.#settings;
+    validRocketMQGroup(validateGroup(named));
+    if (namedTopics.length === 0) throw new ConfigError('topics', 'name at least one topic');
+    // The broker's names from here on: the processor sees the application's topic names.
+    const group = validRocketMQGroup(names.toBroker(named));
+    const topics = namedTopics.map((topic) => validRocketMQTopic(names.toBroker(validRocketMQTopic(topic))));
+    const from = startPosition(options);
     if (options.ordering !== undefined && !this.#settings.fifo) {
       throw new ConfigError(
         'ordering',
         'per-key order on RocketMQ needs FIFO topics and an orderly group: create the transport with fifo: true',
       );
     }
-    const target = toProcessor(processor);
+    const target = names.processor(toProcessor(processor));
     const concurrency = wholeNumber(
       options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
       'concurrency',
@@ -234,10 +248,11 @@ export class RocketMQTransport implements Transport {
       settings.retryMaxTimes ??
       (policyReconsumes(target) ?? ROCKETMQ_DEFAULT_RETRY_MAX_TIMES) + RETRY_MAX_TIMES_GRACE;
     await open.topology.group(group, retryMaxTimes);
+    for (const topic of topics) await open.topology.start(group, topic, from);
     const consumer = open.driver.simpleConsumer(
       {
         endpoints: settings.endpoints,
-        namespace: settings.namespace,
+        namespace: CLIENT_NAMESPACE,
         requestTimeout: settings.requestTimeoutMs,
         logger: clientLogger(settings.logger),
         consumerGroup: group,
