@@ -117,7 +117,6 @@ export { TransportUnavailableError } from './core/errors.js';
 export {
   DEFAULT_SUBSCRIBE_OPTIONS,
   DEFAULT_TRANSPORT_CAPABILITIES,
-  startPosition,
   UNIQUE_ID_HEADER,
 } from './transport/transport.js';
 export type {

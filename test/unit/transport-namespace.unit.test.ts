@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, startPosition } from 'oncemq';
+import { ConfigError } from 'oncemq';
 import { KafkaTransport } from 'oncemq/kafka';
 import { RocketMQTransport } from 'oncemq/rocketmq';
 import type { Envelope } from 'oncemq';
 import { TransportNamespace } from '../../src/transport/namespace.js';
+import { startPosition } from '../../src/transport/transport.js';
 import { rabbitSettings } from '../../src/transport/rabbitmq/rabbit-config.js';
 import { resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
 
