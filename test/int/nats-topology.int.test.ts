@@ -66,6 +66,18 @@ describe.skipIf(!service.available)('NATS topology, connection and publishing', 
     await waitUntil(() => seen.length > 0, 'a delivery through the checked topology');
   });
 
+  it('refuses a second application with a stream prefix of its own but the same subject prefix: a ConfigError on subjectPrefix', async () => {
+    const test = await open();
+    await test.transport.publish({ topic: 'orders', key: 'k', body: {} });
+    const other = sibling(test, { streamPrefix: `${test.streamPrefix}X` });
+    const refused = await other
+      .publish({ topic: 'orders', key: 'k', body: {} })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(ConfigError);
+    expect((refused as ConfigError).field).toBe('subjectPrefix');
+    expect(await streamNames(`${test.streamPrefix}X`)).toEqual([]);
+  });
+
   it('subscribes one group to several topics on a 2.9 server: one durable consumer per topic stream (#7)', async () => {
     const test = await open();
     const seen: Envelope[] = [];
