@@ -1,9 +1,9 @@
 import type { Envelope } from '../core/envelope.js';
 import type { Outcome } from '../core/outcome.js';
+import type { DeliveryResult } from './settler.js';
 import type { Processor } from './transport.js';
 
-/** What became of processing one delivery: an outcome, or the processor threw. */
-export type DeliveryResult = { readonly outcome: Outcome } | { readonly error: unknown };
+export type { DeliveryResult } from './settler.js';
 
 /** A delivery a subscription settles at its broker once it has a result. */
 export interface SettleableDelivery {

@@ -1,5 +1,5 @@
 import type { Consumer, ConsumerGroupJoinPayload } from '@platformatic/kafka';
-import { GateClosedError } from '../ordering-gate.js';
+import { GateClosedError } from '../ordered/ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { PartitionOffsets } from './partition-offsets.js';

@@ -3,7 +3,7 @@ import { DELIVERY_COUNT_HEADER, ORDERING_KEY_HEADER, KEY_HEADER } from '../../co
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import { DEAD_LETTER_HEADERS, deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
-import { OrderingGate } from '../ordering-gate.js';
+import { OrderingGate } from '../ordered/ordering-gate.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import { createConsumer, type KafkaDriver } from './kafka-client.js';
 import type { KafkaSettings, KafkaSubscribeSettings } from './kafka-config.js';

@@ -1,6 +1,6 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { Admin, Producer } from '@platformatic/kafka';
-import { checkOrderingOptions } from '../ordering-gate.js';
+import { checkOrderingOptions } from '../ordered/ordering-gate.js';
 import { ConfigError, TransportClosedError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import type { DeadLetters } from '../dead-letters.js';

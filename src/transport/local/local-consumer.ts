@@ -7,7 +7,7 @@ import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor } from '../transport.js';
-import { GateClosedError, OrderingGate } from '../ordering-gate.js';
+import { GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
 import { retryTopic } from './broker-schema.js';
 import type { BrokerStore, StoredMessage } from './broker-store.js';
 import type { DeadLetterStore } from './dead-letter-store.js';

@@ -1,5 +1,5 @@
 import type { ConsumerMessages, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
-import { GateClosedError, OrderingGate } from '../ordering-gate.js';
+import { GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';

@@ -7,7 +7,7 @@ import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import { validateGroup } from '../../core/group.js';
-import { checkOrderingOptions } from '../ordering-gate.js';
+import { checkOrderingOptions } from '../ordered/ordering-gate.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
   startPosition,

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { checkOrderingOptions, GateClosedError, OrderingGate } from '../ordering-gate.js';
+import { checkOrderingOptions, GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
 import { ConfigError, errorText } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';

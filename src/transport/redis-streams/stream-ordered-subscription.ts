@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { checkOrderingOptions, GateClosedError, OrderingGate } from '../ordering-gate.js';
+import { checkOrderingOptions, GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
 import { ConfigError, errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';

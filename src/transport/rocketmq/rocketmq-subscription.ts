@@ -1,4 +1,4 @@
-import { GateClosedError, type OrderingGate } from '../ordering-gate.js';
+import { GateClosedError, type OrderingGate } from '../ordered/ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import { processAndSettleBatch } from '../settle-batch.js';

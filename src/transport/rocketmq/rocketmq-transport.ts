@@ -2,7 +2,7 @@ import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
-import { OrderingGate } from '../ordering-gate.js';
+import { OrderingGate } from '../ordered/ordering-gate.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { validateGroup } from '../../core/group.js';
 import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';

@@ -1,10 +1,10 @@
-import { parseDuration } from '../core/duration.js';
-import { createEnvelope, ORDERING_KEY_HEADER, type Envelope } from '../core/envelope.js';
-import { ConfigError, errorText } from '../core/errors.js';
-import { DEFAULT_LOGGER } from '../core/console-logger.js';
-import type { Logger } from '../core/logger.js';
-import { unprocessedBase, type Outcome } from '../core/outcome.js';
-import type { OrderingKeySource, OrderingOptions, Processor } from './transport.js';
+import { parseDuration } from '../../core/duration.js';
+import { createEnvelope, ORDERING_KEY_HEADER, type Envelope } from '../../core/envelope.js';
+import { ConfigError, errorText } from '../../core/errors.js';
+import { DEFAULT_LOGGER } from '../../core/console-logger.js';
+import type { Logger } from '../../core/logger.js';
+import { unprocessedBase, type Outcome } from '../../core/outcome.js';
+import type { OrderingKeySource, OrderingOptions, Processor } from '../transport.js';
 
 export const DEFAULT_ORDERING_OPTIONS = Object.freeze({
   key: 'orderingKey',

@@ -1,0 +1,111 @@
+import type { Envelope } from '../../core/envelope.js';
+import type { Logger } from '../../core/logger.js';
+import type { Outcome } from '../../core/outcome.js';
+import type { FinalOutcome } from '../settler.js';
+import type { OrderingOptions } from '../transport.js';
+import { GateClosedError, OrderingGate } from './ordering-gate.js';
+
+/** One attempt at an ordered delivery: the processor's outcome, with a final one settled first. */
+export type LaneAttempt<D> = (lane: OrderedLane<D>, envelope: Envelope) => Promise<Outcome>;
+
+/** How a lane is built: its gate's ordering options and concurrency, and its attempt. */
+export interface LaneOptions<D> {
+  readonly ordering: OrderingOptions;
+  readonly concurrency: number;
+  readonly logger?: Logger;
+  /** Runs one attempt of a held delivery's envelope (see {@link settleBeforeAnswer}). */
+  readonly attempt: LaneAttempt<D>;
+}
+
+/**
+ * The deliveries a member took from one source (a channel, a partition, a read generation) and the
+ * ordering gate they run through; both end together. A delivery is held under its broker id, oldest
+ * first (a redelivered copy may join its original), from {@link submit} until the gate answers it; a
+ * retry runs the same delivery again in place. When the lane closes, what waits in its gate stays
+ * unsettled — the broker hands it out again, in order — and what runs finishes.
+ */
+export class OrderedLane<D> {
+  readonly gate: OrderingGate;
+  readonly #held = new Map<string, D[]>();
+
+  constructor(options: LaneOptions<D>) {
+    const { attempt } = options;
+    this.gate = new OrderingGate(
+      { process: (envelope) => attempt(this, envelope) },
+      {
+        ...options.ordering,
+        concurrency: options.concurrency,
+        ...(options.logger === undefined ? {} : { logger: options.logger }),
+      },
+    );
+  }
+
+  /**
+   * Holds `delivery` and queues its envelope behind the earlier ones of its key. Once the gate answers
+   * it (or closes before it ran), it is held no more; an error other than the gate closing goes to
+   * `onError` (the delivery stays unsettled and comes again).
+   */
+  submit(envelope: Envelope, delivery: D, onError: (error: unknown) => void): void {
+    const { brokerId } = envelope;
+    const list = this.#held.get(brokerId);
+    if (list === undefined) this.#held.set(brokerId, [delivery]);
+    else list.push(delivery);
+    this.gate.submit(envelope).then(
+      () => this.#forget(brokerId),
+      (error: unknown) => {
+        this.#forget(brokerId);
+        if (!(error instanceof GateClosedError)) onError(error);
+      },
+    );
+  }
+
+  /** The oldest held delivery of `brokerId`: the one the gate runs now. */
+  current(brokerId: string): D | undefined {
+    return this.#held.get(brokerId)?.[0];
+  }
+
+  /** Every delivery the lane holds, oldest first per broker id. */
+  *held(): IterableIterator<D> {
+    for (const list of this.#held.values()) yield* list;
+  }
+
+  /** Deliveries held now. */
+  get size(): number {
+    let size = 0;
+    for (const list of this.#held.values()) size += list.length;
+    return size;
+  }
+
+  /** Closes the gate: deliveries waiting behind their key or for a retry stay unsettled. */
+  close(): void {
+    this.gate.close();
+  }
+
+  /** Resolves once nothing is pending in the gate. */
+  drained(): Promise<void> {
+    return this.gate.drained();
+  }
+
+  #forget(brokerId: string): void {
+    const list = this.#held.get(brokerId);
+    list?.shift();
+    if (list?.length === 0) this.#held.delete(brokerId);
+  }
+}
+
+/**
+ * The step every ordered attempt ends with: a `retry` is answered to the gate, which runs the delivery
+ * again in place, behind nothing; a final outcome (`ack`, `dead-letter`) is settled before it is
+ * answered, so the key's next delivery starts only after this one is acked or its dead letter
+ * stored. A settle that throws makes the attempt throw: the gate tries the delivery again, and the
+ * ledger answers it as a duplicate. No held delivery (it left its lane) settles nothing.
+ */
+export async function settleBeforeAnswer<D>(
+  outcome: Outcome,
+  delivery: D | undefined,
+  settle: (delivery: D, outcome: FinalOutcome) => Promise<unknown>,
+): Promise<Outcome> {
+  if (outcome.action === 'retry') return outcome;
+  if (delivery !== undefined) await settle(delivery, outcome);
+  return outcome;
+}
