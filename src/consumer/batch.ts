@@ -3,7 +3,8 @@ import type { Outcome } from '../core/outcome.js';
 import { isThenable } from '../core/thenable.js';
 import { isWon, type ClaimRequest, type ClaimResult, type WonClaim } from '../ledger/ledger.js';
 import type { Readable, ReadDelivery } from './delivery-reader.js';
-import { batchResults, type DeliveryRunner } from './delivery-runner.js';
+import type { DeliveryRunner } from './delivery-runner.js';
+import { batchResults } from './handler.js';
 import { NEVER_ABORTED, type HeldDelivery } from './lease-keeper.js';
 import type { DeliveryTrace } from '../telemetry/delivery-trace.js';
 

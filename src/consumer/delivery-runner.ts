@@ -1,86 +1,17 @@
 import type { Envelope } from '../core/envelope.js';
-import {
-  ConfigError,
-  errorText,
-  LeaseLostError,
-  LedgerUnavailableError,
-  PermanentError,
-} from '../core/errors.js';
+import { errorText, LeaseLostError, LedgerUnavailableError, PermanentError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { Outcome } from '../core/outcome.js';
 import type { Serializer } from '../core/serializer.js';
 import { isThenable } from '../core/thenable.js';
 import { isWon, type Claim, type ClaimResult, type Ledger, type WonClaim } from '../ledger/ledger.js';
 import type { Readable } from './delivery-reader.js';
+import type { BatchHandler, Handler } from './handler.js';
 import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
 import { NEVER_ABORTED, type HeldDelivery, type LeaseKeeper, type SignalSource } from './lease-keeper.js';
 import type { Outbox } from '../outbox/outbox.js';
 import type { OutcomeBuilder } from './outcome-builder.js';
 import type { RetryPolicy } from '../core/retry-policy.js';
-
-/** Applies the business effect of one message. Its return value is stored and replayed to duplicates. */
-export type Handler<Tx, T> = (message: T, context: HandlerContext<Tx>) => unknown;
-
-/** One event of a batch handler's batch: its decoded message and the context a handler would get. */
-export interface BatchEvent<Tx, T> {
-  /** The decoded message, as a handler would get it. */
-  readonly message: T;
-  /** This event's own context: its envelope, key and attempt; `context.tx` is the batch's one transaction. */
-  readonly context: HandlerContext<Tx>;
-}
-
-/** What a batch handler gets beside its events: the one transaction they all share. */
-export interface BatchContext<Tx> {
-  /**
-   * The claim's transaction, shared by the whole batch: write every event's effect through it, so
-   * the ledger rows and the effects commit, or roll back, together.
-   */
-  readonly tx: Tx;
-  /** The pipeline's consumer group. */
-  readonly group: string;
-}
-
-/**
- * Applies the business effect of the won events of a batch at once, inside the claim's transaction
- * (one business statement for many events). Returns one result per event, in order (stored and
- * replayed to duplicates), or nothing.
- *
- * Where it runs (a pipeline's `batchHandler`, transactional mode only):
- * - `processBatch(envelopes)` on a ledger with batch claims (SQLite, PostgreSQL, MySQL): the batch's
- *   claims are one statement; the events whose claim was won (never duplicates, busy keys or
- *   conflicts) come here at once, with `context.tx` the one transaction; one commit follows.
- * - A throw (or a result array of the wrong length) rolls the whole batch back, ledger rows included;
- *   every delivery of it is then processed on its own, through `handler` when there is one, else
- *   through this with a batch of one event, so one poison message fails alone.
- * - `process(envelope)`, and a ledger without batch claims, call `handler`; without a `handler`, this
- *   with a batch of one event.
- *
- * @example
- * ```ts
- * batchHandler: (events, { tx }) => {
- *   const add = tx.prepare(
- *     'INSERT INTO points VALUES (?, 100) ON CONFLICT (user_id) DO UPDATE SET balance = balance + 100',
- *   );
- *   for (const { message } of events) add.run(message.userId);
- * },
- * ```
- */
-export type BatchHandler<Tx, T> = (
-  events: readonly BatchEvent<Tx, T>[],
-  context: BatchContext<Tx>,
-) => unknown;
-
-/** The results of a batch handler, checked: one per event, or none at all. */
-export function batchResults(results: unknown, count: number): readonly unknown[] {
-  if (results === undefined) return new Array<unknown>(count).fill(undefined);
-  if (!Array.isArray(results) || results.length !== count) {
-    throw new ConfigError(
-      'batchHandler',
-      `must return one result per event (${count}) or nothing, got ${Array.isArray(results) ? `${results.length} results` : typeof results}`,
-    );
-  }
-  return results;
-}
 
 /** What the runner needs, resolved once from the pipeline's configuration. */
 export interface RunnerConfig<Tx, T> {
@@ -167,16 +98,30 @@ export class DeliveryRunner<Tx, T> {
     return this.config.batchHandler;
   }
 
-  /** Keeps the deliveries' broker keep-alives running while transactional work runs; undefined when none has one. */
+  /**
+   * Keeps the deliveries' broker keep-alives running while transactional work runs; undefined when
+   * none has one (nothing is allocated for a batch without keep-alives).
+   */
   keepAlive(envelopes: readonly Envelope[]): (() => void) | undefined {
-    const held: HeldDelivery[] = [];
+    let held: HeldDelivery[] | undefined;
     for (const envelope of envelopes) {
       if (envelope.keepAlive !== undefined)
-        held.push(this.config.leases.hold(undefined, Date.now(), envelope.keepAlive));
+        (held ??= []).push(this.config.leases.hold(undefined, Date.now(), envelope.keepAlive));
     }
-    if (held.length === 0) return undefined;
+    if (held === undefined) return undefined;
+    const all = held;
     return () => {
-      for (const one of held) this.config.leases.release(one);
+      for (const one of all) this.config.leases.release(one);
+    };
+  }
+
+  /** {@link keepAlive} of one envelope: undefined, and nothing allocated, when it has none. */
+  keepOneAlive(envelope: Envelope): (() => void) | undefined {
+    const { keepAlive } = envelope;
+    if (keepAlive === undefined) return undefined;
+    const held = this.config.leases.hold(undefined, Date.now(), keepAlive);
+    return () => {
+      this.config.leases.release(held);
     };
   }
 
@@ -215,7 +160,7 @@ export class DeliveryRunner<Tx, T> {
    */
   async transactional(delivery: Readable<T>, started: number): Promise<Outcome> {
     const { ledger, retry } = this.config;
-    const stop = delivery.envelope.keepAlive === undefined ? undefined : this.keepAlive([delivery.envelope]);
+    const stop = this.keepOneAlive(delivery.envelope);
     try {
       for (let run = 0; ; run++) {
         let value: unknown;

@@ -10,7 +10,7 @@ import { JSON_SERIALIZER, type Serializer } from '../core/serializer.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { validateTelemetry, type TelemetryConfig } from '../telemetry/pipeline-telemetry.js';
 import { compileDecoder, type Decoder } from './delivery-reader.js';
-import { batchResults, type BatchHandler, type Handler } from './delivery-runner.js';
+import { batchResults, type BatchHandler, type Handler } from './handler.js';
 import { isThenable } from '../core/thenable.js';
 import type { Mode } from './handler-context.js';
 import type { Outbox } from '../outbox/outbox.js';

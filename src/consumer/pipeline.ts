@@ -20,7 +20,7 @@ import {
 } from '../telemetry/pipeline-telemetry.js';
 
 export type { Decoder } from './delivery-reader.js';
-export type { BatchContext, BatchEvent, BatchHandler, Handler } from './delivery-runner.js';
+export type { BatchContext, BatchEvent, BatchHandler, Handler } from './handler.js';
 export { DEFAULT_PIPELINE_CONFIG } from './pipeline-config.js';
 export type { PipelineConfig } from './pipeline-config.js';
 
@@ -118,8 +118,13 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     }
   }
 
-  /** Initialises the ledger once; a failed init is retried by the next delivery. */
-  #ensureReady(): Promise<void> | undefined {
+  /**
+   * Makes the ledger ready for `deliveries`: undefined at once when it is (no promise, no frame);
+   * otherwise initialises it once (a failed init is retried by the next delivery) and answers every
+   * readable delivery `unavailable` when it cannot be (a ConfigError is rethrown: a ledger configured
+   * wrongly fails loudly, not message by message).
+   */
+  #ready$(deliveries: readonly Readable<T>[], started: number): Promise<Outcome[] | undefined> | undefined {
     if (this.#ready) return undefined;
     this.#initializing ??= this.#init().then(
       () => {
@@ -130,23 +135,15 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
         throw error;
       },
     );
-    return this.#initializing;
-  }
-
-  /**
-   * Makes the ledger ready for `deliveries`; answers every readable one `unavailable` when it cannot
-   * be (and rethrows a ConfigError: a ledger configured wrongly fails loudly, not message by message).
-   */
-  async #ready$(deliveries: readonly Readable<T>[], started: number): Promise<Outcome[] | undefined> {
-    try {
-      await this.#ensureReady();
-      return undefined;
-    } catch (error) {
-      if (error instanceof ConfigError) throw error;
-      return deliveries.map((delivery) =>
-        this.#recorder.record(this.#runner.unavailable(delivery, error, started), delivery.trace),
-      );
-    }
+    return this.#initializing.then(
+      () => undefined,
+      (error: unknown) => {
+        if (error instanceof ConfigError) throw error;
+        return deliveries.map((delivery) =>
+          this.#recorder.record(this.#runner.unavailable(delivery, error, started), delivery.trace),
+        );
+      },
+    );
   }
 
   #unreadable(delivery: Extract<ReadDelivery<T>, { ok: false }>, started: number): Outcome {
@@ -190,15 +187,10 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
         return this.#recorder.record(outcome, delivery.trace);
       }
     }
-    if (!this.#ready) {
-      const unavailable = await this.#ready$([delivery], started);
-      if (unavailable?.[0] !== undefined) return unavailable[0];
-    }
-    const outcome =
-      this.mode === 'transactional'
-        ? await this.#runner.transactional(delivery, started)
-        : await this.#runner.leased(delivery, started);
-    return this.#recorder.record(outcome, delivery.trace);
+    const readying = this.#ready$([delivery], started);
+    const unavailable = readying === undefined ? undefined : await readying;
+    if (unavailable?.[0] !== undefined) return unavailable[0];
+    return this.#one(delivery, started);
   }
 
   async processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]> {
@@ -219,7 +211,8 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
       }
     }
     if (readable.length > 0) {
-      const unavailable = this.#ready ? undefined : await this.#ready$(readable, started);
+      const readying = this.#ready$(readable, started);
+      const unavailable = readying === undefined ? undefined : await readying;
       if (unavailable !== undefined) {
         let next = 0;
         return outcomes.map((outcome) => outcome ?? (unavailable[next++] as Outcome));

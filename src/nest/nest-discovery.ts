@@ -1,6 +1,6 @@
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { Reflector } from '@nestjs/core';
-import type { Handler } from '../consumer/delivery-runner.js';
+import type { Handler } from '../consumer/handler.js';
 import { ConfigError } from '../core/errors.js';
 import { ONCEMQ_CONSUMER_METADATA } from './nest-consumer.js';
 import type { OncemqConsumerOptions } from './nest-options.js';
