@@ -15,6 +15,15 @@ export interface LaneOptions<D> {
   readonly logger?: Logger;
   /** Runs one attempt of a held delivery's envelope (see {@link settleBeforeAnswer}). */
   readonly attempt: LaneAttempt<D>;
+  /**
+   * True where the broker hands unanswered deliveries back itself, in order, when the lane ends
+   * (NATS naks them oldest first): a delivery whose gate closed before answering it stays held, and
+   * {@link OrderedLane.held} lists it. False: it is forgotten, and the broker hands it out again.
+   * @default false
+   */
+  readonly keepUnanswered?: boolean;
+  /** Called each time a held delivery leaves the lane (answered, or its gate closed): there is room again. */
+  readonly left?: () => void;
 }
 
 /**
@@ -27,9 +36,13 @@ export interface LaneOptions<D> {
 export class OrderedLane<D> {
   readonly gate: OrderingGate;
   readonly #held = new Map<string, D[]>();
+  readonly #keepUnanswered: boolean;
+  readonly #left: (() => void) | undefined;
 
   constructor(options: LaneOptions<D>) {
     const { attempt } = options;
+    this.#keepUnanswered = options.keepUnanswered ?? false;
+    this.#left = options.left;
     this.gate = new OrderingGate(
       { process: (envelope) => attempt(this, envelope) },
       {
@@ -43,20 +56,38 @@ export class OrderedLane<D> {
   /**
    * Holds `delivery` and queues its envelope behind the earlier ones of its key. Once the gate answers
    * it (or closes before it ran), it is held no more; an error other than the gate closing goes to
-   * `onError` (the delivery stays unsettled and comes again).
+   * `onError` (the delivery stays unsettled and comes again). `onDone`, when given, is called then
+   * (after `onError`): a broker that holds a slot per delivery gives it back there.
    */
-  submit(envelope: Envelope, delivery: D, onError: (error: unknown) => void): void {
+  submit(envelope: Envelope, delivery: D, onError: (error: unknown) => void, onDone?: () => void): void {
+    this.run(envelope, delivery).then(
+      () => onDone?.(),
+      (error: unknown) => {
+        if (!(error instanceof GateClosedError)) onError(error);
+        onDone?.();
+      },
+    );
+  }
+
+  /**
+   * Holds `delivery`, queues its envelope behind the earlier ones of its key, and resolves with the
+   * gate's answer once it is settled; rejects with `GateClosedError` when the lane closed before it ran
+   * (the delivery stays unsettled and comes again). For a reader that follows each delivery to its end
+   * (Kafka commits a record's offset only then); {@link submit} is the same without the answer.
+   */
+  async run(envelope: Envelope, delivery: D): Promise<Outcome> {
     const { brokerId } = envelope;
     const list = this.#held.get(brokerId);
     if (list === undefined) this.#held.set(brokerId, [delivery]);
     else list.push(delivery);
-    this.gate.submit(envelope).then(
-      () => this.#forget(brokerId),
-      (error: unknown) => {
-        this.#forget(brokerId);
-        if (!(error instanceof GateClosedError)) onError(error);
-      },
-    );
+    try {
+      const outcome = await this.gate.submit(envelope);
+      this.#forget(brokerId);
+      return outcome;
+    } catch (error) {
+      if (!(error instanceof GateClosedError && this.#keepUnanswered)) this.#forget(brokerId);
+      throw error;
+    }
   }
 
   /** The oldest held delivery of `brokerId`: the one the gate runs now. */
@@ -90,6 +121,7 @@ export class OrderedLane<D> {
     const list = this.#held.get(brokerId);
     list?.shift();
     if (list?.length === 0) this.#held.delete(brokerId);
+    this.#left?.();
   }
 }
 
