@@ -15,6 +15,13 @@ export interface LaneOptions<D> {
   readonly logger?: Logger;
   /** Runs one attempt of a held delivery's envelope (see {@link settleBeforeAnswer}). */
   readonly attempt: LaneAttempt<D>;
+  /**
+   * True where the broker hands unanswered deliveries back itself, in order, when the lane ends
+   * (NATS naks them oldest first): a delivery whose gate closed before answering it stays held, and
+   * {@link OrderedLane.held} lists it. False: it is forgotten, and the broker hands it out again.
+   * @default false
+   */
+  readonly keepUnanswered?: boolean;
 }
 
 /**
@@ -27,9 +34,11 @@ export interface LaneOptions<D> {
 export class OrderedLane<D> {
   readonly gate: OrderingGate;
   readonly #held = new Map<string, D[]>();
+  readonly #keepUnanswered: boolean;
 
   constructor(options: LaneOptions<D>) {
     const { attempt } = options;
+    this.#keepUnanswered = options.keepUnanswered ?? false;
     this.gate = new OrderingGate(
       { process: (envelope) => attempt(this, envelope) },
       {
@@ -53,6 +62,7 @@ export class OrderedLane<D> {
     this.gate.submit(envelope).then(
       () => this.#forget(brokerId),
       (error: unknown) => {
+        if (error instanceof GateClosedError && this.#keepUnanswered) return;
         this.#forget(brokerId);
         if (!(error instanceof GateClosedError)) onError(error);
       },
