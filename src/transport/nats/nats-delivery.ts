@@ -1,39 +1,22 @@
 import type { MsgHdrs } from '@nats-io/transport-node';
-import {
-  createEnvelope,
-  DELIVERY_COUNT_HEADER,
-  readDeliveryCount,
-  type Envelope,
-} from '../../core/envelope.js';
+import { createEnvelope, readDeliveryCount, type Envelope } from '../../core/envelope.js';
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
 import { HeaderText } from '../../core/header-text.js';
-import type { DeadLetterReason, Outcome } from '../../core/outcome.js';
-import {
-  DEAD_LETTER_HEADERS,
-  deadLetterHeaders,
-  fitDeadLetter,
-  type DeadLetterSizeLimit,
-} from '../dead-letters.js';
-import type { DeliveryResult } from '../settle-batch.js';
+import { settle, type DeliveryResult, type Settler } from '../settler.js';
 import type { NatsSettings } from './nats-config.js';
 import type { NatsConfirms } from './nats-confirms.js';
 import type { NatsConnectionLike } from './nats-driver.js';
 import {
   brokerIdOf,
-  deadLetterSubject,
   INTERNAL_HEADERS,
   REPLAY_GROUP_HEADER,
   RETRY_DUE_HEADER,
   RETRY_PUBLISHED_HEADER,
   RETRY_TOPIC_HEADER,
-  retrySubject,
 } from './nats-names.js';
-import { repeatedHeaders, type NatsPublisher } from './nats-publisher.js';
+import { repeatedHeaders } from './nats-publisher.js';
 import type { NatsSession } from './nats-session.js';
 import { checkRetryDue } from '../header-guard.js';
-
-/** Reason of a copy dead-lettered by the `maxDeliver` backstop. */
-export const MAX_DELIVERIES_REASON = 'max-deliveries';
 
 /** What a delivery of one subscription needs to settle itself. */
 export interface DeliveryContext {
@@ -41,10 +24,9 @@ export interface DeliveryContext {
   readonly settings: NatsSettings;
   readonly connection: NatsConnectionLike;
   readonly session: NatsSession;
-  readonly publisher: NatsPublisher;
   readonly confirms: NatsConfirms;
-  /** How large a dead-letter copy the server stores: `max_payload`, or the dead-letter stream's `max_msg_size` if smaller. */
-  readonly deadLetterLimit: () => Promise<DeadLetterSizeLimit>;
+  /** Acts on each delivery's result (see `NatsSettler`). */
+  readonly settler: Settler<NatsDelivery>;
 }
 
 /** What a delivery reads of the message it carries (a JetStream message of nats.js has it too). */
@@ -67,9 +49,8 @@ export interface DeliverySource {
   readonly keepAliveEveryMs: number;
 }
 
-export type { DeliveryResult } from '../settle-batch.js';
-
-type Settle = 'ack' | 'nak' | 'term' | 'working';
+/** What a delivery tells the server: `+ACK`, `-NAK` (with a delay), `+TERM`, or `+WPI` (still working). */
+export type NatsSettle = 'ack' | 'nak' | 'term' | 'working';
 
 const encoder = new TextEncoder();
 const ACK = encoder.encode('+ACK');
@@ -118,7 +99,7 @@ export class NatsDelivery {
   readonly dueAt: number | undefined;
   readonly #ctx: DeliveryContext;
   /** Headers the message carries with several different values (not in the envelope's), stored again on its copies. */
-  readonly #repeated: [string, string][] | undefined;
+  readonly repeated: [string, string][] | undefined;
   #settled = false;
   /**
    * Called once the settle's last request (the ack, nak or term) has gone out: the delivery needs
@@ -132,7 +113,7 @@ export class NatsDelivery {
     this.generation = ctx.session.generation;
     const raw = textHeaders(msg);
     const { headers, nonKey } = envelopeHeaders(msg);
-    this.#repeated = nonKey === undefined ? undefined : repeatedHeaders(msg.headers, headers, internal);
+    this.repeated = nonKey === undefined ? undefined : repeatedHeaders(msg.headers, headers, internal);
     const due = raw[RETRY_DUE_HEADER];
     // A retry copy's due time out of the bounds oncemq writes is never waited for: it stays in the
     // envelope's headers, where the header guard dead-letters it (a topic stream's is not read at all).
@@ -156,7 +137,7 @@ export class NatsDelivery {
             ? Promise.reject(
                 new TransportUnavailableError('the delivery is settled or its connection was lost'),
               )
-            : this.#send('working'),
+            : this.send('working'),
       },
     });
   }
@@ -168,7 +149,7 @@ export class NatsDelivery {
 
   /** A retry copy that came before it is due goes back for the rest of its delay, unprocessed and uncharged. */
   async postpone(delayMs: number): Promise<void> {
-    if (this.#begin()) await this.#guard(() => this.#send('nak', delayMs));
+    if (this.#begin()) await this.#guard(() => this.send('nak', delayMs));
   }
 
   /** The group a replayed dead letter in a topic stream is meant for (the others ack it unprocessed). */
@@ -178,51 +159,21 @@ export class NatsDelivery {
 
   /** Acks a copy this group does not run (another ordered group's replayed dead letter). */
   async skip(): Promise<void> {
-    if (this.#begin()) await this.#guard(() => this.#send('ack'));
+    if (this.#begin()) await this.#guard(() => this.send('ack'));
   }
 
   /** A copy that arrives while its subscription closes goes back at once, for another member. */
   async giveBack(): Promise<void> {
-    if (this.#begin()) await this.#guard(() => this.#send('nak', 0));
+    if (this.#begin()) await this.#guard(() => this.send('nak', 0));
   }
 
-  /** Acts on the result: ack, retry (a new copy, or a delayed nak when not charged), or dead-letter. */
+  /**
+   * Acts on the result through the group's settler (see `NatsSettler`): once, and only while the
+   * connection it arrived on lasts; a settle the server does not confirm is logged, and the copy may
+   * come back after the ack wait.
+   */
   async settle(result: DeliveryResult): Promise<void> {
-    if (!this.#begin()) return;
-    const { settings } = this.#ctx;
-    await this.#guard(async () => {
-      const outcome = 'outcome' in result ? result.outcome : undefined;
-      if (outcome?.action === 'ack') return this.#send('ack');
-      if (outcome?.action === 'dead-letter') {
-        return this.#deadLetter(outcome.reason, outcome.error, outcome.key);
-      }
-      if (outcome?.action === 'retry' && outcome.nextDeliveryCount !== this.envelope.deliveryCount) {
-        return this.#retryCopy(outcome.delayMs, outcome.nextDeliveryCount);
-      }
-      // Not charged: a busy key, an unreachable ledger, a processor that threw.
-      const why =
-        outcome === undefined
-          ? `the processor threw: ${errorText((result as { error: unknown }).error)}`
-          : uncharged(outcome);
-      if (this.msg.info.deliveryCount >= settings.maxDeliver) {
-        return this.#deadLetter(
-          MAX_DELIVERIES_REASON,
-          `delivered ${this.msg.info.deliveryCount} times without being settled (maxDeliver ${settings.maxDeliver}); last: ${why}`,
-          outcome?.key ?? null,
-        );
-      }
-      if (outcome === undefined) {
-        settings.logger.error(
-          'oncemq: the processor threw; the NATS delivery comes back after the failure backoff',
-          {
-            group: this.#ctx.group,
-            brokerId: this.envelope.brokerId,
-            error: why,
-          },
-        );
-      }
-      return this.#send('nak', outcome?.action === 'retry' ? outcome.delayMs : settings.failureBackoffMs);
-    });
+    if (this.#begin()) await this.#guard(() => settle(this.#ctx.settler, this, result));
   }
 
   #begin(): boolean {
@@ -251,52 +202,8 @@ export class NatsDelivery {
     }
   }
 
-  /** A charged retry: a new copy on the group's retry subject with the new count, confirmed, then the ack. */
-  async #retryCopy(delayMs: number, nextDeliveryCount: number): Promise<void> {
-    const { envelope } = this;
-    const { group, settings } = this.#ctx;
-    await this.#ctx.publisher.send({
-      subject: retrySubject(settings, group),
-      body: envelope.body,
-      headers: {
-        ...envelope.headers,
-        [DELIVERY_COUNT_HEADER]: String(nextDeliveryCount),
-        [RETRY_TOPIC_HEADER]: envelope.topic,
-        [RETRY_DUE_HEADER]: String(Date.now() + delayMs),
-        [RETRY_PUBLISHED_HEADER]: String((envelope.publishedAt ?? new Date()).getTime()),
-      },
-      repeated: this.#repeated,
-      // The same id when this copy fails again after a lost ack: the window drops the second retry copy.
-      msgId: `retry:${group}:${envelope.brokerId}:${nextDeliveryCount}`,
-    });
-    if (!this.stale) await this.#send('ack');
-  }
-
-  /**
-   * A copy in the group's dead-letter subject (cut to the server's limit when it is too large, see
-   * `fitDeadLetter`), confirmed, then `+TERM` so the server never redelivers it.
-   */
-  async #deadLetter(reason: DeadLetterReason, error: unknown, key: string | null): Promise<void> {
-    const { envelope } = this;
-    const { group, settings } = this.#ctx;
-    // A copy too large to store as it is (a message near max_payload) is stored cut; one that cannot be
-    // stored at all throws, and the original stays unacked.
-    const copy = fitDeadLetter(
-      { headers: deadLetterHeaders(envelope, { group, reason, error, key }), body: envelope.body },
-      await this.#ctx.deadLetterLimit(),
-    );
-    await this.#ctx.publisher.send({
-      subject: deadLetterSubject(settings, group),
-      ...copy,
-      // The producer's own headers with several values go along unless the copy had to be cut.
-      repeated: copy.headers[DEAD_LETTER_HEADERS.bodyBytes] === undefined ? this.#repeated : undefined,
-      msgId: `dead:${group}:${envelope.brokerId}`,
-    });
-    if (!this.stale) await this.#send('term');
-  }
-
-  /** Sends an ack of the given kind as a request, so that a lost one is known. */
-  async #send(kind: Settle, delayMs = 0): Promise<void> {
+  /** Sends an ack of the given kind as a request, so that a lost one is known (the settler's last step). */
+  async send(kind: NatsSettle, delayMs = 0): Promise<void> {
     // A plain +TERM: servers before 2.10.4 ignore a TERM that carries a reason (the copy stays pending).
     const payload =
       kind === 'ack'
@@ -315,10 +222,4 @@ export class NatsDelivery {
     if (kind !== 'working') this.onSent();
     await confirmed;
   }
-}
-
-function uncharged(outcome: Outcome): string {
-  if (outcome.kind === 'busy') return 'the key was busy';
-  if (outcome.kind === 'retry') return `not charged: ${errorText(outcome.error)}`;
-  return outcome.kind;
 }

@@ -1,5 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ConfigError } from '../../core/errors.js';
+import { partitionCountError } from '../ordered/partition-count.js';
 import type { OrderingOptions, Processor, StartPosition } from '../transport.js';
 import type { NatsSettings } from './nats-config.js';
 import type { DeliveryContext } from './nats-delivery.js';
@@ -9,7 +10,6 @@ import { NatsOrderedSubscription, type NatsPartition } from './nats-ordered-subs
 import {
   drainInProgressError,
   orderingRecord,
-  partitionCountError,
   readOrderingRecord,
   recordDrain,
   type OrderingRecord,
@@ -34,6 +34,9 @@ export interface OrderedGroupParts {
   /** Where the group's partition consumers start when they are made (a drain's start after its bounds). */
   readonly from: StartPosition;
 }
+
+/** Where a member refused for its partition count reads how to drain to it. */
+const DRAIN_DOCS = 'docs/transports/nats.md#changing-the-partition-count-onpartitionchange-drain';
 
 /** How a member builds one count's partitions. */
 interface Generation {
@@ -61,7 +64,17 @@ export async function subscribeOrderedGroup(
     if (drain === undefined) {
       if (record.count === count) return start(parts, await partitions(parts, { count, create: true }));
       if ((parts.ordering.onPartitionChange ?? 'refuse') === 'refuse' || settings.topology === 'check') {
-        throw partitionCountError(group, record.count, count, stream);
+        throw partitionCountError(
+          `stream ${stream}`,
+          {
+            group,
+            count,
+            ordering: parts.ordering,
+            canDrain: settings.topology !== 'check',
+            docs: DRAIN_DOCS,
+          },
+          record.count,
+        );
       }
       const switched = await recordSwitch(parts, record);
       if (switched !== null) return draining(parts, switched, Date.now());

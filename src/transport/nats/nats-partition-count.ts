@@ -101,22 +101,6 @@ export async function recordDrainDone(
   return seq !== null;
 }
 
-/** The refusal of a member whose count differs from the group's recorded one. */
-export function partitionCountError(
-  group: string,
-  recorded: number,
-  count: number,
-  stream: string,
-): ConfigError {
-  return new ConfigError(
-    'partitions',
-    `group '${group}' is ordered over ${recorded} partitions (recorded in stream ${stream}), and this ` +
-      `transport is configured with ${count}: a new count would move ordering keys between partitions. ` +
-      `Configure ${recorded}, or subscribe with ordering: { onPartitionChange: 'drain' } to drain the ` +
-      `${recorded} partitions first (docs/transports/nats.md#changing-the-partition-count-onpartitionchange-drain)`,
-  );
-}
-
 /** The refusal of a member that finds a drain in progress that it cannot join. */
 export function drainInProgressError(
   group: string,

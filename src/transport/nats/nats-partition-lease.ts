@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import type { LeaseRound, LeaseStore } from '../ordered/partition-leases.js';
 import type { NatsSettings } from './nats-config.js';
 import type { NatsDriver } from './nats-driver.js';
 import { leaseStream } from './nats-names.js';
@@ -109,5 +110,71 @@ export class PartitionLease {
         cause: error,
       });
     }
+  }
+}
+
+/** What the lease store asks of its member. */
+export interface NatsLeaseMember {
+  /** False until the member read its group's count record once. */
+  readonly ready: () => boolean;
+  /** True while the partition's lane is still stopping. */
+  readonly stopping: (index: number) => boolean;
+  /** Logs a lease write or read that failed. */
+  readonly warn: (index: number, error: unknown) => void;
+}
+
+/**
+ * The leases of one ordered member's partitions, one {@link PartitionLease} per partition, as the
+ * shared `PartitionLeases` rounds use them. A write that fails is logged and answers nothing for its
+ * partition (the watchdog lets it go if that lasts). A partition still stopping (`stopping`) is not
+ * taken again, while its lease is renewed until it is released: another member takes it only once
+ * what ran in it is settled.
+ */
+export class NatsLeaseStore implements LeaseStore<LeasePredecessor> {
+  readonly #leases: readonly PartitionLease[];
+  readonly #member: NatsLeaseMember;
+
+  constructor(leases: readonly PartitionLease[], member: NatsLeaseMember) {
+    this.#leases = leases;
+    this.#member = member;
+  }
+
+  async round(held: readonly number[], free: readonly number[]): Promise<LeaseRound<LeasePredecessor>> {
+    const renewed: number[] = [];
+    // Nothing is taken before the member read its group's count record once (nothing is held then).
+    if (!this.#member.ready()) return { renewed, lost: [], taken: [] };
+    const lost: number[] = [];
+    const taken: { index: number; predecessor: LeasePredecessor }[] = [];
+    const each = async (index: number, work: (lease: PartitionLease) => Promise<void>): Promise<void> => {
+      const lease = this.#leases[index];
+      if (lease === undefined) return;
+      try {
+        await work(lease);
+      } catch (error) {
+        this.#member.warn(index, error);
+      }
+    };
+    await Promise.all([
+      ...held.map((index) =>
+        each(index, async (lease) => {
+          ((await lease.renew()) ? renewed : lost).push(index);
+        }),
+      ),
+      ...free.map((index) =>
+        each(index, async (lease) => {
+          if (this.#member.stopping(index)) {
+            if (lease.holds()) await lease.renew();
+            return;
+          }
+          const predecessor = await lease.acquire();
+          if (predecessor !== null) taken.push({ index, predecessor });
+        }),
+      ),
+    ]);
+    return { renewed, lost, taken };
+  }
+
+  async release(index: number, clean: boolean): Promise<void> {
+    await this.#leases[index]?.release(clean);
   }
 }

@@ -56,8 +56,7 @@ export class NatsPull {
     this.#subject = `$JS.API.CONSUMER.MSG.NEXT.${source.stream}.${source.consumer}`;
     this.#inbox = newInbox(connection);
     this.#expiresNs = options.expiresMs * 1_000_000;
-    // As nats.js sets it for a fetch: half the expiry, between 0.5 s and 30 s.
-    this.#heartbeatMs = Math.min(30_000, Math.max(500, options.expiresMs / 2));
+    this.#heartbeatMs = heartbeatOf(options.expiresMs);
     this.idle = options.idle;
     this.#events = events;
     this.#subscription = connection.subscribe(this.#inbox, {
@@ -80,16 +79,20 @@ export class NatsPull {
     return this.#running;
   }
 
-  /** Asks the server for `count` more messages. */
-  request(count: number): void {
+  /**
+   * Asks the server for `count` more messages; `expiresMs` shortens this request's life (an ordered
+   * partition's pull must end before its owner may let the partition go).
+   */
+  request(count: number, expiresMs?: number): void {
     if (this.outstanding === 0) this.#heardAt = Date.now();
     this.outstanding += count;
+    const heartbeatMs = expiresMs === undefined ? this.#heartbeatMs : heartbeatOf(expiresMs);
     this.#connection.publish(
       this.#subject,
       JSON.stringify({
         batch: count,
-        expires: this.#expiresNs,
-        idle_heartbeat: this.#heartbeatMs * 1_000_000,
+        expires: expiresMs === undefined ? this.#expiresNs : expiresMs * 1_000_000,
+        idle_heartbeat: heartbeatMs * 1_000_000,
       }),
       { reply: this.#inbox },
     );
@@ -142,6 +145,11 @@ export class NatsPull {
   stop(): void {
     this.#end(undefined);
   }
+}
+
+/** A request's idle heartbeat, as nats.js sets it for a fetch: half the expiry, between 0.5 s and 30 s. */
+function heartbeatOf(expiresMs: number): number {
+  return Math.min(30_000, Math.max(500, expiresMs / 2));
 }
 
 /**

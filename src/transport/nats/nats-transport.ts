@@ -6,12 +6,10 @@ import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
-import { validateGroup } from '../../core/group.js';
-import { checkOrderingOptions } from '../ordered/ordering-gate.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
-  startPosition,
   toProcessor,
+  type OrderingOptions,
   type OutgoingMessage,
   type Processor,
   type ProcessorLike,
@@ -22,7 +20,7 @@ import {
   type TransportCapabilities,
 } from '../transport.js';
 import { resolveNatsSettings, type NatsSettings, type NatsTransportConfig } from './nats-config.js';
-import { wholeNumber } from '../config-checks.js';
+import { checkSubscribe } from '../subscribe-options.js';
 import { NatsDeadLetters } from './nats-dead-letters.js';
 import type { DeadLetterSizeLimit } from '../dead-letters.js';
 import type { DeliveryContext, DeliverySource } from './nats-delivery.js';
@@ -44,6 +42,7 @@ import type { NatsDrainingSubscription } from './nats-partition-drain.js';
 import { NatsPublisher } from './nats-publisher.js';
 import { NatsConfirms } from './nats-confirms.js';
 import { NatsSession } from './nats-session.js';
+import { NatsSettler } from './nats-settler.js';
 import { NatsSubscription } from './nats-subscription.js';
 import { NatsTopology } from './nats-topology.js';
 import { checkDeliveryCount, checkNamedTopic, checkRetryDue, guardHeaders } from '../header-guard.js';
@@ -73,7 +72,8 @@ function deliveryContext(group: string, settings: NatsSettings, open: Open): Del
       maxHeaderBytes: JETSTREAM_MAX_HEADER_BYTES,
     };
   };
-  return { group, settings, connection, session, publisher, confirms, deadLetterLimit };
+  const settler = new NatsSettler({ group, settings, publisher, deadLetterLimit });
+  return { group, settings, connection, session, confirms, settler };
 }
 
 /** The server's `max_payload` when the connection has not said it: the NATS default, 1 MiB. */
@@ -242,9 +242,6 @@ export class NatsTransport implements Transport {
     processor: ProcessorLike,
     options: NatsSubscribeOptions = {},
   ): Promise<NatsSubscription | NatsOrderedSubscription | NatsDrainingSubscription> {
-    validateGroup(group);
-    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
-    for (const topic of topics) validNatsTopic(topic);
     // The delivery count of every message; a retry copy's topic and due time (read on the group's retry
     // stream alone: a bad due time is left in the headers for this check, a topic stream's is not read).
     const target = guardHeaders(
@@ -256,21 +253,11 @@ export class NatsTransport implements Transport {
         checkNamedTopic(RETRY_TOPIC_HEADER, envelope.topic, topics),
       this.#settings.logger,
     );
-    const concurrency = wholeNumber(
-      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-      'concurrency',
-    );
-    const from = startPosition(options);
-    if (options.ordering !== undefined)
-      return this.#subscribeOrdered(group, topics, target, concurrency, options, from);
-    const batchSize =
-      target.processBatch === undefined ? 1 : wholeNumber(options.batchSize ?? concurrency, 'batchSize');
-    if (batchSize > concurrency) {
-      throw new ConfigError(
-        'batchSize',
-        `${batchSize} is more than concurrency ${concurrency}; a batch is held at once`,
-      );
-    }
+    const { concurrency, batchSize, from, ordering } = checkSubscribe(group, topics, target, options, {
+      topic: validNatsTopic,
+    });
+    if (ordering !== undefined)
+      return this.#subscribeOrdered(group, topics, target, concurrency, options, ordering, from);
     const ackWaitMs = ackWaitOf(options);
     const open = await this.#connect();
     const settings = this.#settings;
@@ -354,10 +341,9 @@ export class NatsTransport implements Transport {
     processor: Processor,
     concurrency: number,
     options: NatsSubscribeOptions,
+    ordering: OrderingOptions,
     from: StartPosition,
   ): Promise<NatsOrderedSubscription | NatsDrainingSubscription> {
-    const ordering = options.ordering ?? {};
-    checkOrderingOptions(ordering);
     const ackWaitMs = ackWaitOf(options);
     const open = await this.#connect();
     const settings = this.#settings;
