@@ -46,17 +46,27 @@ export class OrderedLane<D> {
    * `onError` (the delivery stays unsettled and comes again).
    */
   submit(envelope: Envelope, delivery: D, onError: (error: unknown) => void): void {
+    this.run(envelope, delivery).catch((error: unknown) => {
+      if (!(error instanceof GateClosedError)) onError(error);
+    });
+  }
+
+  /**
+   * Holds `delivery`, queues its envelope behind the earlier ones of its key, and resolves with the
+   * gate's answer once it is settled; rejects with `GateClosedError` when the lane closed before it ran
+   * (the delivery stays unsettled and comes again). For a reader that follows each delivery to its end
+   * (Kafka commits a record's offset only then); {@link submit} is the same without the answer.
+   */
+  async run(envelope: Envelope, delivery: D): Promise<Outcome> {
     const { brokerId } = envelope;
     const list = this.#held.get(brokerId);
     if (list === undefined) this.#held.set(brokerId, [delivery]);
     else list.push(delivery);
-    this.gate.submit(envelope).then(
-      () => this.#forget(brokerId),
-      (error: unknown) => {
-        this.#forget(brokerId);
-        if (!(error instanceof GateClosedError)) onError(error);
-      },
-    );
+    try {
+      return await this.gate.submit(envelope);
+    } finally {
+      this.#forget(brokerId);
+    }
   }
 
   /** The oldest held delivery of `brokerId`: the one the gate runs now. */
