@@ -13,7 +13,7 @@ import { resolveServiceUrl } from '../../src/cli/connection.js';
 import { brokersOfUrl } from '../../src/transport/kafka/kafka-config.js';
 import { KAFKA_RUN_TRANSPORT } from '../../src/cli/brokers/kafka-run.js';
 import { KafkaTransport } from '../../src/transport/kafka/kafka-transport.js';
-import { PartitionOffsets } from '../../src/transport/kafka/partition-offsets.js';
+import { PartitionOffsets } from '../../src/transport/kafka/kafka-partition-offsets.js';
 import { GROUP, TOPIC } from '../points-db.js';
 import { type TransportTarget } from '../transport-target.js';
 import { PushBatcher } from './push-batcher.js';

@@ -50,7 +50,10 @@ export function checkSubscribe(
   rules: SubscribeRules = {},
 ): CheckedSubscribe {
   validateGroup(group);
-  if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
+  const list: unknown = topics;
+  if (!Array.isArray(list) || topics.length === 0) {
+    throw new ConfigError('topics', 'name at least one topic');
+  }
   if (rules.topic !== undefined) for (const topic of topics) rules.topic(topic);
   const concurrency = wholeNumber(
     options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,

@@ -12,7 +12,7 @@ import {
 } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { errorText, TransportUnavailableError } from '../../src/core/errors.js';
-import { createAdmin, loadKafkaDriver, openRecordStream } from '../../src/transport/kafka/kafka-client.js';
+import { createAdmin, loadKafkaDriver, openRecordStream } from '../../src/transport/kafka/kafka-driver.js';
 import { resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js';
 import { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';
 import { KafkaTransport } from 'oncemq/kafka';

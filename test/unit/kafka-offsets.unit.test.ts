@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { brokersOfUrl } from '../../src/transport/kafka/kafka-config.js';
 import { KafkaNames } from '../../src/transport/kafka/kafka-names.js';
-import { PartitionOffsets } from '../../src/transport/kafka/partition-offsets.js';
+import { PartitionOffsets } from '../../src/transport/kafka/kafka-partition-offsets.js';
 
 describe('Kafka partition offsets', () => {
   it('commits only the contiguous prefix of finished records, whatever order they finish in', () => {

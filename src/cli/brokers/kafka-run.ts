@@ -1,7 +1,7 @@
 import { namespacedName, namespacedTransport } from '../namespaced-transport.js';
 import type { RunTransport } from '../run-transports.js';
 import { brokersOfUrl } from '../../transport/kafka/kafka-config.js';
-import { firstContact, loadKafkaDriver } from '../../transport/kafka/kafka-client.js';
+import { firstContact, loadKafkaDriver } from '../../transport/kafka/kafka-driver.js';
 import { KafkaTransport } from '../../transport/kafka/kafka-transport.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 

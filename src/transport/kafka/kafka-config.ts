@@ -3,12 +3,8 @@ import type { Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
-import {
-  DEFAULT_SUBSCRIBE_OPTIONS,
-  startPosition,
-  type StartPosition,
-  type SubscribeOptions,
-} from '../transport.js';
+import type { CheckedSubscribe } from '../subscribe-options.js';
+import type { StartPosition, SubscribeOptions } from '../transport.js';
 import { KafkaNames } from './kafka-names.js';
 import { TransportNamespace } from '../namespace.js';
 
@@ -233,13 +229,14 @@ export interface KafkaSubscribeSettings {
 
 let members = 0;
 
-/** Checks subscribe options. */
-export function resolveKafkaSubscribeSettings(options: KafkaSubscribeOptions): KafkaSubscribeSettings {
-  const concurrency = wholeNumber(
-    options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-    'concurrency',
-    1,
-  );
+/**
+ * The Kafka part of the subscribe options (`consumerName`), with what `checkSubscribe` checked of
+ * the rest.
+ */
+export function resolveKafkaSubscribeSettings(
+  options: KafkaSubscribeOptions,
+  checked: Pick<CheckedSubscribe, 'concurrency' | 'batchSize' | 'from'>,
+): KafkaSubscribeSettings {
   const instanceId = options.consumerName;
   if (instanceId !== undefined && (typeof instanceId !== 'string' || !/^\S{1,200}$/.test(instanceId))) {
     throw new ConfigError(
@@ -248,10 +245,10 @@ export function resolveKafkaSubscribeSettings(options: KafkaSubscribeOptions): K
     );
   }
   return Object.freeze({
-    concurrency,
-    batchSize: wholeNumber(options.batchSize ?? concurrency, 'batchSize', 1),
+    concurrency: checked.concurrency,
+    batchSize: checked.batchSize,
     instanceId,
     memberName: instanceId ?? `${hostname()}:${process.pid}:${++members}`,
-    from: startPosition(options),
+    from: checked.from,
   });
 }

@@ -11,7 +11,7 @@ import {
   type DeadLetterQuery,
   type DeadLetters,
 } from '../dead-letters.js';
-import { createConsumer, openRecordStream, type KafkaDriver } from './kafka-client.js';
+import { createConsumer, openRecordStream, type KafkaDriver } from './kafka-driver.js';
 import type { KafkaSettings } from './kafka-config.js';
 import {
   kafkaBrokerId,

@@ -1,10 +1,12 @@
 import type { Consumer, ConsumerGroupJoinPayload } from '@platformatic/kafka';
-import { GateClosedError } from '../ordered/ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import { PartitionOffsets } from './partition-offsets.js';
-import { openRecordStream, type RecordStream } from './kafka-client.js';
-import { dueAt, readHeaders, type KafkaMessage } from './kafka-record.js';
+import type { OrderedLane } from '../ordered/ordered-lane.js';
+import { GateClosedError } from '../ordered/ordering-gate.js';
+import { KafkaCommits } from './kafka-commits.js';
+import { openRecordStream, type RecordStream } from './kafka-driver.js';
+import { ORDERED_PENDING_PER_SLOT, type MemberDrain } from './kafka-ordered-subscription.js';
+import { dueAt, kafkaEnvelope, readHeaders, type KafkaMessage } from './kafka-record.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** What a member needs: its consumer, what it reads, how many at once, and who settles the records. */
@@ -26,58 +28,12 @@ export interface KafkaMemberInit {
   readonly fetchMaxBytes: number;
   readonly logger: Logger;
   /**
-   * Per-key order: each record goes through a lane of its own (an ordering gate) instead of `settle`;
+   * Per-key order: each record goes through an ordered lane instead of `settle`;
    * a new lane replaces the old one when the connection is lost.
    */
-  readonly ordered?: () => OrderedLane;
+  readonly ordered?: () => OrderedLane<KafkaMessage>;
   /** A grown topic being drained: what was published before the change runs first. */
   readonly drain?: MemberDrain;
-}
-
-/** The drain of a grown topic, as a member sees it. */
-export interface MemberDrain {
-  /** Whether a record was published before the change (in an old partition, below its end offset then). */
-  before(message: KafkaMessage): boolean;
-  /**
-   * Resolves once the group committed every old partition up to its end offset (and the new count
-   * is recorded); `stop` answers true when the member closes first.
-   */
-  finished(stop: () => boolean): Promise<void>;
-}
-
-/** Runs records one ordering key at a time, each to its final outcome, settled at the broker. */
-export interface OrderedLane {
-  /** Resolves once the record's final outcome is settled; rejects with `GateClosedError` when the lane closed first. */
-  run(message: KafkaMessage): Promise<void>;
-  /** Records taken and not finished (queued behind their key, running, waiting to retry). */
-  readonly pending: number;
-  /** Records waiting leave unfinished; running ones finish. */
-  close(): void;
-  drained(): Promise<void>;
-}
-
-/** Records an ordered member holds at once, per unit of `concurrency`, before it pauses fetching. */
-export const ORDERED_PENDING_PER_SLOT = 16;
-
-/**
- * Least time between the starts of two commits of a member: what finishes meanwhile goes in the next
- * commit. Committing after every finish cost the broker a request (and an append to its offsets log)
- * per one to a few records; a closing member commits at once.
- */
-export const COMMIT_INTERVAL_MS = 50;
-
-/** One partition's offset in a commit request. */
-interface CommitOffset {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: bigint;
-  readonly leaderEpoch: number;
-}
-
-/** Who the member was in the group when it last joined. */
-interface Membership {
-  readonly memberId: string;
-  readonly generationId: number | undefined;
 }
 
 /**
@@ -88,50 +44,34 @@ export class KafkaMember {
   readonly #init: KafkaMemberInit;
   #stream: RecordStream | undefined;
   readonly #queue: KafkaMessage[] = [];
-  /** Offsets per partition; replaced when the connection is lost (records in flight then count for nothing). */
-  #partitions = new Map<string, PartitionOffsets>();
+  /** What this member received, finished and committed, per partition of its assignment. */
+  readonly #commits: KafkaCommits;
   #pumpScheduled = false;
   #resetting = false;
   /** Disconnects before this time come from the member closing its own stream's connections. */
   #quietUntil = 0;
-  /** Partitions the group currently assigns this member (`undefined` until the first assignment). */
-  #assigned: Set<string> | undefined;
-  /** The member id and generation of the last assignment. */
-  #membership: Membership | undefined;
-  /** The offsets of the commit request out (the client may send it again after rejoining). */
-  #sending: CommitOffset[] | undefined;
   #inFlight = 0;
   #closing = false;
   #dueTimer: NodeJS.Timeout | undefined;
-  #committing: Promise<void> | undefined;
-  #commitAgain = false;
-  /** Set while a commit waits for `COMMIT_INTERVAL_MS` since the last one started. */
-  #commitTimer: NodeJS.Timeout | undefined;
-  #lastCommitAt = 0;
   readonly #running = new Set<Promise<void>>();
-  #lane: OrderedLane | undefined;
-  readonly #lanes = new Set<OrderedLane>();
+  #lane: OrderedLane<KafkaMessage> | undefined;
+  readonly #lanes = new Set<OrderedLane<KafkaMessage>>();
   /** While a grown topic drains: records published after the change are left for later. */
   #draining: boolean;
-  /** `topic\0partition` per topic and partition, made once: one is looked up for every record read and finished. */
-  readonly #partitionKeys = new Map<string, string[]>();
 
   constructor(init: KafkaMemberInit) {
     this.#init = init;
+    this.#commits = new KafkaCommits({
+      consumer: init.consumer,
+      queue: this.#queue,
+      failureBackoffMs: init.failureBackoffMs,
+      logger: init.logger,
+    });
     this.#draining = init.drain !== undefined;
     this.#lane = this.#newLane();
   }
 
-  #partitionKey(topic: string, partition: number): string {
-    let keys = this.#partitionKeys.get(topic);
-    if (keys === undefined) {
-      keys = [];
-      this.#partitionKeys.set(topic, keys);
-    }
-    return (keys[partition] ??= `${topic}\u0000${partition}`);
-  }
-
-  #newLane(): OrderedLane | undefined {
+  #newLane(): OrderedLane<KafkaMessage> | undefined {
     const lane = this.#init.ordered?.();
     if (lane !== undefined) this.#lanes.add(lane);
     return lane;
@@ -188,7 +128,7 @@ export class KafkaMember {
    * which are never committed.
    */
   #forgetAll(): void {
-    this.#partitions = new Map();
+    this.#commits.forgetAll();
     this.#queue.length = 0;
     const lane = this.#lane;
     if (lane !== undefined && !this.#closing) {
@@ -246,76 +186,21 @@ export class KafkaMember {
     }
   }
 
-  /**
-   * A new assignment. The offsets this member keeps of a partition stay valid only if the member
-   * held it without a break: the same member id, in the generation right after the last one. A member
-   * that missed a generation (its session ran out while it was paused, and it joined again) may get a
-   * partition back that another member read and committed past meanwhile: what it kept is forgotten.
-   * The client sends a commit refused for a stale generation again after rejoining, with the same
-   * offsets and the new generation, which Kafka takes from any member for any partition: the commit
-   * out keeps only the partitions held without a break.
-   */
+  /** A new assignment (see {@link KafkaCommits.assign}): what was kept with a break is forgotten. */
   #onAssignment(payload: ConsumerGroupJoinPayload): void {
-    const assigned = new Set<string>();
-    for (const assignment of payload.assignments ?? []) {
-      for (const partition of assignment.partitions)
-        assigned.add(this.#partitionKey(assignment.topic, partition));
-    }
-    const previous = this.#membership;
-    this.#membership = { memberId: payload.memberId, generationId: payload.generationId };
-    const unbroken =
-      previous !== undefined &&
-      previous.memberId === payload.memberId &&
-      previous.generationId !== undefined &&
-      payload.generationId === previous.generationId + 1;
-    if (previous !== undefined && !unbroken) this.#forgetAll();
-    const sending = this.#sending;
-    if (sending !== undefined) {
-      const kept = unbroken
-        ? sending.filter(({ topic, partition }) => assigned.has(this.#partitionKey(topic, partition)))
-        : [];
-      sending.splice(0, sending.length, ...kept);
-    }
-    this.#assigned = assigned;
+    if (!this.#commits.assign(payload)) this.#forgetAll();
     // Records of a partition that went and were not started yet are the new owner's now.
     for (let i = this.#queue.length - 1; i >= 0; i--) {
-      const message = this.#queue[i] as KafkaMessage;
-      if (!assigned.has(this.#partitionKey(message.topic, message.partition))) this.#queue.splice(i, 1);
+      if (!this.#commits.holds(this.#queue[i] as KafkaMessage)) this.#queue.splice(i, 1);
     }
-    this.#forgetRevoked();
-    this.#scheduleCommit();
-  }
-
-  /**
-   * Forgets partitions that went once nothing of them is in flight. Their finished prefix is not
-   * committed: the new owner may already have committed past it, and Kafka takes any commit of a
-   * current member, so a late commit from here would move the group's offset back.
-   */
-  #forgetRevoked(): void {
-    if (this.#assigned === undefined) return;
-    for (const [key, offsets] of this.#partitions) {
-      if (!this.#assigned.has(key) && offsets.unfinished === this.#queuedOf(key))
-        this.#partitions.delete(key);
-    }
-  }
-
-  #queuedOf(key: string): number {
-    return this.#queue.filter((message) => this.#partitionKey(message.topic, message.partition) === key)
-      .length;
+    this.#commits.forgetRevoked();
+    this.#commits.schedule();
   }
 
   #receive(message: KafkaMessage): void {
     if (this.#closing) return;
     if (this.#draining && this.#init.drain?.before(message) === false) return;
-    const key = this.#partitionKey(message.topic, message.partition);
-    let offsets = this.#partitions.get(key);
-    if (offsets === undefined) {
-      offsets = new PartitionOffsets();
-      this.#partitions.set(key, offsets);
-    }
-    // After a rejoin the stream fetches again from the committed offset: records already here are skipped.
-    if (offsets.seen(message.offset)) return;
-    offsets.receive(message.offset);
+    if (!this.#commits.receive(message)) return;
     this.#queue.push(message);
     if (this.#queue.length >= this.#init.concurrency * 2) this.#stream?.pause();
     if (this.#fullBatchFits()) this.#pump();
@@ -388,16 +273,13 @@ export class KafkaMember {
    * finished (and its partition's finished prefix committed) once its final outcome is settled.
    * Fetching pauses while the lane holds `concurrency × 16` records.
    */
-  #pumpOrdered(lane: OrderedLane): void {
+  #pumpOrdered(lane: OrderedLane<KafkaMessage>): void {
     const limit = this.#init.concurrency * ORDERED_PENDING_PER_SLOT;
-    const partitions = this.#partitions;
+    const finish = this.#commits.finisher();
     while (!this.#closing && this.#queue.length > 0) {
       const message = this.#queue.shift() as KafkaMessage;
-      const run = lane.run(message).then(
-        () => {
-          partitions.get(this.#partitionKey(message.topic, message.partition))?.finish(message.offset);
-          this.#scheduleCommit();
-        },
+      const run = lane.run(kafkaEnvelope(message, false), message).then(
+        () => finish([message]),
         (error: unknown) => {
           // A closed lane leaves the record unfinished: it is fetched again from the committed offset.
           if (!(error instanceof GateClosedError)) {
@@ -407,17 +289,17 @@ export class KafkaMember {
       );
       const tracked = run.finally(() => {
         this.#running.delete(tracked);
-        if (lane.pending < limit) this.#stream?.resume();
+        if (lane.size < limit) this.#stream?.resume();
       });
       this.#running.add(tracked);
     }
-    if (lane.pending >= limit) this.#stream?.pause();
+    if (lane.size >= limit) this.#stream?.pause();
     else this.#stream?.resume();
   }
 
   /** Settles a batch, again after a pause while it fails; then marks it finished and commits. */
   async #run(batch: readonly KafkaMessage[]): Promise<void> {
-    const partitions = this.#partitions;
+    const finish = this.#commits.finisher();
     for (let attempt = 1; ; attempt++) {
       // A batch that keeps failing while the member closes stays unfinished: it comes again later.
       if (attempt > 1 && this.#closing) return;
@@ -431,74 +313,7 @@ export class KafkaMember {
         await sleep(this.#init.failureBackoffMs);
       }
     }
-    for (const message of batch) {
-      partitions.get(this.#partitionKey(message.topic, message.partition))?.finish(message.offset);
-    }
-    this.#scheduleCommit();
-  }
-
-  #scheduleCommit(): void {
-    // Closing commits once, after every record in flight finished: a commit per finish would be a burst.
-    if (this.#closing) return;
-    if (this.#committing !== undefined) {
-      this.#commitAgain = true;
-      return;
-    }
-    if (this.#commitTimer !== undefined) return;
-    const wait = this.#lastCommitAt + COMMIT_INTERVAL_MS - Date.now();
-    if (wait > 0) {
-      this.#commitTimer = setTimeout(() => {
-        this.#commitTimer = undefined;
-        this.#scheduleCommit();
-      }, wait);
-      this.#commitTimer.unref();
-      return;
-    }
-    this.#lastCommitAt = Date.now();
-    this.#committing = this.#commit().finally(() => {
-      this.#committing = undefined;
-      if (this.#commitAgain) {
-        this.#commitAgain = false;
-        this.#scheduleCommit();
-      }
-    });
-  }
-
-  /** Commits the finished prefix of every partition. A failed commit is tried at the next one. */
-  async #commit(): Promise<void> {
-    const partitions = this.#partitions;
-    const offsets: CommitOffset[] = [];
-    const assigned = this.#assigned;
-    for (const [key, partition] of partitions) {
-      // Only partitions this member owns now (see #forgetRevoked).
-      if (assigned !== undefined && !assigned.has(key)) continue;
-      const offset = partition.committable();
-      if (offset === null) continue;
-      const [topic, index] = key.split('\u0000') as [string, string];
-      offsets.push({ topic, partition: Number(index), offset, leaderEpoch: -1 });
-    }
-    if (offsets.length === 0) {
-      this.#forgetRevoked();
-      return;
-    }
-    this.#sending = offsets;
-    try {
-      // `offsets` is the request's own array, which the client (1.35) reads again when it resends the
-      // request after rejoining: a rejoin meanwhile takes out what this member may no longer commit (see
-      // #onAssignment), and what is left is what was committed. A client that copied it would fail the
-      // held-commit test of kafka-pitfalls.
-      await this.#init.consumer.commit({ offsets });
-      for (const { topic, partition, offset } of offsets) {
-        partitions.get(this.#partitionKey(topic, partition))?.committed(offset);
-      }
-      this.#forgetRevoked();
-    } catch (error) {
-      // Not committed: after a rebalance the new owner gets these records again, and the ledger absorbs them.
-      this.#init.logger.warn('oncemq: a Kafka offset commit failed', { error: errorText(error) });
-      if (!this.#closing) setTimeout(() => this.#scheduleCommit(), this.#init.failureBackoffMs).unref();
-    } finally {
-      this.#sending = undefined;
-    }
+    finish(batch);
   }
 
   /** Stops taking records, lets those in flight reach their outcome, commits them, then leaves the group. */
@@ -506,15 +321,12 @@ export class KafkaMember {
     if (this.#closing) return;
     this.#closing = true;
     if (this.#dueTimer !== undefined) clearTimeout(this.#dueTimer);
-    if (this.#commitTimer !== undefined) clearTimeout(this.#commitTimer);
-    this.#commitTimer = undefined;
+    this.#commits.close();
     this.#stream?.pause();
     this.#queue.length = 0;
     for (const lane of this.#lanes) lane.close();
     await Promise.all([...this.#running]);
-    await this.#committing;
-    this.#commitAgain = false;
-    await this.#commit();
+    await this.#commits.commitLast();
     await this.#stream?.close().catch(() => undefined);
     await this.#init.consumer.close().catch(() => undefined);
   }

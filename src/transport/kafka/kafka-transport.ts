@@ -1,9 +1,8 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { Admin, Producer } from '@platformatic/kafka';
-import { checkOrderingOptions } from '../ordered/ordering-gate.js';
 import { ConfigError, TransportClosedError } from '../../core/errors.js';
-import { validateGroup } from '../../core/group.js';
 import type { DeadLetters } from '../dead-letters.js';
+import { checkSubscribe } from '../subscribe-options.js';
 import {
   toProcessor,
   type OutgoingMessage,
@@ -19,7 +18,7 @@ import {
   kafkaUrl,
   loadKafkaDriver,
   type KafkaDriver,
-} from './kafka-client.js';
+} from './kafka-driver.js';
 import {
   resolveKafkaSettings,
   resolveKafkaSubscribeSettings,
@@ -132,33 +131,30 @@ export class KafkaTransport implements Transport {
     processor: ProcessorLike,
     options: KafkaSubscribeOptions = {},
   ): Promise<KafkaSubscription> {
-    if (options.ordering !== undefined) checkOrderingOptions(options.ordering);
-    validateGroup(group);
-    if (!Array.isArray(topics) || topics.length === 0)
-      throw new ConfigError('topics', 'name at least one topic');
     const { namespace } = this.settings;
-    const unique = [
-      ...new Set(topics.map((topic) => validKafkaTopic(namespace.toBroker(validKafkaTopic(topic))))),
-    ];
-    // The headers are checked against the broker's names; the processor sees the application's.
-    const target = guardHeaders(
-      namespace.processor(toProcessor(processor)),
-      group,
-      kafkaHeaderCheck(unique),
-      this.settings.logger,
-    );
-    const member = resolveKafkaSubscribeSettings(options);
+    const target = toProcessor(processor);
+    const checked = checkSubscribe(group, topics, target, options, {
+      topic: (topic) => void validKafkaTopic(namespace.toBroker(validKafkaTopic(topic))),
+    });
+    const unique = [...new Set(checked.topics.map((topic) => namespace.toBroker(topic)))];
+    const member = resolveKafkaSubscribeSettings(options, checked);
     const opened = await this.#open();
     const subscription: KafkaSubscription = new KafkaSubscription({
       group: namespace.toBroker(group),
       topics: unique,
-      processor: target,
+      // The headers are checked against the broker's names; the processor sees the application's.
+      processor: guardHeaders(
+        namespace.processor(target),
+        group,
+        kafkaHeaderCheck(unique),
+        this.settings.logger,
+      ),
       driver: opened.driver,
       settings: this.settings,
       member,
       publisher: opened.publisher,
       topology: opened.topology,
-      ordering: options.ordering,
+      ordering: checked.ordering,
       onClosed: () => this.#subscriptions.delete(subscription),
     });
     this.#subscriptions.add(subscription);

@@ -37,6 +37,12 @@ export interface PartitionCountRequest {
   readonly canRecord?: boolean;
   /** Where the user reads how a drain works (a docs anchor). */
   readonly docs?: string;
+  /**
+   * The broker's own refusal, where `count` is not the member's configuration and the shared words
+   * ("configured with", "Configure N") would mislead: Kafka's count is the topic's, which only grows.
+   * @default {@link partitionCountError}
+   */
+  readonly refusal?: (recorded: number) => ConfigError;
 }
 
 /**
@@ -63,7 +69,9 @@ export async function checkPartitionCount(
   }
   if (recorded === count) return { change: 'none', recorded };
   const drain = (request.ordering?.onPartitionChange ?? 'refuse') === 'drain';
-  if (!drain || request.canDrain === false) throw partitionCountError(store.where, request, recorded);
+  if (!drain || request.canDrain === false) {
+    throw request.refusal?.(recorded) ?? partitionCountError(store.where, request, recorded);
+  }
   return { change: 'drain', recorded };
 }
 

@@ -1,5 +1,6 @@
 import type { Admin } from '@platformatic/kafka';
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { checkPartitionCount, type PartitionCountStore } from '../ordered/partition-count.js';
 import type { OrderingOptions } from '../transport.js';
 import type { KafkaNames } from './kafka-names.js';
 
@@ -21,7 +22,7 @@ export type KafkaDrain = ReadonlyMap<
  * are likewise the committed offsets of `<prefix>.<group>.drain`. Kafka only ever adds partitions,
  * so a count above the recorded one is a grown topic.
  */
-export class KafkaPartitionRecord {
+export class KafkaPartitionCount {
   readonly #admin: Admin;
   readonly #names: KafkaNames;
   readonly #group: string;
@@ -33,36 +34,60 @@ export class KafkaPartitionRecord {
   }
 
   /**
-   * Checks every topic's partition count against the record (recording it on first use): the same
-   * count needs nothing (unless a drain another member started is still running: it is joined); a
-   * grown topic is refused with a `ConfigError` naming both counts, or, with
-   * `onPartitionChange: 'drain'`, answered with the end offsets to drain first.
+   * Checks every topic's partition count against the record (recording it on first use, see
+   * `checkPartitionCount`): the same count needs nothing (unless a drain another member started is
+   * still running: it is joined); a grown topic is refused with a `ConfigError` naming both counts, or,
+   * with `onPartitionChange: 'drain'`, answered with the end offsets to drain first. A count below the
+   * record is a recreated topic (Kafka only adds partitions), always refused.
    */
   async check(topics: readonly string[], ordering: OrderingOptions): Promise<KafkaDrain> {
     const drain = new Map<string, { from: number; to: number; ends: bigint[] }>();
     for (const topic of topics) {
       const count = await this.#partitionCount(topic);
-      const recorded = await this.#offsets(this.#names.partitionRecordGroup(this.#group), topic, 1);
-      const from = recorded[0] === undefined ? undefined : Number(recorded[0]);
-      if (from === undefined) {
-        await this.record(topic, count);
-        continue;
-      }
-      if (from === count) continue;
-      if (from > count || (ordering.onPartitionChange ?? 'refuse') === 'refuse') {
-        throw new ConfigError(
-          'ordering.onPartitionChange',
-          `Kafka topic '${topic}' has ${count} partitions, and group '${this.#group}' last consumed it in order ` +
-            `with ${from} (recorded in Kafka group '${this.#names.partitionRecordGroup(this.#group)}'): keys moved ` +
-            `between partitions while their earlier records wait in the old ones. ` +
-            (from > count
-              ? 'The topic was recreated: delete the record group to start over'
-              : `Subscribe with ordering: { onPartitionChange: 'drain' } to drain the old partitions first`),
-        );
-      }
-      drain.set(topic, { from, to: count, ends: await this.#ends(topic, from) });
+      const refusal = (recorded: number): ConfigError => this.#refusal(topic, count, recorded);
+      const { change, recorded } = await checkPartitionCount(this.#store(topic), {
+        group: this.#group,
+        count,
+        ordering,
+        refusal,
+      });
+      if (change === 'none') continue;
+      if (recorded > count) throw refusal(recorded);
+      drain.set(topic, { from: recorded, to: count, ends: await this.#ends(topic, recorded) });
     }
     return drain;
+  }
+
+  /**
+   * The record of `topic`'s count: the committed offset of its partition 0 in the record group. Two
+   * members writing the first record at once are not compared (the last one wins): both read the same
+   * topic metadata, so they write the same count.
+   */
+  #store(topic: string): PartitionCountStore {
+    return {
+      where: `Kafka group '${this.#names.partitionRecordGroup(this.#group)}'`,
+      read: async () => {
+        const [recorded] = await this.#offsets(this.#names.partitionRecordGroup(this.#group), topic, 1);
+        return recorded === undefined ? null : Number(recorded);
+      },
+      recordFirst: async (count) => {
+        await this.record(topic, count);
+        return count;
+      },
+    };
+  }
+
+  /** The refusal of a topic whose count differs from the record: grown, or recreated with fewer. */
+  #refusal(topic: string, count: number, recorded: number): ConfigError {
+    return new ConfigError(
+      'ordering.onPartitionChange',
+      `Kafka topic '${topic}' has ${count} partitions, and group '${this.#group}' last consumed it in order ` +
+        `with ${recorded} (recorded in Kafka group '${this.#names.partitionRecordGroup(this.#group)}'): keys moved ` +
+        `between partitions while their earlier records wait in the old ones. ` +
+        (recorded > count
+          ? 'The topic was recreated: delete the record group to start over'
+          : `Subscribe with ordering: { onPartitionChange: 'drain' } to drain the old partitions first`),
+    );
   }
 
   /** Records `count` for `topic` (a drain's end, or the first use) and forgets any drain of it. */
