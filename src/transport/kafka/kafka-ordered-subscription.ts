@@ -63,6 +63,7 @@ export class KafkaOrderedSubscription {
       logger,
       attempt: async (lane, envelope) =>
         settleBeforeAnswer(
+          lane.gate,
           await processor.process(envelope),
           lane.current(envelope.brokerId),
           (message, outcome) => settleOutcome(settler, { message, envelope }, outcome),

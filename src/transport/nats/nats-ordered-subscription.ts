@@ -279,7 +279,7 @@ export class NatsOrderedSubscription implements Subscription {
         return skippedOutcome(envelope);
       }
       const outcome = await this.#parts.processor.process(envelope);
-      return await settleBeforeAnswer(outcome, lane.current(envelope.brokerId), (held, final) =>
+      return await settleBeforeAnswer(lane.gate, outcome, lane.current(envelope.brokerId), (held, final) =>
         held.settle({ outcome: final }),
       );
     } finally {

@@ -126,18 +126,20 @@ export class OrderedLane<D> {
 }
 
 /**
- * The step every ordered attempt ends with: a `retry` is answered to the gate, which runs the delivery
- * again in place, behind nothing; a final outcome (`ack`, `dead-letter`) is settled before it is
- * answered, so the key's next delivery starts only after this one is acked or its dead letter
- * stored. A settle that throws makes the attempt throw: the gate tries the delivery again, and the
- * ledger answers it as a duplicate. No held delivery (it left its lane) settles nothing.
+ * The step every ordered attempt ends with: an outcome the gate runs again in place (a `retry`, or a
+ * used-up message while `onExhausted` is `block`) is answered to the gate unsettled, behind nothing; a
+ * final outcome (`ack`, `dead-letter`) is settled before it is answered, so the key's next delivery
+ * starts only after this one is acked or its dead letter stored. A settle that throws makes the attempt
+ * throw: the gate tries the delivery again, and the ledger answers it as a duplicate. No held delivery
+ * (it left its lane) settles nothing.
  */
 export async function settleBeforeAnswer<D>(
+  gate: Pick<OrderingGate, 'answers'>,
   outcome: Outcome,
   delivery: D | undefined,
   settle: (delivery: D, outcome: FinalOutcome) => Promise<unknown>,
 ): Promise<Outcome> {
-  if (outcome.action === 'retry') return outcome;
+  if (outcome.action === 'retry' || !gate.answers(outcome)) return outcome;
   if (delivery !== undefined) await settle(delivery, outcome);
   return outcome;
 }

@@ -158,6 +158,19 @@ export class OrderingGate {
     });
   }
 
+  /**
+   * Whether the gate answers `outcome` (the delivery's end: settle it) or runs the delivery again in
+   * place: a `retry` always runs again; a `retries-exhausted` dead letter runs again after
+   * `blockedRetryEvery` when `onExhausted` is `block`, so its key stays blocked and nothing is settled.
+   */
+  answers(outcome: Outcome): boolean {
+    if (outcome.action === 'ack') return true;
+    if (outcome.action === 'retry') return false;
+    return (
+      this.#onExhausted === 'dead-letter' || outcome.kind !== 'dead' || outcome.reason !== 'retries-exhausted'
+    );
+  }
+
   /** Resolves when nothing is pending. */
   drained(): Promise<void> {
     if (this.#pending === 0) return Promise.resolve();
@@ -174,22 +187,15 @@ export class OrderingGate {
     let envelope = first;
     for (;;) {
       const outcome = await this.#once(envelope);
-      if (outcome.action === 'ack') return outcome;
-      if (outcome.action === 'dead-letter') {
-        if (
-          this.#onExhausted === 'dead-letter' ||
-          outcome.kind !== 'dead' ||
-          outcome.reason !== 'retries-exhausted'
-        ) {
-          return outcome;
-        }
+      if (this.answers(outcome)) return outcome;
+      if (outcome.action !== 'retry') {
         this.#logger.warn(
           'oncemq: ordering key blocked: its message used up its retries and is tried again',
           {
             key: outcome.key,
             brokerId: envelope.brokerId,
             inMs: this.#blockedRetryMs,
-            error: errorText(outcome.error),
+            error: errorText('error' in outcome ? outcome.error : undefined),
           },
         );
         await this.#wait(envelope, this.#blockedRetryMs);
