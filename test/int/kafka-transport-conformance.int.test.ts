@@ -5,7 +5,7 @@ import { DEFAULT_KAFKA_TRANSPORT_CONFIG } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
 import { randomUUID } from 'node:crypto';
 import { deleteTopics, kafkaAdmin, proxiedKafka } from '../support/kafka.js';
-import { waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { waitUntil } from '../support/local-points.js';
 import { kafkaForeign } from '../support/foreign.js';
 
 const kafka = await findKafka();
@@ -19,7 +19,7 @@ async function growTopic(topic: string, count: number): Promise<void> {
     if ((await partitions()) >= count) return;
     // `null`: the broker places the new partitions itself.
     await admin.createPartitions({ topics: [{ name: topic, count, assignments: null }] });
-    await waitFor(async () => (await partitions()) === count, 'the new partitions', 20_000);
+    await waitUntil(async () => (await partitions()) === count, 'the new partitions');
   } finally {
     await admin.close();
   }
