@@ -50,6 +50,44 @@ export interface TransportUnderTest {
    * message cases run where the factory gives this.
    */
   readonly foreign?: ForeignProducer;
+  /**
+   * How the broker sets the partition count an ordered group is consumed over: the partition-count
+   * cases run where the factory gives this. Without it, they skip (the broker keeps no count of a
+   * group that a member configures: a RocketMQ FIFO topic orders by message group on the broker).
+   */
+  readonly partitionCounts?: PartitionCounts;
+}
+
+/**
+ * The partition count of an ordered group, as the broker expresses it: a transport setting (NATS,
+ * Redis Streams and RabbitMQ `partitions`, the local broker's `queues`) or the topic's own partitions
+ * (Kafka). A member with another count would move ordering keys between partitions while their earlier
+ * messages wait in the old ones: it is refused, or, with `ordering.onPartitionChange: 'drain'`, moves
+ * the group over once the old partitions are drained.
+ */
+export interface PartitionCounts {
+  /** The count a new ordered group of the factory's `transport` is consumed over. */
+  readonly count: number;
+  /**
+   * Another member of the same namespace, with clients of its own as another process would have, that
+   * consumes `topic` over `count` partitions: a transport configured with `count`, or, where the count is
+   * the topic's own (Kafka), a fresh transport once the topic has grown to `count`. The cases ask only
+   * for a larger count than {@link count} (a Kafka topic only grows) and close what they get.
+   */
+  member(topic: string, count: number): Promise<Transport>;
+  /** The `ConfigError` field of the refusal: the broker's count setting or option. @default 'partitions' */
+  readonly field?: string;
+  /**
+   * Whether a member on the recorded count is taken again after another count was refused; false where
+   * the other count is the topic's own and stays (a grown Kafka topic). @default true
+   */
+  readonly reversible?: boolean;
+  /**
+   * Why the broker cannot move a group to another count, where it cannot (the local broker keeps a
+   * topic's queue count for its life): a member asking for a drain is refused too, and the drain case
+   * skips saying this.
+   */
+  readonly fixed?: string;
 }
 
 /** A header value as another producer sets it, in one of the types a broker's client can carry. */

@@ -2,8 +2,12 @@ import { expect, it } from 'vitest';
 import type { Envelope } from '../core/envelope.js';
 import type { TransportCase } from './transport-conformance.js';
 import { keyOf, outcomeFor, sleep } from './transport-conformance-fixture.js';
+import { describeTransportPartitionCountCases } from './transport-conformance-partitions.js';
 
-/** Per-key ordered consumption (ordering capability); refused where the transport has no ordering. */
+/**
+ * Per-key ordered consumption (ordering capability); refused where the transport has no ordering. A
+ * change of a group's partition count is refused, or drained on request.
+ */
 export function describeTransportOrderingCases(test: () => TransportCase): void {
   it('runs one key at a time in publish order, retries in place, and lets other keys pass a failing one', async (ctx) => {
     const { transport, topic, group } = test();
@@ -65,4 +69,6 @@ export function describeTransportOrderingCases(test: () => TransportCase): void 
       transport.subscribe(group, [topic], () => Promise.reject(new Error('never')), { ordering: {} }),
     ).rejects.toThrow(/ordering/);
   });
+
+  describeTransportPartitionCountCases(test);
 }

@@ -4,10 +4,26 @@ import { KafkaTransport } from 'oncemq/kafka';
 import { DEFAULT_KAFKA_TRANSPORT_CONFIG } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
 import { randomUUID } from 'node:crypto';
-import { deleteTopics, proxiedKafka } from '../support/kafka.js';
+import { deleteTopics, kafkaAdmin, proxiedKafka } from '../support/kafka.js';
+import { waitUntil } from '../support/local-points.js';
 import { kafkaForeign } from '../support/foreign.js';
 
 const kafka = await findKafka();
+
+/** Grows `topic` to `count` partitions (Kafka only adds partitions), and waits until the broker says so. */
+async function growTopic(topic: string, count: number): Promise<void> {
+  const admin = kafkaAdmin(kafka.bootstrap);
+  const partitions = async (): Promise<number> =>
+    (await admin.metadata({ topics: [topic], forceUpdate: true })).topics.get(topic)?.partitions.length ?? 0;
+  try {
+    if ((await partitions()) >= count) return;
+    // `null`: the broker places the new partitions itself.
+    await admin.createPartitions({ topics: [{ name: topic, count, assignments: null }] });
+    await waitUntil(async () => (await partitions()) === count, 'the new partitions');
+  } finally {
+    await admin.close();
+  }
+}
 
 describe.skipIf(!kafka.available)('Kafka transport', () => {
   describeTransportConformance(
@@ -43,6 +59,22 @@ describe.skipIf(!kafka.available)('Kafka transport', () => {
               retryDiscoveryInterval: '500ms',
             }),
           );
+        },
+        // The count is the topic's own: it grows, and a fresh member (another process) reads it.
+        partitionCounts: {
+          count: DEFAULT_KAFKA_TRANSPORT_CONFIG.partitions,
+          member: async (topic, partitions) => {
+            await growTopic(topic, partitions);
+            return new KafkaTransport({
+              brokers: [kafka.bootstrap],
+              prefix: proxied.prefix,
+              failureBackoff: '200ms',
+              retryDiscoveryInterval: '500ms',
+              partitions,
+            });
+          },
+          field: 'ordering.onPartitionChange',
+          reversible: false,
         },
         cleanup: async () => {
           await foreign.close();

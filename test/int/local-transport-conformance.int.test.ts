@@ -1,17 +1,18 @@
 import { join } from 'node:path';
-import { LocalBroker } from 'oncemq/local';
+import { DEFAULT_LOCAL_BROKER_CONFIG, LocalBroker, type LocalBrokerConfig } from 'oncemq/local';
 import { LocalSubscription } from '../../src/transport/local/local-subscription.js';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { scratchDir } from '../support/points.js';
 
 describeTransportConformance('local', () => {
   const scratch = scratchDir();
-  const open = (file: string): LocalBroker =>
+  const open = (file: string, config: LocalBrokerConfig = {}): LocalBroker =>
     new LocalBroker({
       path: join(scratch.dir, file),
       pollInterval: '2ms',
       heartbeatInterval: '50ms',
       sessionTimeout: '1s',
+      ...config,
     });
   const transport = open('broker.db');
   return Promise.resolve({
@@ -34,6 +35,15 @@ describeTransportConformance('local', () => {
         for (const [name, value] of message.headers) headers[name] = String(value.value);
         await transport.publish({ topic, body: message.body, headers });
       },
+    },
+    // Another process on the same file configured with another `queues`: a topic keeps its count.
+    partitionCounts: {
+      count: DEFAULT_LOCAL_BROKER_CONFIG.queues,
+      member: (_topic, queues) => Promise.resolve(open('broker.db', { queues })),
+      field: 'queues',
+      fixed:
+        'the local broker keeps a topic’s queue count for its life: another count is refused on an existing ' +
+        'topic, with a drain too (checked by the refusal case)',
     },
     cleanup: scratch.remove,
   });

@@ -324,17 +324,6 @@ describe.skipIf(!nats.available || !postgres.available)(
       await unordered.close();
     });
 
-    it('refuses a member configured with another partition count, naming both', async () => {
-      const topic = unique('orders');
-      const group = unique('fulfilment');
-      const handler = (): Promise<never> => Promise.reject(new Error('unused'));
-      const first = await under.transport.subscribe(group, [topic], handler, { ordering: {} });
-      await first.close();
-      await expect(
-        open({ partitions: 8 }).subscribe(group, [topic], handler, { ordering: {} }),
-      ).rejects.toThrow(/ordered over 4 partitions .* configured with 8/);
-    });
-
     it('refuses a partition count that is not a power of two up to 64, and a lease under 2 s', () => {
       expect(() => new NatsTransport({ partitions: 6 })).toThrow(/partitions.*power of two/);
       expect(() => new NatsTransport({ partitions: 128 })).toThrow(/partitions/);

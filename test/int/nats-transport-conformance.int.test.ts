@@ -1,6 +1,6 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { NatsTransport } from 'oncemq/nats';
+import { DEFAULT_NATS_TRANSPORT_CONFIG, NatsTransport } from 'oncemq/nats';
 import { JETSTREAM_MAX_HEADER_BYTES } from '../../src/transport/nats/nats-transport.js';
 import {
   NATS_SERVICE,
@@ -45,6 +45,20 @@ describe.skipIf(!service.available)('NatsTransport', () => {
           const names = natsNamespace();
           others.push(names.streamPrefix);
           return Promise.resolve(new NatsTransport({ ...QUICK_NATS, ...names, servers: service.url }));
+        },
+        // Another process of the application configured with another `partitions`.
+        partitionCounts: {
+          count: DEFAULT_NATS_TRANSPORT_CONFIG.partitions,
+          member: (_topic, partitions) =>
+            Promise.resolve(
+              new NatsTransport({
+                ...QUICK_NATS,
+                streamPrefix: under.streamPrefix,
+                subjectPrefix: under.subjectPrefix,
+                servers: service.url,
+                partitions,
+              }),
+            ),
         },
         cleanup: async () => {
           await foreign.close();

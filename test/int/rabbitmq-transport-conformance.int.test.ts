@@ -1,5 +1,6 @@
 import { describe, it } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
+import { DEFAULT_RABBIT_TRANSPORT_CONFIG } from 'oncemq/rabbitmq';
 import { AMQP_MAX_HEADER_BYTES } from '../../src/transport/rabbitmq/rabbit-settle.js';
 import { findRabbit, rabbitWorld, scratchPrefix } from '../support/rabbitmq.js';
 import { rabbitForeign } from '../support/foreign.js';
@@ -24,6 +25,11 @@ if (service.available) {
         peer: () => Promise.resolve(world.open()),
         // Another application on the broker: a prefix of its own, and nothing else set (no exchange).
         otherNamespace: () => Promise.resolve(world.open({ prefix: scratchPrefix() })),
+        // Another process of the application configured with another `partitions`.
+        partitionCounts: {
+          count: DEFAULT_RABBIT_TRANSPORT_CONFIG.partitions,
+          member: (_topic, partitions) => Promise.resolve(world.open({ partitions })),
+        },
         cleanup: async () => {
           await foreign.close();
           await world.cleanup();

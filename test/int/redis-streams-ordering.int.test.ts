@@ -213,17 +213,6 @@ describe.skipIf(!service.available).each(REDIS_CLIENT_KINDS)(
       expect(a.partitions).toEqual([0, 1, 2, 3]);
     });
 
-    it('refuses a member configured with another partition count, naming both counts', async () => {
-      const streams = await open();
-      const other = await open({ partitions: 8 });
-      const topic = unique('orders');
-      const group = unique('fulfilment');
-      await member(streams, group, topic, ack([]));
-      await expect(member(other, group, topic, ack([]))).rejects.toThrow(
-        /partitions: group '.*' is ordered over 4 partitions .* configured with 8/,
-      );
-    });
-
     it("drains: with onPartitionChange 'drain' a member waits for the old count's members, then runs a key's old messages before its new ones", async () => {
       const old = await open({ partitions: 2 });
       const next = await open({ partitions: 4 });

@@ -1,7 +1,7 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
-import { RedisStreamsTransport } from 'oncemq/redis-streams';
+import { DEFAULT_REDIS_STREAMS_CONFIG, RedisStreamsTransport } from 'oncemq/redis-streams';
 import { deleteKeys, proxiedStreams, rawRedis, type RawRedis } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';
 import { streamsForeign } from '../support/foreign.js';
@@ -35,6 +35,20 @@ describe.skipIf(!service.available)('Redis Streams transport', () => {
           const prefix = `${streams.prefix}-other`;
           others.push(prefix);
           return new RedisStreamsTransport({ prefix, failureBackoff: '200ms', client: client.client });
+        },
+        // Another process of the application configured with another `partitions`.
+        partitionCounts: {
+          count: DEFAULT_REDIS_STREAMS_CONFIG.partitions,
+          member: async (_topic, partitions) => {
+            const client = await rawRedis(kind, service.url);
+            peers.push(client);
+            return new RedisStreamsTransport({
+              prefix: streams.prefix,
+              failureBackoff: '200ms',
+              client: client.client,
+              partitions,
+            });
+          },
         },
         cleanup: async () => {
           for (const prefix of others) await deleteKeys(streams.admin, prefix);
