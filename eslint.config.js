@@ -8,7 +8,8 @@ const TRANSPORT_ONLY = {
   message: 'a transport imports core, telemetry and the shared transport kit only',
 };
 const NO_OTHER_BROKER = {
-  regex: '^\\.\\./(?!\\.\\./)[^/]+/',
+  // ordered/ is the shared kit's ordering module, not a broker.
+  regex: '^\\.\\./(?!\\.\\./|ordered/)[^/]+/',
   message: 'no broker imports another: what two share goes to src/transport',
 };
 const LEDGER_ONLY = {

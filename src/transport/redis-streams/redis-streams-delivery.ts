@@ -1,9 +1,9 @@
 import { createEnvelope, readDeliveryCount, type Envelope } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
-import { readEntry } from './stream-entry.js';
-import { streamBrokerId } from './stream-keys.js';
-import type { CommandArg } from './stream-connection.js';
-import type { RawEntry } from './stream-replies.js';
+import { readEntry } from './redis-streams-entry.js';
+import { streamBrokerId } from './redis-streams-names.js';
+import type { CommandArg } from './redis-streams-connection.js';
+import type { RawEntry } from './redis-streams-replies.js';
 
 /** One entry handed to the processor, in the connection generation it was read in. */
 export interface Delivery {

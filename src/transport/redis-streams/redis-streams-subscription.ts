@@ -2,15 +2,15 @@ import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import type { StreamSettings, SubscribeSettings } from './redis-streams-config.js';
-import { replyCode, type StreamCommands } from './stream-commands.js';
-import { deliveryOf, type Delivery, type DeliverySite } from './stream-delivery.js';
-import { streamBrokerId } from './stream-keys.js';
-import { StreamReader } from './stream-reader.js';
-import type { RawEntry } from './stream-replies.js';
-import { LEAVE } from './stream-scripts.js';
-import { StreamSettler } from './stream-settler.js';
-import { ensureGroup } from './stream-topology.js';
-import { StreamUpkeep } from './stream-upkeep.js';
+import { replyCode, type StreamCommands } from './redis-streams-commands.js';
+import { deliveryOf, type Delivery, type DeliverySite } from './redis-streams-delivery.js';
+import { streamBrokerId } from './redis-streams-names.js';
+import { StreamReader } from './redis-streams-reader.js';
+import type { RawEntry } from './redis-streams-replies.js';
+import { LEAVE } from './redis-streams-scripts.js';
+import { StreamSettler } from './redis-streams-settler.js';
+import { ensureGroup } from './redis-streams-topology.js';
+import { StreamUpkeep } from './redis-streams-upkeep.js';
 import { Pause } from '../../core/pause.js';
 
 /** What a subscription is opened with. */

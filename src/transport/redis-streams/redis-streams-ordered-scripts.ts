@@ -1,4 +1,4 @@
-import { OWNED, StreamScript } from './stream-scripts.js';
+import { OWNED, StreamScript } from './redis-streams-scripts.js';
 
 /**
  * The Lua scripts of ordered groups. Every read, claim and settle of an ordered member first checks,

@@ -5,10 +5,16 @@ import { ConfigError, errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { DeadLetterCause } from '../dead-letters.js';
 import type { Subscription } from '../transport.js';
-import { replyNumber, replyText, parseAutoClaim, parseStreams, type RawEntry } from './stream-replies.js';
-import { deliveryOf, type Delivery, type DeliverySite } from './stream-delivery.js';
-import { deadLetterFields, REPLAY_GROUP_FIELD } from './stream-entry.js';
-import { SHARD_SLOTS } from './stream-keys.js';
+import {
+  replyNumber,
+  replyText,
+  parseAutoClaim,
+  parseStreams,
+  type RawEntry,
+} from './redis-streams-replies.js';
+import { deliveryOf, type Delivery, type DeliverySite } from './redis-streams-delivery.js';
+import { deadLetterFields, REPLAY_GROUP_FIELD } from './redis-streams-entry.js';
+import { SHARD_SLOTS } from './redis-streams-names.js';
 import {
   LEASE,
   ORDERED_ACK,
@@ -17,12 +23,12 @@ import {
   PARTITIONS,
   RELEASE,
   TAKE_OVER,
-} from './stream-ordered-scripts.js';
-import { LEAVE, TRIM } from './stream-scripts.js';
-import { StreamSettler } from './stream-settler.js';
-import type { StreamMember } from './stream-subscription.js';
-import { ensureGroup } from './stream-topology.js';
-import { deliveryCounts } from './stream-upkeep.js';
+} from './redis-streams-ordered-scripts.js';
+import { LEAVE, TRIM } from './redis-streams-scripts.js';
+import { StreamSettler } from './redis-streams-settler.js';
+import type { StreamMember } from './redis-streams-subscription.js';
+import { ensureGroup } from './redis-streams-topology.js';
+import { deliveryCounts } from './redis-streams-upkeep.js';
 import { Pause } from '../../core/pause.js';
 
 /** Deliveries waiting in a member's gate, per unit of `concurrency`, before it stops reading. */

@@ -1,6 +1,6 @@
-import type { StreamCommands } from './stream-commands.js';
-import { parseStreams, replyText, type RawEntry } from './stream-replies.js';
-import { deliveryCounts } from './stream-upkeep.js';
+import type { StreamCommands } from './redis-streams-commands.js';
+import { parseStreams, replyText, type RawEntry } from './redis-streams-replies.js';
+import { deliveryCounts } from './redis-streams-upkeep.js';
 
 /** What a reader needs from its subscription. */
 export interface ReaderSite {

@@ -1,11 +1,11 @@
 import type { Envelope } from '../../core/envelope.js';
 import type { DeadLetterCause } from '../dead-letters.js';
-import type { StreamCommands } from './stream-commands.js';
-import type { CommandArg } from './stream-connection.js';
-import { deadLetterFields, retryFields } from './stream-entry.js';
-import type { StreamKeys } from './stream-keys.js';
-import { replyNumber } from './stream-replies.js';
-import { ACK, DEAD_LETTER, KEEP_ALIVE, RETRY } from './stream-scripts.js';
+import type { StreamCommands } from './redis-streams-commands.js';
+import type { CommandArg } from './redis-streams-connection.js';
+import { deadLetterFields, retryFields } from './redis-streams-entry.js';
+import type { StreamKeys } from './redis-streams-names.js';
+import { replyNumber } from './redis-streams-replies.js';
+import { ACK, DEAD_LETTER, KEEP_ALIVE, RETRY } from './redis-streams-scripts.js';
 
 /** One delivered entry, as the settler needs it. */
 export interface SettleTarget {
