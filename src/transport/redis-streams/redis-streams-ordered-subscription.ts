@@ -25,7 +25,7 @@ import {
   TAKE_OVER,
 } from './redis-streams-ordered-scripts.js';
 import { LEAVE, TRIM } from './redis-streams-scripts.js';
-import { StreamSettler } from './redis-streams-settler.js';
+import { keepEntryAlive } from './redis-streams-settler.js';
 import type { StreamMember } from './redis-streams-subscription.js';
 import { ensureGroup } from './redis-streams-topology.js';
 import { deliveryCounts } from './redis-streams-upkeep.js';
@@ -78,7 +78,6 @@ export class StreamOrderedSubscription implements Subscription {
   readonly #member: StreamMember;
   readonly #count: number;
   readonly #leaseMs: number;
-  readonly #settler: StreamSettler;
   readonly #site: DeliverySite;
   readonly #owned = new Map<number, Partition>();
   readonly #lanes = new Set<Lane>();
@@ -110,12 +109,11 @@ export class StreamOrderedSubscription implements Subscription {
     for (const topic of member.topics) {
       for (let slot = 0; slot < SHARD_SLOTS; slot++) topicOf.set(keys.shard(topic, slot), topic);
     }
-    this.#settler = new StreamSettler(member.commands, keys, member.group, this.consumer);
     this.#site = {
       visibilityMs: member.options.visibilityMs,
       topicOf,
       generation: () => this.#generation,
-      keepAlive: (stream, id) => this.#settler.keepAlive(stream, id),
+      keepAlive: (stream, id) => keepEntryAlive(member.commands, member.group, this.consumer, stream, id),
     };
     this.#lane = this.#newLane(Promise.resolve());
   }

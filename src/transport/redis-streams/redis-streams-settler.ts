@@ -1,19 +1,11 @@
-import type { Envelope } from '../../core/envelope.js';
-import type { DeadLetterCause } from '../dead-letters.js';
+import type { Logger } from '../../core/logger.js';
+import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import type { StreamCommands } from './redis-streams-commands.js';
-import type { CommandArg } from './redis-streams-connection.js';
+import type { Delivery } from './redis-streams-delivery.js';
 import { deadLetterFields, retryFields } from './redis-streams-entry.js';
 import type { StreamKeys } from './redis-streams-names.js';
 import { replyNumber } from './redis-streams-replies.js';
 import { ACK, DEAD_LETTER, KEEP_ALIVE, RETRY } from './redis-streams-scripts.js';
-
-/** One delivered entry, as the settler needs it. */
-export interface SettleTarget {
-  readonly stream: string;
-  readonly id: string;
-  readonly envelope: Envelope;
-  readonly unread?: readonly CommandArg[] | undefined;
-}
 
 interface AckBatch {
   readonly ids: string[];
@@ -23,12 +15,33 @@ interface AckBatch {
 /** Most ids in one ack script call. */
 const MAX_ACKS_PER_CALL = 512;
 
+/** What a settler tells its subscription. */
+export interface SettlerSite {
+  readonly logger: Logger;
+  /** A retry copy was stored, due in `delayMs`: the member moves it when due. */
+  retried(delayMs: number): void;
+  /** The processor threw: the delivery stays pending and is read again after the failure backoff. */
+  failed(error: unknown): void;
+}
+
+/** Resets a pending entry's idle time. False when the entry is no longer pending for `consumer`. */
+export async function keepEntryAlive(
+  commands: StreamCommands,
+  group: string,
+  consumer: string,
+  stream: string,
+  id: string,
+): Promise<boolean> {
+  return replyNumber(await commands.script(KEEP_ALIVE, [stream], [group, consumer, id])) === 1;
+}
+
 /**
  * Settles the deliveries of one member of a group, each only while its entry is still pending for
- * this member: a member whose entry another member claimed meanwhile settles nothing, so no copy is
- * stored twice. Acks of one turn of the event loop go to Redis as one script call per stream.
+ * this member: a member whose entry another member claimed meanwhile settles nothing (and logs that
+ * it dropped the settle), so no copy is stored twice. Acks of one turn of the event loop go to Redis
+ * as one script call per stream; a retry and a dead letter store their copy and ack in one script.
  */
-export class StreamSettler {
+export class StreamSettler implements Settler<Delivery> {
   readonly #batches = new Map<string, AckBatch>();
   #scheduled = false;
 
@@ -37,10 +50,16 @@ export class StreamSettler {
     private readonly keys: StreamKeys,
     private readonly group: string,
     private readonly consumer: string,
+    private readonly site: SettlerSite,
   ) {}
 
-  /** Acks the entry; resolves once Redis answered (the acks of one turn share a call). */
-  ack(stream: string, id: string): Promise<void> {
+  /** Acks the delivery's entry (see {@link ackEntry}). */
+  ack(delivery: Delivery): Promise<void> {
+    return this.ackEntry(delivery.stream, delivery.id);
+  }
+
+  /** Acks an entry; resolves once Redis answered (the acks of one turn share a call). */
+  ackEntry(stream: string, id: string): Promise<void> {
     return new Promise((resolve, reject) => {
       let batch = this.#batches.get(stream);
       if (batch === undefined) {
@@ -77,42 +96,62 @@ export class StreamSettler {
   }
 
   /**
-   * Stores a copy carrying `deliveryCount` in the group's delayed set, due in `delayMs`, and acks the
-   * entry, in one script. False when the entry is no longer this member's (nothing was done).
+   * Stores a copy carrying `nextDeliveryCount` in the group's delayed set, due in `delayMs`, and acks
+   * the entry, in one script; nothing is done when the entry is no longer this member's.
    */
-  async retry(target: SettleTarget, delayMs: number, deliveryCount: number): Promise<boolean> {
-    const delay = String(Math.max(0, Math.round(delayMs)));
+  async retry(delivery: Delivery, outcome: RetryOutcome): Promise<void> {
+    const delay = String(Math.max(0, Math.round(outcome.delayMs)));
     const done = await this.commands.script(
       RETRY,
-      [target.stream, this.keys.delayed(this.group)],
+      [delivery.stream, this.keys.delayed(this.group)],
       [
         this.group,
         this.consumer,
-        target.id,
+        delivery.id,
         delay,
-        ...retryFields(target.envelope, deliveryCount, target.unread),
+        ...retryFields(delivery.envelope, outcome.nextDeliveryCount, delivery.unread),
       ],
     );
-    return replyNumber(done) === 1;
+    this.site.retried(outcome.delayMs);
+    this.#done(replyNumber(done) === 1, delivery);
   }
 
   /**
-   * Stores the dead letter in the group's dead-letter stream and acks the entry, in one script. False
-   * when the entry is no longer this member's (nothing was done).
+   * Stores the dead letter in the group's dead-letter stream and acks the entry, in one script;
+   * nothing is done when the entry is no longer this member's.
    */
-  async deadLetter(target: SettleTarget, cause: DeadLetterCause): Promise<boolean> {
+  async deadLetter(delivery: Delivery, outcome: DeadLetterOutcome): Promise<void> {
+    const { reason, error, key } = outcome;
+    const cause = { group: this.group, reason, error, key };
     const done = await this.commands.script(
       DEAD_LETTER,
-      [target.stream, this.keys.deadLetters(this.group)],
-      [this.group, this.consumer, target.id, ...deadLetterFields(target.envelope, cause, target.unread)],
+      [delivery.stream, this.keys.deadLetters(this.group)],
+      [
+        this.group,
+        this.consumer,
+        delivery.id,
+        ...deadLetterFields(delivery.envelope, cause, delivery.unread),
+      ],
     );
-    return replyNumber(done) === 1;
+    this.#done(replyNumber(done) === 1, delivery);
+  }
+
+  /** Settles nothing: the entry stays pending, and the member reads it again after the failure backoff. */
+  fail(_delivery: Delivery, error: unknown): Promise<void> {
+    this.site.failed(error);
+    return Promise.resolve();
   }
 
   /** Resets the entry's idle time. False when the entry is no longer this member's. */
-  async keepAlive(stream: string, id: string): Promise<boolean> {
-    return (
-      replyNumber(await this.commands.script(KEEP_ALIVE, [stream], [this.group, this.consumer, id])) === 1
-    );
+  keepAlive(stream: string, id: string): Promise<boolean> {
+    return keepEntryAlive(this.commands, this.group, this.consumer, stream, id);
+  }
+
+  #done(done: boolean, delivery: Delivery): void {
+    if (done) return;
+    this.site.logger.info('oncemq: another member claimed this delivery meanwhile; its settle is dropped', {
+      group: this.group,
+      brokerId: delivery.slot,
+    });
   }
 }
