@@ -15,6 +15,8 @@ export interface LaneOptions<D> {
   readonly logger?: Logger;
   /** Runs one attempt of a held delivery's envelope (see {@link settleBeforeAnswer}). */
   readonly attempt: LaneAttempt<D>;
+  /** Called each time a held delivery leaves the lane (answered, or its gate closed): there is room again. */
+  readonly left?: () => void;
 }
 
 /**
@@ -27,9 +29,11 @@ export interface LaneOptions<D> {
 export class OrderedLane<D> {
   readonly gate: OrderingGate;
   readonly #held = new Map<string, D[]>();
+  readonly #left: (() => void) | undefined;
 
   constructor(options: LaneOptions<D>) {
     const { attempt } = options;
+    this.#left = options.left;
     this.gate = new OrderingGate(
       { process: (envelope) => attempt(this, envelope) },
       {
@@ -90,6 +94,7 @@ export class OrderedLane<D> {
     const list = this.#held.get(brokerId);
     list?.shift();
     if (list?.length === 0) this.#held.delete(brokerId);
+    this.#left?.();
   }
 }
 

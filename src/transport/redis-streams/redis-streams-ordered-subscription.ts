@@ -1,73 +1,53 @@
 import { randomUUID } from 'node:crypto';
-import { checkOrderingOptions, GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
 import type { Envelope } from '../../core/envelope.js';
-import { ConfigError, errorText } from '../../core/errors.js';
+import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
-import type { DeadLetterCause } from '../dead-letters.js';
+import { Pause } from '../../core/pause.js';
+import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import { GateClosedError } from '../ordered/ordering-gate.js';
+import { checkPartitionCount } from '../ordered/partition-count.js';
+import { PartitionLeases } from '../ordered/partition-leases.js';
+import type { FinalOutcome } from '../settler.js';
 import type { Subscription } from '../transport.js';
 import {
-  replyNumber,
-  replyText,
-  parseAutoClaim,
-  parseStreams,
-  type RawEntry,
-} from './redis-streams-replies.js';
-import { deliveryOf, type Delivery, type DeliverySite } from './redis-streams-delivery.js';
-import { deadLetterFields, REPLAY_GROUP_FIELD } from './redis-streams-entry.js';
+  deliveryLimitOutcome,
+  deliveryOf,
+  type Delivery,
+  type DeliverySite,
+} from './redis-streams-delivery.js';
+import { REPLAY_GROUP_FIELD } from './redis-streams-entry.js';
 import { SHARD_SLOTS } from './redis-streams-names.js';
-import {
-  LEASE,
-  ORDERED_ACK,
-  ORDERED_DEAD_LETTER,
-  ORDERED_READ,
-  PARTITIONS,
-  RELEASE,
-  TAKE_OVER,
-} from './redis-streams-ordered-scripts.js';
+import { StreamPartitionCount } from './redis-streams-partition-count.js';
+import { StreamLeaseStore } from './redis-streams-partition-leases.js';
+import { NotOwnerError, StreamPartitions } from './redis-streams-partitions.js';
+import { ReaderConnection } from './redis-streams-reader.js';
+import type { RawEntry } from './redis-streams-replies.js';
 import { LEAVE, TRIM } from './redis-streams-scripts.js';
 import { keepEntryAlive } from './redis-streams-settler.js';
 import type { StreamMember } from './redis-streams-subscription.js';
 import { ensureGroup } from './redis-streams-topology.js';
-import { deliveryCounts } from './redis-streams-upkeep.js';
-import { Pause } from '../../core/pause.js';
 
 /** Deliveries waiting in a member's gate, per unit of `concurrency`, before it stops reading. */
 export const ORDERED_PENDING_PER_SLOT = 16;
 
-/** A partition this member holds the lease of. */
-interface Partition {
-  readonly index: number;
-  readonly lease: string;
-  readonly streams: readonly string[];
-  /** Streams whose pending entries are still to be taken over, with the `XAUTOCLAIM` cursor. */
-  readonly takeOver: Map<string, string>;
-  /** Last entry id of each stream when a read found nothing new: a blocking `XREAD` waits from it. */
-  readonly last: Map<string, string>;
-}
-
-/** The deliveries read in one generation and the gate that orders them; both end together. */
-interface Lane {
+/** The deliveries read in one generation, in their ordered lane; both end together. */
+interface StreamLane {
   readonly generation: number;
-  readonly gate: OrderingGate;
-  readonly deliveries: Map<string, Delivery>;
+  readonly lane: OrderedLane<Delivery>;
   /** Resolves when the previous lane's running deliveries are settled: this one reads only then. */
   readonly ready: Promise<void>;
-}
-
-/** Why a settle was refused: the lease or the entry is no longer this member's. */
-class NotOwnerError extends Error {
-  override name = 'NotOwnerError' as const;
 }
 
 /**
  * One member of an ordered group on Redis Streams. Producers add each message also to one of the
  * topic's 64 shard streams, `stableHash(orderingKey) mod 64`; the group's `partitions` partitions
  * take the shards `n mod partitions`, and a partition is consumed by the member holding its lease
- * (`SET NX PX`, renewed every third of the visibility, released on close, taken by another member
- * when it expires). A new owner first takes over every entry left pending in its shards, in order,
- * then reads new ones. Every read, take-over and settle checks the lease on the server in the same
- * script (the fence), so a member that lost a lease does nothing more with that partition. Deliveries
- * run through an {@link OrderingGate}: one key at a time, retries in place.
+ * ({@link PartitionLeases} over `SET NX PX` keys, released on close, taken by another member when it
+ * expires). A new owner first takes over every entry left pending in its shards, in order, then reads
+ * new ones. Every read, take-over and settle checks the lease on the server in the same script (the
+ * fence), so a member that lost a lease does nothing more with that partition. Deliveries run through
+ * an {@link OrderedLane}: one key at a time, retries in place, a final outcome settled before the
+ * key's next message starts.
  */
 export class StreamOrderedSubscription implements Subscription {
   readonly group: string;
@@ -79,21 +59,24 @@ export class StreamOrderedSubscription implements Subscription {
   readonly #count: number;
   readonly #leaseMs: number;
   readonly #site: DeliverySite;
-  readonly #owned = new Map<number, Partition>();
-  readonly #lanes = new Set<Lane>();
+  readonly #connection: ReaderConnection;
+  readonly #partitions: StreamPartitions;
+  readonly #counts: StreamPartitionCount;
+  readonly #leases: PartitionLeases<undefined>;
+  readonly #lanes = new Set<StreamLane>();
   readonly #timers: NodeJS.Timeout[] = [];
   readonly #unlisten: (() => void)[] = [];
-  #lane: Lane;
+  readonly #pause = new Pause();
+  #lane: StreamLane;
   #generation = 0;
   /** The recorded count this member waits to switch from (`onPartitionChange: 'drain'`). */
-  #drainFrom: string | undefined;
+  #drainFrom: number | undefined;
+  /** Partitions lost in this turn of the event loop: the lane restarts once for all of them. */
+  #lost: number[] = [];
+  #round: Promise<void> | undefined;
   #closing = false;
   #closed: Promise<void> | undefined;
   #loop: Promise<void> | undefined;
-  #leaseRound: Promise<void> | undefined;
-  readonly #pause = new Pause();
-  #readerId: string | undefined;
-  #blocked = false;
 
   constructor(member: StreamMember) {
     this.#member = member;
@@ -103,8 +86,7 @@ export class StreamOrderedSubscription implements Subscription {
     this.token = `${this.consumer}/${randomUUID()}`;
     this.#count = member.settings.partitions;
     this.#leaseMs = member.options.visibilityMs;
-    checkOrderingOptions(member.ordering ?? {});
-    const { keys } = member.settings;
+    const { keys, logger, blockMs } = member.settings;
     const topicOf = new Map<string, string>();
     for (const topic of member.topics) {
       for (let slot = 0; slot < SHARD_SLOTS; slot++) topicOf.set(keys.shard(topic, slot), topic);
@@ -115,26 +97,61 @@ export class StreamOrderedSubscription implements Subscription {
       generation: () => this.#generation,
       keepAlive: (stream, id) => keepEntryAlive(member.commands, member.group, this.consumer, stream, id),
     };
+    const lease = (index: number): string => keys.lease(this.group, this.#count, index);
+    this.#connection = new ReaderConnection(member.reader, member.commands, () => this.#closing);
+    this.#partitions = new StreamPartitions(member.reader, member.commands, this.#connection, {
+      keys,
+      group: this.group,
+      consumer: this.consumer,
+      topics: this.topics,
+      count: this.#count,
+      token: this.token,
+      blockMs,
+      logger,
+      lease,
+      accept: (stream, entries, counts) => {
+        this.#accept(this.#lane, stream, entries, counts);
+      },
+      fenced: () => void this.#roundNow(),
+    });
+    this.#counts = new StreamPartitionCount(member.commands, keys, this.group);
+    const store = new StreamLeaseStore(member.commands, {
+      keys,
+      group: this.group,
+      count: this.#count,
+      token: this.token,
+      leaseMs: this.#leaseMs,
+      logger,
+      counted: () => this.#counted(),
+    });
+    this.#leases = new PartitionLeases(
+      store,
+      {
+        taken: (index) => {
+          // Two rounds at once (one a script's fence asked for) may both take a partition.
+          if (this.#partitions.has(index)) return;
+          this.#partitions.take(index);
+          this.#interrupt();
+        },
+        lost: (index, why) => {
+          this.#partitions.drop(index);
+          this.#lose(index, why);
+        },
+      },
+      {
+        count: this.#count,
+        leaseMs: this.#leaseMs,
+        logger,
+        group: this.group,
+        beforeRound: () => Promise.resolve({ go: !this.#closing }),
+      },
+    );
     this.#lane = this.#newLane(Promise.resolve());
   }
 
   /** The partitions this member holds the leases of now. */
   get partitions(): readonly number[] {
-    return [...this.#owned.keys()].sort((a, b) => a - b);
-  }
-
-  /** The shard streams of partition `index`, over every topic. */
-  #shards(index: number): string[] {
-    const { keys } = this.#member.settings;
-    const streams: string[] = [];
-    for (const topic of this.topics) {
-      for (let slot = index; slot < SHARD_SLOTS; slot += this.#count) streams.push(keys.shard(topic, slot));
-    }
-    return streams;
-  }
-
-  #leaseKey(index: number): string {
-    return this.#member.settings.keys.lease(this.group, this.#count, index);
+    return this.#partitions.indexes;
   }
 
   /**
@@ -144,10 +161,9 @@ export class StreamOrderedSubscription implements Subscription {
   async start(): Promise<void> {
     const { commands, reader, settings } = this.#member;
     const { keys } = settings;
-    const shards = [...this.#site.topicOf.keys()];
     // An ordered group starts now on the shards (they hold only what came since the topic's first
     // ordered group subscribed), and on its own retry stream from its first entry.
-    await ensureGroup(commands, settings.topology, this.group, shards, 'now');
+    await ensureGroup(commands, settings.topology, this.group, [...this.#site.topicOf.keys()], 'now');
     await ensureGroup(commands, settings.topology, this.group, [keys.retry(this.group)]);
     if (settings.topology === 'create') {
       for (const topic of this.topics) {
@@ -156,67 +172,53 @@ export class StreamOrderedSubscription implements Subscription {
     }
     await this.#checkCount();
     for (const connection of [reader.connection, commands.connection]) {
-      this.#unlisten.push(connection.onLost(() => this.#restart('a connection was lost')));
+      this.#unlisten.push(
+        connection.onLost(() => {
+          if (connection === reader.connection) this.#connection.lost();
+          this.#restart('a connection was lost');
+        }),
+      );
     }
-    const every = (ms: number, round: () => Promise<void>): void => {
-      const timer = setInterval(() => {
-        void round();
-      }, ms);
+    await this.#leases.start();
+    if (settings.trimEveryMs > 0) {
+      const timer = setInterval(() => void this.#trim(), settings.trimEveryMs);
       timer.unref();
       this.#timers.push(timer);
-    };
-    every(Math.max(10, Math.floor(this.#leaseMs / 3)), () => this.#leases());
-    if (settings.trimEveryMs > 0) every(settings.trimEveryMs, () => this.#trim());
-    await this.#leases();
+    }
     this.#loop = this.#run();
   }
 
   /** Records the count, or compares it with the recorded one: refused, or drained first. */
   async #checkCount(): Promise<void> {
-    const { commands, settings, ordering } = this.#member;
-    const key = settings.keys.partitions(this.group);
-    const recorded = replyText(await commands.script(PARTITIONS, [key], [String(this.#count), '']));
-    if (recorded === String(this.#count)) return;
-    if ((ordering?.onPartitionChange ?? 'refuse') === 'drain') {
-      this.#drainFrom = recorded ?? undefined;
-      settings.logger.warn(
-        'oncemq: the ordered group has another partition count; it is drained before this member starts',
-        { group: this.group, recorded, configured: this.#count },
-      );
-      return;
-    }
-    throw new ConfigError(
-      'partitions',
-      `group '${this.group}' is ordered over ${recorded} partitions (recorded in ${key}), and this member is configured with ${this.#count}; ` +
-        `configure ${recorded}, or set ordering.onPartitionChange: 'drain' to drain the group and change the count`,
+    const { ordering, settings } = this.#member;
+    const check = await checkPartitionCount(this.#counts, {
+      group: this.group,
+      count: this.#count,
+      ordering,
+      docs: 'docs/transports/redis-streams.md',
+    });
+    if (check.change === 'none') return;
+    this.#drainFrom = check.recorded;
+    settings.logger.warn(
+      'oncemq: the ordered group has another partition count; it is drained before this member starts',
+      { group: this.group, recorded: check.recorded, configured: this.#count },
     );
   }
 
-  /**
-   * `drain`: records this member's count once no lease of the recorded one is held (the members with
-   * the old count closed, or their leases expired). The shards do not change with the count, so
-   * nothing moves; the first owners of the new partitions take over what the old ones left pending
-   * before they read anything new.
-   */
-  async #switchCount(from: string): Promise<boolean> {
-    const { commands, settings } = this.#member;
-    const old = Number(from);
-    const leases = Number.isInteger(old)
-      ? Array.from({ length: old }, (_, index) => settings.keys.lease(this.group, old, index))
-      : [];
-    const recorded = replyText(
-      await commands.script(
-        PARTITIONS,
-        [settings.keys.partitions(this.group), ...leases],
-        [String(this.#count), from],
-      ),
-    );
-    if (recorded === String(this.#count)) {
-      settings.logger.info('oncemq: the ordered group was drained and its partition count recorded', {
-        group: this.group,
-        from,
-        to: this.#count,
-      });
+  /** True once the group's recorded count is this member's: while it drains, a lease round takes nothing. */
+  async #counted(): Promise<boolean> {
+    const from = this.#drainFrom;
+    if (from === undefined) return true;
+    const recorded = await this.#counts.switchCount(from, this.#count);
+    if (recorded === this.#count) {
+      this.#member.settings.logger.info(
+        'oncemq: the ordered group was drained and its partition count recorded',
+        {
+          group: this.group,
+          from,
+          to: this.#count,
+        },
+      );
       this.#drainFrom = undefined;
       return true;
     }
@@ -224,80 +226,45 @@ export class StreamOrderedSubscription implements Subscription {
     return false;
   }
 
-  /** One round over the leases: renews those held, takes free ones; a lease lost restarts the lane. */
-  #leases(): Promise<void> {
-    this.#leaseRound ??= this.#leaseRoundOnce()
+  /** A lease round at once (a script found a lease gone), one at a time. */
+  #roundNow(): Promise<void> {
+    this.#round ??= this.#leases
+      .round()
       .catch((error: unknown) => {
         this.#member.settings.logger.warn('oncemq: a lease round failed; it runs again', {
           group: this.group,
           error: errorText(error),
         });
       })
-      .finally(() => (this.#leaseRound = undefined));
-    return this.#leaseRound;
+      .finally(() => (this.#round = undefined));
+    return this.#round;
   }
 
-  async #leaseRoundOnce(): Promise<void> {
-    if (this.#closing) return;
-    if (this.#drainFrom !== undefined && !(await this.#switchCount(this.#drainFrom))) return;
-    const { commands, settings } = this.#member;
-    const countKey = settings.keys.partitions(this.group);
-    const lost: number[] = [];
-    let gained = false;
-    for (let index = 0; index < this.#count; index++) {
-      if (this.#stopping()) return;
-      const lease = this.#leaseKey(index);
-      const answer = replyNumber(
-        await commands.script(
-          LEASE,
-          [countKey, lease],
-          [String(this.#count), this.token, String(this.#leaseMs)],
-        ),
-      );
-      const held = this.#owned.has(index);
-      if (answer === -1) {
-        settings.logger.warn('oncemq: the group now has another partition count; this member stops', {
-          group: this.group,
-          count: this.#count,
-        });
-        for (const owned of this.#owned.keys()) lost.push(owned);
-        break;
-      }
-      if (held && answer !== 1) lost.push(index);
-      else if (!held && answer >= 1) {
-        this.#owned.set(index, this.#partition(index, lease));
-        gained = true;
-      }
-    }
-    if (lost.length > 0) {
-      for (const index of lost) this.#owned.delete(index);
-      this.#restart(`lost the lease of partition ${lost.join(', ')}`);
-    } else if (gained) this.#interrupt();
+  /** A partition was let go: the lane restarts once for every partition let go in this turn. */
+  #lose(index: number, why: string): void {
+    this.#lost.push(index);
+    if (this.#lost.length > 1) return;
+    queueMicrotask(() => {
+      const lost = this.#lost;
+      this.#lost = [];
+      this.#restart(`lost the lease of partition ${lost.join(', ')} (${why})`);
+    });
   }
 
-  #partition(index: number, lease: string): Partition {
-    const streams = this.#shards(index);
-    return {
-      index,
-      lease,
-      streams,
-      takeOver: new Map(streams.map((stream) => [stream, '0-0'])),
-      last: new Map(),
+  #newLane(previous: Promise<void>): StreamLane {
+    const { ordering, options, settings } = this.#member;
+    const lane: StreamLane = {
+      generation: this.#generation,
+      ready: previous,
+      lane: new OrderedLane<Delivery>({
+        ordering: ordering ?? {},
+        concurrency: options.concurrency,
+        logger: settings.logger,
+        attempt: (held, envelope) => this.#attempt(held, envelope),
+        // Room in the gate: a reader paused on a full gate reads again.
+        left: () => this.#pause.wake(),
+      }),
     };
-  }
-
-  #newLane(previous: Promise<void>): Lane {
-    const deliveries = new Map<string, Delivery>();
-    const generation = this.#generation;
-    const gate: OrderingGate = new OrderingGate(
-      { process: (envelope) => this.#processAndSettle(lane, envelope) },
-      {
-        ...this.#member.ordering,
-        concurrency: this.#member.options.concurrency,
-        logger: this.#member.settings.logger,
-      },
-    );
-    const lane: Lane = { generation, gate, deliveries, ready: previous };
     this.#lanes.add(lane);
     return lane;
   }
@@ -314,14 +281,13 @@ export class StreamOrderedSubscription implements Subscription {
       why,
     });
     const old = this.#lane;
-    old.gate.close();
+    old.lane.close();
     // After every earlier lane: a lane restarted twice in a row still waits for the first one's deliveries.
-    const drained = Promise.all([old.ready, old.gate.drained()]).then(() => {
+    const drained = Promise.all([old.ready, old.lane.drained()]).then(() => {
       this.#lanes.delete(old);
     });
     this.#generation++;
-    for (const [index, partition] of this.#owned)
-      this.#owned.set(index, this.#partition(index, partition.lease));
+    this.#partitions.reset();
     this.#lane = this.#newLane(drained);
     this.#interrupt();
   }
@@ -332,18 +298,13 @@ export class StreamOrderedSubscription implements Subscription {
       const lane = this.#lane;
       await lane.ready;
       if (lane !== this.#lane || this.#stopping()) continue;
-      const room = this.#member.options.concurrency * ORDERED_PENDING_PER_SLOT - lane.gate.pending;
-      if (room <= 0 || this.#owned.size === 0) {
-        await this.#pause.for(this.#owned.size === 0 ? this.#leaseMs / 3 : Number.POSITIVE_INFINITY);
+      const room = this.#member.options.concurrency * ORDERED_PENDING_PER_SLOT - lane.lane.gate.pending;
+      if (room <= 0 || this.#partitions.size === 0) {
+        await this.#pause.for(this.#partitions.size === 0 ? this.#leaseMs / 3 : Number.POSITIVE_INFINITY);
         continue;
       }
       try {
-        let read = false;
-        for (const partition of [...this.#owned.values()]) {
-          if (lane !== this.#lane) break;
-          if (await this.#read(lane, partition, room)) read = true;
-        }
-        if (!read && lane === this.#lane) await this.#waitForNew();
+        await this.#partitions.read(room, () => lane === this.#lane);
         failures = 0;
       } catch (error) {
         failures++;
@@ -357,124 +318,27 @@ export class StreamOrderedSubscription implements Subscription {
     }
   }
 
-  /** Takes over the partition's pending entries, then reads new ones; true when entries came. */
-  async #read(lane: Lane, partition: Partition, room: number): Promise<boolean> {
-    const { reader, settings } = this.#member;
-    const fixed = [this.token, this.group, this.consumer];
-    if (partition.takeOver.size > 0) {
-      let read = false;
-      for (const [stream, cursor] of partition.takeOver) {
-        const reply = await reader.script(
-          TAKE_OVER,
-          [partition.lease, stream],
-          [...fixed, cursor, String(room)],
-          { bytes: true },
-        );
-        if (!this.#fenced(reply, partition)) return false;
-        const { next, entries, deleted } = parseAutoClaim((reply as unknown[])[1]);
-        if (next === '0-0') partition.takeOver.delete(stream);
-        else partition.takeOver.set(stream, next);
-        if (deleted.length > 0) {
-          settings.logger.error(
-            'oncemq: pending entries were deleted from their shard before they were acked: lost',
-            {
-              group: this.group,
-              stream,
-              ids: deleted,
-            },
-          );
-        }
-        if (entries.length === 0) continue;
-        const counts = await deliveryCounts(this.#member.commands, this.group, stream, entries);
-        if (lane !== this.#lane) return false;
-        this.#submit(lane, stream, entries, counts);
-        read = true;
-      }
-      if (read || partition.takeOver.size > 0) return read;
-    }
-    const reply = await reader.script(
-      ORDERED_READ,
-      [partition.lease, ...partition.streams],
-      [...fixed, String(room)],
-      { bytes: true },
-    );
-    if (!this.#fenced(reply, partition)) return false;
-    const [kind, body] = reply as [unknown, unknown];
-    if (replyNumber(kind) === 2) {
-      const ids = Array.isArray(body) ? body : [];
-      partition.streams.forEach((stream, i) => partition.last.set(stream, replyText(ids[i]) ?? '0-0'));
-      return false;
-    }
-    if (lane !== this.#lane) return false;
-    for (const [stream, entries] of parseStreams(body)) this.#submit(lane, stream, entries, undefined);
-    return true;
-  }
-
-  /** False (and a lease round at once) when a script found the lease gone. */
-  #fenced(reply: unknown, partition: Partition): boolean {
-    if (Array.isArray(reply) && replyNumber(reply[0]) !== 0) return true;
-    this.#member.settings.logger.warn('oncemq: the lease of a partition is no longer this member’s', {
-      group: this.group,
-      partition: partition.index,
-    });
-    void this.#leases();
-    return false;
-  }
-
-  /** Waits on the reader's connection until an owned shard has a new entry, or the block time passes. */
-  async #waitForNew(): Promise<void> {
-    const { reader, settings } = this.#member;
-    const streams: string[] = [];
-    const from: string[] = [];
-    for (const partition of this.#owned.values()) {
-      for (const stream of partition.streams) {
-        const last = partition.last.get(stream);
-        // Not read yet since it was taken: read first ('$' would miss what came meanwhile).
-        if (last === undefined) return;
-        streams.push(stream);
-        from.push(last);
-      }
-    }
-    if (streams.length === 0) return;
-    this.#readerId ??= replyText(await reader.send(['CLIENT', 'ID'], 'CLIENT ID')) ?? undefined;
-    if (this.#closing) return;
-    this.#blocked = true;
-    try {
-      await reader.send(
-        ['XREAD', 'COUNT', '1', 'BLOCK', String(settings.blockMs), 'STREAMS', ...streams, ...from],
-        'a blocking XREAD',
-        { extraMs: settings.blockMs },
-      );
-    } finally {
-      this.#blocked = false;
-    }
-  }
-
   /** Ends a blocking wait now (`CLIENT UNBLOCK` on the other connection). */
   #interrupt(): void {
     this.#pause.wake();
-    if (!this.#blocked || this.#readerId === undefined) return;
-    this.#member.commands
-      .send(['CLIENT', 'UNBLOCK', this.#readerId], 'CLIENT UNBLOCK')
-      .catch(() => undefined);
+    this.#connection.interrupt();
   }
 
-  #submit(
-    lane: Lane,
+  /** Hands the entries read to `lane`, except a deleted entry and another ordered group's replayed dead letter. */
+  #accept(
+    lane: StreamLane,
     stream: string,
     entries: readonly RawEntry[],
     counts: ReadonlyMap<string, number> | undefined,
   ): void {
+    const { logger } = this.#member.settings;
     for (const entry of entries) {
       if (entry.fields === null) {
-        this.#member.settings.logger.error(
-          'oncemq: a pending entry was deleted from its shard before it was acked: lost',
-          {
-            group: this.group,
-            stream,
-            id: entry.id,
-          },
-        );
+        logger.error('oncemq: a pending entry was deleted from its shard before it was acked: lost', {
+          group: this.group,
+          stream,
+          id: entry.id,
+        });
         void this.#settleQuietly(stream, entry.id);
         continue;
       }
@@ -490,122 +354,49 @@ export class StreamOrderedSubscription implements Subscription {
         { ...entry, fields: entry.fields },
         counts?.get(entry.id) ?? 1,
       );
-      lane.deliveries.set(delivery.slot, delivery);
-      lane.gate.submit(delivery.envelope).then(
-        () => {
-          lane.deliveries.delete(delivery.slot);
-          // Room in the gate: a reader paused on a full gate reads again.
-          this.#pause.wake();
-        },
-        (error: unknown) => {
-          lane.deliveries.delete(delivery.slot);
-          this.#pause.wake();
-          // A closed gate leaves the delivery pending: the next owner (or lane) takes it over.
-          if (!(error instanceof GateClosedError)) {
-            this.#member.settings.logger.error('oncemq: an ordered delivery failed', {
-              group: this.group,
-              error: errorText(error),
-            });
-          }
-        },
-      );
+      // A closed gate leaves the delivery pending: the next owner (or lane) takes it over.
+      lane.lane.submit(delivery.envelope, delivery, (error) => {
+        logger.error('oncemq: an ordered delivery failed', { group: this.group, error: errorText(error) });
+      });
       this.#pause.wake();
     }
   }
 
   async #settleQuietly(stream: string, id: string): Promise<void> {
-    await this.#ack(stream, id).catch(() => undefined);
+    await this.#partitions.ack(stream, id).catch(() => undefined);
   }
 
   /**
-   * One attempt through the processor (or, past `maxDeliveries`, a dead letter without one); a final
-   * outcome is settled before it is answered, so the key's next message starts only after this one
-   * is acked or dead-lettered. A settle refused (lease or entry gone) restarts the lane and throws:
+   * One attempt through the processor (or, past `maxDeliveries`, a dead letter without one), ended by
+   * {@link settleBeforeAnswer}. A settle refused (lease or entry gone) restarts the lane and throws:
    * the gate is closed by then, and the delivery is left to its owner.
    */
-  async #processAndSettle(lane: Lane, envelope: Envelope): Promise<Outcome> {
-    const delivery = lane.deliveries.get(envelope.brokerId);
+  async #attempt(lane: OrderedLane<Delivery>, envelope: Envelope): Promise<Outcome> {
+    const delivery = lane.current(envelope.brokerId);
     if (delivery === undefined) throw new GateClosedError('the delivery left its lane');
-    const { maxDeliveries } = this.#member.settings;
-    const times = envelope.brokerDeliveryCount ?? 1;
-    const outcome: Outcome =
-      maxDeliveries > 0 && times > maxDeliveries
-        ? {
-            group: this.group,
-            key: null,
-            topic: envelope.topic,
-            brokerId: envelope.brokerId,
-            deliveryCount: envelope.deliveryCount,
-            elapsedMs: 0,
-            kind: 'dead',
-            action: 'dead-letter',
-            reason: 'delivery-limit',
-            error: new Error(`handed out ${times} times without an outcome (maxDeliveries ${maxDeliveries})`),
-          }
-        : await this.#member.processor.process(envelope);
-    if (outcome.action === 'retry') return outcome;
+    const outcome =
+      deliveryLimitOutcome(this.group, envelope, this.#member.settings.maxDeliveries) ??
+      (await this.#member.processor.process(envelope));
+    return settleBeforeAnswer(outcome, delivery, (held, final) => this.#settleFinal(held, final));
+  }
+
+  async #settleFinal(delivery: Delivery, outcome: FinalOutcome): Promise<void> {
     try {
-      if (outcome.action === 'ack') await this.#ack(delivery.stream, delivery.id);
-      else
-        await this.#deadLetter(delivery, {
-          group: this.group,
-          reason: outcome.reason,
-          error: outcome.error,
-          key: outcome.key,
-        });
+      if (outcome.action === 'ack') await this.#partitions.ack(delivery.stream, delivery.id);
+      else {
+        const { reason, error, key } = outcome;
+        await this.#partitions.deadLetter(delivery, { group: this.group, reason, error, key });
+      }
     } catch (error) {
       if (error instanceof NotOwnerError) this.#restart(error.message);
       throw error;
     }
-    return outcome;
-  }
-
-  #partitionOf(stream: string): string {
-    const slot = Number(stream.slice(stream.lastIndexOf('@') + 1));
-    return this.#leaseKey(slot % this.#count);
-  }
-
-  async #ack(stream: string, id: string): Promise<void> {
-    const done = await this.#member.commands.script(
-      ORDERED_ACK,
-      [this.#partitionOf(stream), stream],
-      [this.token, this.group, this.consumer, id],
-    );
-    this.#owner(replyNumber(done), `${stream}/${id}`);
-  }
-
-  async #deadLetter(delivery: Delivery, cause: DeadLetterCause): Promise<void> {
-    const { keys } = this.#member.settings;
-    const done = await this.#member.commands.script(
-      ORDERED_DEAD_LETTER,
-      [this.#partitionOf(delivery.stream), delivery.stream, keys.deadLetters(this.group)],
-      [
-        this.token,
-        this.group,
-        this.consumer,
-        delivery.id,
-        ...deadLetterFields(delivery.envelope, cause, delivery.unread),
-      ],
-    );
-    this.#owner(replyNumber(done), delivery.slot);
-  }
-
-  #owner(answer: number, slot: string): void {
-    if (answer === 1) return;
-    throw new NotOwnerError(
-      answer === -1
-        ? `settling ${slot}: this member no longer holds its partition's lease`
-        : `settling ${slot}: the entry is no longer pending for this member`,
-    );
   }
 
   /** Trims the topic streams and the shards this member reads (never past what any group still needs). */
   async #trim(): Promise<void> {
     const { commands, settings } = this.#member;
-    const streams = [
-      ...this.topics.map((topic) => settings.keys.topic(topic)),
-      ...[...this.#owned.values()].flatMap((partition) => partition.streams),
-    ];
+    const streams = [...this.topics.map((topic) => settings.keys.topic(topic)), ...this.#partitions.streams];
     try {
       for (const stream of streams) {
         if (this.#closing) return;
@@ -644,16 +435,17 @@ export class StreamOrderedSubscription implements Subscription {
     this.#interrupt();
     await this.#loop;
     clearInterval(unblock);
-    await this.#leaseRound;
+    await this.#leases.stop();
+    await this.#round;
     const lanes = [...this.#lanes];
-    for (const lane of lanes) lane.gate.close();
-    await Promise.all(lanes.map((lane) => lane.gate.drained()));
+    for (const { lane } of lanes) lane.close();
+    await Promise.all(lanes.map(({ lane }) => lane.drained()));
     const { commands, reader, settings } = this.#member;
     try {
-      for (const partition of this.#owned.values()) {
-        await commands.script(RELEASE, [partition.lease], [this.token]);
+      for (const index of [...this.#leases.held]) {
+        await this.#leases.release(index, true);
+        this.#partitions.drop(index);
       }
-      this.#owned.clear();
       await commands.script(LEAVE, [...this.#site.topicOf.keys()], [this.group, this.consumer]);
     } catch (error) {
       settings.logger.warn('oncemq: could not give up the leases or leave the group; they expire', {
