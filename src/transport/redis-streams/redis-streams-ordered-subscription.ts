@@ -5,7 +5,6 @@ import type { Outcome } from '../../core/outcome.js';
 import { Pause } from '../../core/pause.js';
 import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
 import { GateClosedError } from '../ordered/ordering-gate.js';
-import { checkPartitionCount } from '../ordered/partition-count.js';
 import { PartitionLeases } from '../ordered/partition-leases.js';
 import type { FinalOutcome } from '../settler.js';
 import type { Subscription } from '../transport.js';
@@ -15,13 +14,11 @@ import {
   type Delivery,
   type DeliverySite,
 } from './redis-streams-delivery.js';
-import { REPLAY_GROUP_FIELD } from './redis-streams-entry.js';
 import { SHARD_SLOTS } from './redis-streams-names.js';
 import { StreamPartitionCount } from './redis-streams-partition-count.js';
 import { StreamLeaseStore } from './redis-streams-partition-leases.js';
-import { NotOwnerError, StreamPartitions } from './redis-streams-partitions.js';
+import { NotOwnerError, StreamPartitions, type ReadEntry } from './redis-streams-partitions.js';
 import { ReaderConnection } from './redis-streams-reader.js';
-import type { RawEntry } from './redis-streams-replies.js';
 import { LEAVE, TRIM } from './redis-streams-scripts.js';
 import { keepEntryAlive } from './redis-streams-settler.js';
 import type { StreamMember } from './redis-streams-subscription.js';
@@ -69,8 +66,6 @@ export class StreamOrderedSubscription implements Subscription {
   readonly #pause = new Pause();
   #lane: StreamLane;
   #generation = 0;
-  /** The recorded count this member waits to switch from (`onPartitionChange: 'drain'`). */
-  #drainFrom: number | undefined;
   /** Partitions lost in this turn of the event loop: the lane restarts once for all of them. */
   #lost: number[] = [];
   #round: Promise<void> | undefined;
@@ -114,7 +109,7 @@ export class StreamOrderedSubscription implements Subscription {
       },
       fenced: () => void this.#roundNow(),
     });
-    this.#counts = new StreamPartitionCount(member.commands, keys, this.group);
+    this.#counts = new StreamPartitionCount(member.commands, keys, this.group, logger);
     const store = new StreamLeaseStore(member.commands, {
       keys,
       group: this.group,
@@ -122,7 +117,7 @@ export class StreamOrderedSubscription implements Subscription {
       token: this.token,
       leaseMs: this.#leaseMs,
       logger,
-      counted: () => this.#counted(),
+      counted: () => this.#counts.counted(this.#count),
     });
     this.#leases = new PartitionLeases(
       store,
@@ -170,7 +165,12 @@ export class StreamOrderedSubscription implements Subscription {
         await commands.send(['SADD', keys.orderedGroups(topic), this.group], 'SADD ordered groups');
       }
     }
-    await this.#checkCount();
+    await this.#counts.check({
+      group: this.group,
+      count: this.#count,
+      ordering: this.#member.ordering,
+      docs: 'docs/transports/redis-streams.md',
+    });
     for (const connection of [reader.connection, commands.connection]) {
       this.#unlisten.push(
         connection.onLost(() => {
@@ -186,44 +186,6 @@ export class StreamOrderedSubscription implements Subscription {
       this.#timers.push(timer);
     }
     this.#loop = this.#run();
-  }
-
-  /** Records the count, or compares it with the recorded one: refused, or drained first. */
-  async #checkCount(): Promise<void> {
-    const { ordering, settings } = this.#member;
-    const check = await checkPartitionCount(this.#counts, {
-      group: this.group,
-      count: this.#count,
-      ordering,
-      docs: 'docs/transports/redis-streams.md',
-    });
-    if (check.change === 'none') return;
-    this.#drainFrom = check.recorded;
-    settings.logger.warn(
-      'oncemq: the ordered group has another partition count; it is drained before this member starts',
-      { group: this.group, recorded: check.recorded, configured: this.#count },
-    );
-  }
-
-  /** True once the group's recorded count is this member's: while it drains, a lease round takes nothing. */
-  async #counted(): Promise<boolean> {
-    const from = this.#drainFrom;
-    if (from === undefined) return true;
-    const recorded = await this.#counts.switchCount(from, this.#count);
-    if (recorded === this.#count) {
-      this.#member.settings.logger.info(
-        'oncemq: the ordered group was drained and its partition count recorded',
-        {
-          group: this.group,
-          from,
-          to: this.#count,
-        },
-      );
-      this.#drainFrom = undefined;
-      return true;
-    }
-    this.#drainFrom = recorded ?? undefined;
-    return false;
   }
 
   /** A lease round at once (a script found a lease gone), one at a time. */
@@ -324,46 +286,22 @@ export class StreamOrderedSubscription implements Subscription {
     this.#connection.interrupt();
   }
 
-  /** Hands the entries read to `lane`, except a deleted entry and another ordered group's replayed dead letter. */
+  /** Hands the entries read to `lane`: each runs through its gate, in order of its key. */
   #accept(
     lane: StreamLane,
     stream: string,
-    entries: readonly RawEntry[],
+    entries: readonly ReadEntry[],
     counts: ReadonlyMap<string, number> | undefined,
   ): void {
     const { logger } = this.#member.settings;
     for (const entry of entries) {
-      if (entry.fields === null) {
-        logger.error('oncemq: a pending entry was deleted from its shard before it was acked: lost', {
-          group: this.group,
-          stream,
-          id: entry.id,
-        });
-        void this.#settleQuietly(stream, entry.id);
-        continue;
-      }
-      const forGroup = entry.fields.get(REPLAY_GROUP_FIELD);
-      if (forGroup !== undefined && Buffer.from(forGroup).toString('utf8') !== this.group) {
-        // A dead letter of another ordered group replayed onto the shard: not this group's message.
-        void this.#settleQuietly(stream, entry.id);
-        continue;
-      }
-      const delivery = deliveryOf(
-        this.#site,
-        stream,
-        { ...entry, fields: entry.fields },
-        counts?.get(entry.id) ?? 1,
-      );
+      const delivery = deliveryOf(this.#site, stream, entry, counts?.get(entry.id) ?? 1);
       // A closed gate leaves the delivery pending: the next owner (or lane) takes it over.
       lane.lane.submit(delivery.envelope, delivery, (error) => {
         logger.error('oncemq: an ordered delivery failed', { group: this.group, error: errorText(error) });
       });
       this.#pause.wake();
     }
-  }
-
-  async #settleQuietly(stream: string, id: string): Promise<void> {
-    await this.#partitions.ack(stream, id).catch(() => undefined);
   }
 
   /**

@@ -2,7 +2,7 @@ import type { Logger } from '../../core/logger.js';
 import type { DeadLetterCause } from '../dead-letters.js';
 import type { StreamCommands } from './redis-streams-commands.js';
 import type { Delivery } from './redis-streams-delivery.js';
-import { deadLetterFields } from './redis-streams-entry.js';
+import { deadLetterFields, REPLAY_GROUP_FIELD } from './redis-streams-entry.js';
 import { SHARD_SLOTS, type StreamKeys } from './redis-streams-names.js';
 import {
   ORDERED_ACK,
@@ -31,6 +31,9 @@ interface Partition {
   readonly last: Map<string, string>;
 }
 
+/** An entry read with its fields (not deleted since it was added). */
+export type ReadEntry = RawEntry & { readonly fields: ReadonlyMap<string, Uint8Array> };
+
 /** Why a settle was refused: the lease or the entry is no longer this member's. */
 export class NotOwnerError extends Error {
   override name = 'NotOwnerError' as const;
@@ -50,8 +53,15 @@ export interface PartitionSite {
   readonly logger: Logger;
   /** The key of partition `index`'s lease. */
   lease(index: number): string;
-  /** Takes the entries read; `counts` is absent for new entries (each delivered once so far). */
-  accept(stream: string, entries: readonly RawEntry[], counts: ReadonlyMap<string, number> | undefined): void;
+  /**
+   * Takes the entries read (not a deleted one, nor another ordered group's replayed dead letter);
+   * `counts` is absent for new entries (each delivered once so far).
+   */
+  accept(
+    stream: string,
+    entries: readonly ReadEntry[],
+    counts: ReadonlyMap<string, number> | undefined,
+  ): void;
   /** A script found a lease gone: the member runs a lease round at once. */
   fenced(): void;
 }
@@ -164,7 +174,7 @@ export class StreamPartitions {
         if (entries.length === 0) continue;
         const counts = await deliveryCounts(this.commands, group, stream, entries);
         if (!current()) return false;
-        this.site.accept(stream, entries, counts);
+        this.#accept(stream, entries, counts);
         read = true;
       }
       if (read || partition.takeOver.size > 0) return read;
@@ -183,8 +193,37 @@ export class StreamPartitions {
       return false;
     }
     if (!current()) return false;
-    for (const [stream, entries] of parseStreams(body)) this.site.accept(stream, entries, undefined);
+    for (const [stream, entries] of parseStreams(body)) this.#accept(stream, entries, undefined);
     return true;
+  }
+
+  /** Hands the entries read to the member, except a deleted entry and another ordered group's replayed dead letter (acked). */
+  #accept(
+    stream: string,
+    entries: readonly RawEntry[],
+    counts: ReadonlyMap<string, number> | undefined,
+  ): void {
+    const { group, logger } = this.site;
+    const kept: ReadEntry[] = [];
+    for (const entry of entries) {
+      if (entry.fields === null) {
+        logger.error('oncemq: a pending entry was deleted from its shard before it was acked: lost', {
+          group,
+          stream,
+          id: entry.id,
+        });
+        void this.ack(stream, entry.id).catch(() => undefined);
+        continue;
+      }
+      const forGroup = entry.fields.get(REPLAY_GROUP_FIELD);
+      if (forGroup !== undefined && Buffer.from(forGroup).toString('utf8') !== group) {
+        // A dead letter of another ordered group replayed onto the shard: not this group's message.
+        void this.ack(stream, entry.id).catch(() => undefined);
+        continue;
+      }
+      kept.push({ ...entry, fields: entry.fields });
+    }
+    if (kept.length > 0) this.site.accept(stream, kept, counts);
   }
 
   /** False (and a lease round at once) when a script found the lease gone. */
