@@ -12,8 +12,11 @@ export type {
   RedisStreamsTransportConfig,
 } from './transport/redis-streams/redis-streams-config.js';
 export { RedisStreamsTransport } from './transport/redis-streams/redis-streams-transport.js';
-export type { StreamSubscription } from './transport/redis-streams/stream-subscription.js';
-export { fromIoredisStreams, fromNodeRedisStreams } from './transport/redis-streams/stream-connection.js';
+export type { StreamSubscription } from './transport/redis-streams/redis-streams-subscription.js';
+export {
+  fromIoredisStreams,
+  fromNodeRedisStreams,
+} from './transport/redis-streams/redis-streams-connection.js';
 export type {
   CommandArg,
   IoredisStreamsClientLike,
@@ -21,4 +24,4 @@ export type {
   SendOptions,
   StreamClientInput,
   StreamConnection,
-} from './transport/redis-streams/stream-connection.js';
+} from './transport/redis-streams/redis-streams-connection.js';

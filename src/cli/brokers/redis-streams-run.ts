@@ -1,7 +1,7 @@
 import type { RunTransport } from '../run-transports.js';
 import { RedisStreamsTransport } from '../../transport/redis-streams/redis-streams-transport.js';
-import { openStreamConnection } from '../../transport/redis-streams/stream-driver.js';
-import { replyText } from '../../transport/redis-streams/stream-replies.js';
+import { openStreamConnection } from '../../transport/redis-streams/redis-streams-driver.js';
+import { replyText } from '../../transport/redis-streams/redis-streams-replies.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 
 /**

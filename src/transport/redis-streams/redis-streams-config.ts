@@ -9,8 +9,8 @@ import {
   type StartPosition,
   type SubscribeOptions,
 } from '../transport.js';
-import type { StreamClientInput } from './stream-connection.js';
-import { SHARD_SLOTS, StreamKeys } from './stream-keys.js';
+import type { StreamClientInput } from './redis-streams-connection.js';
+import { SHARD_SLOTS, StreamKeys } from './redis-streams-names.js';
 
 /** Input of `new RedisStreamsTransport(config)`: the client, the key prefix, and timings. */
 export interface RedisStreamsTransportConfig {

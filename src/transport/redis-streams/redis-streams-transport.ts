@@ -21,16 +21,16 @@ import {
   type RedisStreamsTransportConfig,
   type StreamSettings,
 } from './redis-streams-config.js';
-import { replyCode, StreamCommands } from './stream-commands.js';
-import { toStreamConnection, type StreamConnection } from './stream-connection.js';
-import { openStreamConnection } from './stream-driver.js';
-import { StreamDeadLetters } from './stream-dead-letters.js';
-import { checkHeaderNames, messageFields, TOPIC_FIELD } from './stream-entry.js';
-import { SHARD_SLOTS, streamBrokerId, validTopic } from './stream-keys.js';
-import { StreamOrderedSubscription } from './stream-ordered-subscription.js';
-import { PUBLISH } from './stream-ordered-scripts.js';
-import { replyText } from './stream-replies.js';
-import { StreamSubscription } from './stream-subscription.js';
+import { replyCode, StreamCommands } from './redis-streams-commands.js';
+import { toStreamConnection, type StreamConnection } from './redis-streams-connection.js';
+import { openStreamConnection } from './redis-streams-driver.js';
+import { StreamDeadLetters } from './redis-streams-dead-letters.js';
+import { checkHeaderNames, messageFields, TOPIC_FIELD } from './redis-streams-entry.js';
+import { SHARD_SLOTS, streamBrokerId, validTopic } from './redis-streams-names.js';
+import { StreamOrderedSubscription } from './redis-streams-ordered-subscription.js';
+import { PUBLISH } from './redis-streams-ordered-scripts.js';
+import { replyText } from './redis-streams-replies.js';
+import { StreamSubscription } from './redis-streams-subscription.js';
 import { checkDeliveryCount, checkNamedTopic, guardHeaders } from '../header-guard.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 

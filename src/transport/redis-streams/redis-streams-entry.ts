@@ -2,8 +2,8 @@ import { DELIVERY_COUNT_HEADER, type Envelope } from '../../core/envelope.js';
 import { ConfigError } from '../../core/errors.js';
 import { HeaderText, NON_KEY } from '../../core/header-text.js';
 import { deadLetterHeaders, replayHeaders, type DeadLetter, type DeadLetterCause } from '../dead-letters.js';
-import type { CommandArg } from './stream-connection.js';
-import type { RawEntry } from './stream-replies.js';
+import type { CommandArg } from './redis-streams-connection.js';
+import type { RawEntry } from './redis-streams-replies.js';
 
 /**
  * How a message is laid out in a stream entry: the body in field `body`, every header in a field of

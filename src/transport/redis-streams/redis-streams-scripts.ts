@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { CommandArg, SendOptions, StreamConnection } from './stream-connection.js';
+import type { CommandArg, SendOptions, StreamConnection } from './redis-streams-connection.js';
 
 /**
  * The Lua scripts of the stream transport. Each runs atomically on the server, so a step that must

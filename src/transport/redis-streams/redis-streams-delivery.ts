@@ -1,9 +1,10 @@
 import { createEnvelope, readDeliveryCount, type Envelope } from '../../core/envelope.js';
+import type { DeadLetterOutcome } from '../settler.js';
 import { TransportUnavailableError } from '../../core/errors.js';
-import { readEntry } from './stream-entry.js';
-import { streamBrokerId } from './stream-keys.js';
-import type { CommandArg } from './stream-connection.js';
-import type { RawEntry } from './stream-replies.js';
+import { readEntry } from './redis-streams-entry.js';
+import { streamBrokerId } from './redis-streams-names.js';
+import type { CommandArg } from './redis-streams-connection.js';
+import type { RawEntry } from './redis-streams-replies.js';
 
 /** One entry handed to the processor, in the connection generation it was read in. */
 export interface Delivery {
@@ -68,5 +69,31 @@ export function deliveryOf(
         },
       },
     }),
+  };
+}
+
+/**
+ * The outcome of a delivery the broker has handed out more than `maxDeliveries` times without an
+ * outcome (its consumers crashed or lost their connection each time): a dead letter with reason
+ * `delivery-limit`, without running the processor again. Undefined under the limit, or with no limit (0).
+ */
+export function deliveryLimitOutcome(
+  group: string,
+  envelope: Envelope,
+  maxDeliveries: number,
+): DeadLetterOutcome | undefined {
+  const times = envelope.brokerDeliveryCount ?? 1;
+  if (maxDeliveries <= 0 || times <= maxDeliveries) return undefined;
+  return {
+    group,
+    key: null,
+    topic: envelope.topic,
+    brokerId: envelope.brokerId,
+    deliveryCount: envelope.deliveryCount,
+    elapsedMs: 0,
+    kind: 'dead',
+    action: 'dead-letter',
+    reason: 'delivery-limit',
+    error: new Error(`handed out ${times} times without an outcome (maxDeliveries ${maxDeliveries})`),
   };
 }

@@ -1,6 +1,6 @@
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
-import type { CommandArg, SendOptions, StreamConnection } from './stream-connection.js';
-import type { StreamScript } from './stream-scripts.js';
+import type { CommandArg, SendOptions, StreamConnection } from './redis-streams-connection.js';
+import type { StreamScript } from './redis-streams-scripts.js';
 
 /**
  * The error code of a Redis error reply (`BUSYGROUP`, `NOGROUP`, `WRONGTYPE`…), found on the error

@@ -7,13 +7,13 @@ import {
   type DeadLetterQuery,
   type DeadLetters,
 } from '../dead-letters.js';
-import type { StreamCommands } from './stream-commands.js';
-import type { CommandArg } from './stream-connection.js';
-import { readEntry, replayFields } from './stream-entry.js';
-import { ENTRY_ID_PATTERN, type StreamKeys } from './stream-keys.js';
-import { parseEntries, replyNumber, type RawEntry } from './stream-replies.js';
-import { REPLAY } from './stream-scripts.js';
-import { checkGroup } from './stream-topology.js';
+import type { StreamCommands } from './redis-streams-commands.js';
+import type { CommandArg } from './redis-streams-connection.js';
+import { readEntry, replayFields } from './redis-streams-entry.js';
+import { ENTRY_ID_PATTERN, type StreamKeys } from './redis-streams-names.js';
+import { parseEntries, replyNumber, type RawEntry } from './redis-streams-replies.js';
+import { REPLAY } from './redis-streams-scripts.js';
+import { checkGroup } from './redis-streams-topology.js';
 
 /** Entries read per XRANGE while listing. */
 const PAGE = 200;

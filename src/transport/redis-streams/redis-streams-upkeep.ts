@@ -1,8 +1,8 @@
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import type { StreamCommands } from './stream-commands.js';
-import { parseAutoClaim, replyNumber, type RawEntry } from './stream-replies.js';
-import { DELIVERY_COUNTS, PROMOTE, TRIM } from './stream-scripts.js';
+import type { StreamCommands } from './redis-streams-commands.js';
+import { parseAutoClaim, replyNumber, type RawEntry } from './redis-streams-replies.js';
+import { DELIVERY_COUNTS, PROMOTE, TRIM } from './redis-streams-scripts.js';
 
 /** Most delayed retries moved into the retry stream by one script call. */
 const PROMOTE_LIMIT = 200;

@@ -6,7 +6,7 @@ import {
   type IoredisStreamsClientLike,
   type NodeRedisStreamsClientLike,
   type StreamConnection,
-} from './stream-connection.js';
+} from './redis-streams-connection.js';
 
 function missingModule(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;

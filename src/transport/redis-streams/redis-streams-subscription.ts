@@ -1,16 +1,22 @@
 import { errorText } from '../../core/errors.js';
-import type { Outcome } from '../../core/outcome.js';
+import { processAndSettleBatch } from '../settle-batch.js';
+import { settle, type DeliveryResult } from '../settler.js';
 import type { OrderingOptions, Processor, Subscription } from '../transport.js';
 import type { StreamSettings, SubscribeSettings } from './redis-streams-config.js';
-import { replyCode, type StreamCommands } from './stream-commands.js';
-import { deliveryOf, type Delivery, type DeliverySite } from './stream-delivery.js';
-import { streamBrokerId } from './stream-keys.js';
-import { StreamReader } from './stream-reader.js';
-import type { RawEntry } from './stream-replies.js';
-import { LEAVE } from './stream-scripts.js';
-import { StreamSettler } from './stream-settler.js';
-import { ensureGroup } from './stream-topology.js';
-import { StreamUpkeep } from './stream-upkeep.js';
+import { replyCode, type StreamCommands } from './redis-streams-commands.js';
+import {
+  deliveryLimitOutcome,
+  deliveryOf,
+  type Delivery,
+  type DeliverySite,
+} from './redis-streams-delivery.js';
+import { streamBrokerId } from './redis-streams-names.js';
+import { StreamReader } from './redis-streams-reader.js';
+import type { RawEntry } from './redis-streams-replies.js';
+import { LEAVE } from './redis-streams-scripts.js';
+import { StreamSettler } from './redis-streams-settler.js';
+import { ensureGroup } from './redis-streams-topology.js';
+import { StreamUpkeep } from './redis-streams-upkeep.js';
 import { Pause } from '../../core/pause.js';
 
 /** What a subscription is opened with. */
@@ -73,7 +79,15 @@ export class StreamSubscription implements Subscription {
     const { keys } = member.settings;
     const topicOf = new Map(member.topics.map((topic) => [keys.topic(topic), topic]));
     this.#streams = [...topicOf.keys(), keys.retry(member.group)];
-    this.#settler = new StreamSettler(member.commands, keys, member.group, this.consumer);
+    this.#settler = new StreamSettler(member.commands, keys, member.group, this.consumer, {
+      logger: member.settings.logger,
+      retried: (delayMs) => {
+        this.#upkeep.promoteIn(delayMs);
+      },
+      failed: (error) => {
+        this.#failed(error);
+      },
+    });
     this.#site = {
       visibilityMs: member.options.visibilityMs,
       topicOf,
@@ -212,7 +226,7 @@ export class StreamSubscription implements Subscription {
           stream,
           id: entry.id,
         });
-        this.#track(this.#settler.ack(stream, entry.id));
+        this.#track(this.#settler.ackEntry(stream, entry.id));
         continue;
       }
       const delivery = deliveryOf(
@@ -221,15 +235,11 @@ export class StreamSubscription implements Subscription {
         { ...entry, fields: entry.fields },
         counts?.get(entry.id) ?? 1,
       );
-      const times = delivery.envelope.brokerDeliveryCount ?? 1;
-      if (maxDeliveries > 0 && times > maxDeliveries) {
+      const overLimit = deliveryLimitOutcome(this.group, delivery.envelope, maxDeliveries);
+      if (overLimit !== undefined) {
         this.#held.set(slot, delivery);
         this.#track(
-          this.#settle(delivery, {
-            group: this.group,
-            reason: 'delivery-limit',
-            error: new Error(`handed out ${times} times without an outcome (maxDeliveries ${maxDeliveries})`),
-          }).finally(() => {
+          this.#settle(delivery, { outcome: overLimit }).finally(() => {
             this.#release(delivery);
           }),
         );
@@ -254,24 +264,24 @@ export class StreamSubscription implements Subscription {
   async #process(deliveries: readonly Delivery[]): Promise<void> {
     const { processor } = this.#member;
     try {
-      let outcomes: readonly Outcome[];
-      try {
-        outcomes =
-          this.#batches && processor.processBatch !== undefined
-            ? await processor.processBatch(deliveries.map((delivery) => delivery.envelope))
-            : [await processor.process((deliveries[0] as Delivery).envelope)];
-      } catch (error) {
-        this.#failed(error);
+      if (this.#batches && processor.processBatch !== undefined) {
+        await processAndSettleBatch(
+          processor.processBatch.bind(processor),
+          deliveries.map((delivery) => ({
+            envelope: delivery.envelope,
+            settle: (result: DeliveryResult) => this.#settle(delivery, result),
+          })),
+        );
         return;
       }
-      await Promise.all(
-        deliveries.map((delivery, index) => {
-          const outcome = outcomes[index];
-          if (outcome !== undefined) return this.#settle(delivery, outcome);
-          this.#failed(new Error(`processBatch answered no outcome for delivery ${index}`));
-          return Promise.resolve();
-        }),
-      );
+      const delivery = deliveries[0] as Delivery;
+      let result: DeliveryResult;
+      try {
+        result = { outcome: await processor.process(delivery.envelope) };
+      } catch (error) {
+        result = { error };
+      }
+      await this.#settle(delivery, result);
     } finally {
       this.#running -= deliveries.length;
       for (const delivery of deliveries) this.#release(delivery);
@@ -280,13 +290,10 @@ export class StreamSubscription implements Subscription {
   }
 
   /**
-   * Acts on an outcome, or on a dead-letter cause (a delivery over the limit), unless the delivery is
-   * stale: a connection was lost since it was read, or a later delivery of its entry superseded it.
+   * Settles a delivery with its result through the settler, unless the delivery is stale: a
+   * connection was lost since it was read, or a later delivery of its entry superseded it.
    */
-  async #settle(
-    delivery: Delivery,
-    outcome: Outcome | { group: string; reason: string; error: unknown },
-  ): Promise<void> {
+  async #settle(delivery: Delivery, result: DeliveryResult): Promise<void> {
     const { logger } = this.#member.settings;
     const fields = { group: this.group, brokerId: delivery.slot };
     if (this.#held.get(delivery.slot) !== delivery) {
@@ -297,22 +304,7 @@ export class StreamSubscription implements Subscription {
       return;
     }
     try {
-      let done = true;
-      if (!('action' in outcome)) done = await this.#settler.deadLetter(delivery, outcome);
-      else if (outcome.action === 'ack') await this.#settler.ack(delivery.stream, delivery.id);
-      else if (outcome.action === 'retry') {
-        done = await this.#settler.retry(delivery, outcome.delayMs, outcome.nextDeliveryCount);
-        this.#upkeep.promoteIn(outcome.delayMs);
-      } else {
-        done = await this.#settler.deadLetter(delivery, {
-          group: this.group,
-          reason: outcome.reason,
-          error: outcome.error,
-          key: outcome.key,
-        });
-      }
-      if (!done)
-        logger.info('oncemq: another member claimed this delivery meanwhile; its settle is dropped', fields);
+      await settle(this.#settler, delivery, result);
     } catch (error) {
       logger.warn('oncemq: settling a delivery failed; it stays pending and comes again', {
         ...fields,

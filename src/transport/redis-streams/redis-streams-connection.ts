@@ -12,7 +12,7 @@ export interface SendOptions {
 /**
  * One connection to Redis as the stream transport drives it: every command is sent as its words, so
  * no option shape of one client can be silently ignored by another (AWS Powertools #5716). Replies
- * come as the client maps them (RESP2 or RESP3); `stream-replies.ts` reads every shape.
+ * come as the client maps them (RESP2 or RESP3); `redis-streams-replies.ts` reads every shape.
  */
 export interface StreamConnection {
   /** Which client drives it, for logs and errors. */

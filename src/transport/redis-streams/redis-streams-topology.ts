@@ -1,8 +1,8 @@
 import { ConfigError } from '../../core/errors.js';
 import type { StartPosition } from '../transport.js';
-import { replyCode, type StreamCommands } from './stream-commands.js';
-import { replyText } from './stream-replies.js';
-import { CHECK } from './stream-scripts.js';
+import { replyCode, type StreamCommands } from './redis-streams-commands.js';
+import { replyText } from './redis-streams-replies.js';
+import { CHECK } from './redis-streams-scripts.js';
 
 /**
  * Makes sure `group` can consume `streams`. With `create`, each missing stream and consumer group is

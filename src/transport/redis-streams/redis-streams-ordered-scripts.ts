@@ -1,4 +1,4 @@
-import { OWNED, StreamScript } from './stream-scripts.js';
+import { OWNED, StreamScript } from './redis-streams-scripts.js';
 
 /**
  * The Lua scripts of ordered groups. Every read, claim and settle of an ordered member first checks,
@@ -53,20 +53,28 @@ return ARGV[1]`,
 );
 
 /**
- * Takes or renews a partition's lease. KEYS: count key, lease. ARGV: count, token, ms.
- * Returns 1 renewed, 2 taken (it was free), 0 another member holds it, -1 the recorded count is another.
+ * One round of a member's leases: checks that the group's recorded count is the member's, then
+ * renews each lease it holds and takes (`SET … PX`) each one nobody holds. KEYS: count key, leases…
+ * ARGV: count, token, ms. Returns -1 when the recorded count is another, else one answer per lease:
+ * 1 held by this member (renewed), 2 taken (it was free), 0 another member holds it.
  */
-export const LEASE = new StreamScript(
-  'lease',
+export const LEASES = new StreamScript(
+  'leases',
   `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local holder = redis.call('GET', KEYS[2])
-if holder == ARGV[2] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-  return 1
+local answers = {}
+for i = 2, #KEYS do
+  local holder = redis.call('GET', KEYS[i])
+  if holder == ARGV[2] then
+    redis.call('PEXPIRE', KEYS[i], ARGV[3])
+    answers[#answers + 1] = 1
+  elseif holder then
+    answers[#answers + 1] = 0
+  else
+    redis.call('SET', KEYS[i], ARGV[2], 'PX', ARGV[3])
+    answers[#answers + 1] = 2
+  end
 end
-if holder then return 0 end
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-return 2`,
+return answers`,
 );
 
 /** Gives a lease up when this member holds it. KEYS: lease. ARGV: token. Returns 1 when released. */

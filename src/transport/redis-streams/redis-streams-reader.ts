@@ -1,6 +1,53 @@
-import type { StreamCommands } from './stream-commands.js';
-import { parseStreams, replyText, type RawEntry } from './stream-replies.js';
-import { deliveryCounts } from './stream-upkeep.js';
+import type { CommandArg, SendOptions } from './redis-streams-connection.js';
+import type { StreamCommands } from './redis-streams-commands.js';
+import { parseStreams, replyText, type RawEntry } from './redis-streams-replies.js';
+import { deliveryCounts } from './redis-streams-upkeep.js';
+
+/**
+ * The reader's own connection (a blocking read holds it: TRANSPORTS.md Redis #8), whose blocking read
+ * the other connection can end at once (`CLIENT UNBLOCK`, as if it timed out). The unordered reader's
+ * `XREADGROUP` and an ordered member's wait for new shard entries both block through it.
+ */
+export class ReaderConnection {
+  #readerId: string | undefined;
+  #blocked = false;
+
+  constructor(
+    private readonly reader: StreamCommands,
+    private readonly commands: StreamCommands,
+    private readonly closing: () => boolean,
+  ) {}
+
+  /** The connection was lost: its client id is another now. */
+  lost(): void {
+    this.#readerId = undefined;
+  }
+
+  /** Ends a blocking read now. */
+  interrupt(): void {
+    if (!this.#blocked || this.#readerId === undefined) return;
+    this.commands.send(['CLIENT', 'UNBLOCK', this.#readerId], 'CLIENT UNBLOCK').catch(() => undefined);
+  }
+
+  /**
+   * Sends a blocking command (its deadline extended by `extraMs`, its block time) that {@link interrupt}
+   * can end; answers undefined without sending it when the member is closing.
+   */
+  async block(
+    args: readonly CommandArg[],
+    what: string,
+    options: SendOptions & { extraMs: number },
+  ): Promise<unknown> {
+    this.#readerId ??= replyText(await this.reader.send(['CLIENT', 'ID'], 'CLIENT ID')) ?? undefined;
+    if (this.closing()) return undefined;
+    this.#blocked = true;
+    try {
+      return await this.reader.send(args, what, options);
+    } finally {
+      this.#blocked = false;
+    }
+  }
+}
 
 /** What a reader needs from its subscription. */
 export interface ReaderSite {
@@ -24,14 +71,14 @@ export interface ReaderSite {
 export class StreamReader {
   /** Streams whose own pending entries are to be read, from the id after the one given. */
   readonly #history = new Map<string, string>();
-  #readerId: string | undefined;
-  #blocked = false;
+  readonly #connection: ReaderConnection;
 
   constructor(
     private readonly reader: StreamCommands,
     private readonly commands: StreamCommands,
     private readonly site: ReaderSite,
   ) {
+    this.#connection = new ReaderConnection(reader, commands, () => site.closing());
     this.rewind();
   }
 
@@ -42,14 +89,13 @@ export class StreamReader {
 
   /** The reader's connection was lost: its client id is another now. */
   lost(): void {
-    this.#readerId = undefined;
+    this.#connection.lost();
     this.rewind();
   }
 
   /** Ends a blocking read now (`CLIENT UNBLOCK`, as if it timed out). */
   interrupt(): void {
-    if (!this.#blocked || this.#readerId === undefined) return;
-    this.commands.send(['CLIENT', 'UNBLOCK', this.#readerId], 'CLIENT UNBLOCK').catch(() => undefined);
+    this.#connection.interrupt();
   }
 
   /** Reads up to `free` entries per stream: pending ones first, else new ones (blocking). */
@@ -81,22 +127,12 @@ export class StreamReader {
 
   async #readNew(free: number): Promise<void> {
     const { streams, blockMs } = this.site;
-    if (this.#readerId === undefined) {
-      this.#readerId = replyText(await this.reader.send(['CLIENT', 'ID'], 'CLIENT ID')) ?? undefined;
-    }
     const generation = this.site.generation();
-    if (this.site.closing()) return;
-    this.#blocked = true;
-    let reply: unknown;
-    try {
-      reply = await this.reader.send(
-        this.#command(free, ['BLOCK', String(blockMs)], streams, () => '>'),
-        'a blocking XREADGROUP',
-        { bytes: true, extraMs: blockMs },
-      );
-    } finally {
-      this.#blocked = false;
-    }
+    const reply = await this.#connection.block(
+      this.#command(free, ['BLOCK', String(blockMs)], streams, () => '>'),
+      'a blocking XREADGROUP',
+      { bytes: true, extraMs: blockMs },
+    );
     // The entries are pending for this consumer whatever happened to the connection meanwhile: after
     // a loss, reading the pending list again hands out each of them once.
     if (generation !== this.site.generation()) return;
