@@ -1,10 +1,10 @@
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
-import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
-import type { RabbitSettings } from './rabbit-config.js';
-import type { RabbitConnection } from './rabbit-connection.js';
-import { RABBIT_SLOTS, slotKey, type RabbitNames } from './rabbit-names.js';
+import { UnconfirmedPublishError, type RabbitChannel } from './rabbitmq-channel.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
+import type { RabbitConnection } from './rabbitmq-connection.js';
+import { RABBIT_SLOTS, slotKey, type RabbitNames } from './rabbitmq-names.js';
 import type { StartPosition } from '../transport.js';
-import { backfillFromLog } from './topic-backfill.js';
+import { backfillFromLog } from './rabbitmq-topic-backfill.js';
 import { partitionOf } from '../partitions.js';
 
 /** How long a member waits for a drain marker's list while other members read it. */

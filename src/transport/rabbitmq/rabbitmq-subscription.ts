@@ -5,13 +5,13 @@ import type { Outcome } from '../../core/outcome.js';
 import type { Processor, StartPosition, SubscribeOptions, Subscription } from '../transport.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, startPosition } from '../transport.js';
 import { wholeNumber } from '../config-checks.js';
-import type { AmqpMessageLike } from './amqp-like.js';
-import { settlesWithin, type RabbitChannel } from './rabbit-channel.js';
-import type { RabbitSettings } from './rabbit-config.js';
-import type { RabbitConnection } from './rabbit-connection.js';
-import { toEnvelope } from './rabbit-message.js';
-import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import type { RabbitTopology } from './rabbit-topology.js';
+import type { AmqpMessageLike } from './rabbitmq-driver.js';
+import { settlesWithin, type RabbitChannel } from './rabbitmq-channel.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
+import type { RabbitConnection } from './rabbitmq-connection.js';
+import { toEnvelope } from './rabbitmq-message.js';
+import { channelKeepAlive, Settler, type Delivery } from './rabbitmq-settler.js';
+import type { RabbitTopology } from './rabbitmq-topology.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** AMQP's prefetch count is an unsigned 16-bit number: concurrency and batch size stay within it. */

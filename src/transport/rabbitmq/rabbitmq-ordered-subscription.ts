@@ -6,12 +6,12 @@ import { wholeNumber } from '../config-checks.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, startPosition } from '../transport.js';
-import type { AmqpMessageLike } from './amqp-like.js';
-import type { RabbitChannel } from './rabbit-channel.js';
-import { toEnvelope } from './rabbit-message.js';
-import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
-import { DRAIN_FENCE_HEADER, NOT_FOUND, replyCode, type OrderedPlan } from './rabbit-topology.js';
+import type { AmqpMessageLike } from './rabbitmq-driver.js';
+import type { RabbitChannel } from './rabbitmq-channel.js';
+import { toEnvelope } from './rabbitmq-message.js';
+import { channelKeepAlive, Settler, type Delivery } from './rabbitmq-settler.js';
+import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbitmq-subscription.js';
+import { DRAIN_FENCE_HEADER, NOT_FOUND, replyCode, type OrderedPlan } from './rabbitmq-topology.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How often a member looks whether the old generation's queues are gone. */

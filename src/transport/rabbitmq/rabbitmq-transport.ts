@@ -13,18 +13,18 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import type { RabbitChannel } from './rabbit-channel.js';
-import { UnconfirmedPublishError } from './rabbit-channel.js';
-import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from './rabbit-config.js';
-import { RabbitConnection } from './rabbit-connection.js';
-import { RabbitDeadLetters } from './rabbit-dead-letters.js';
+import type { RabbitChannel } from './rabbitmq-channel.js';
+import { UnconfirmedPublishError } from './rabbitmq-channel.js';
+import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from './rabbitmq-config.js';
+import { RabbitConnection } from './rabbitmq-connection.js';
+import { RabbitDeadLetters } from './rabbitmq-dead-letters.js';
 import { guardHeaders } from '../header-guard.js';
-import { newBrokerId, rabbitHeaderCheck, TOPIC_HEADER } from './rabbit-message.js';
-import { RABBIT_SLOTS, RabbitNames, slotKey, validTopic } from './rabbit-names.js';
-import { RabbitOrderedSubscription } from './rabbit-ordered-subscription.js';
+import { newBrokerId, rabbitHeaderCheck, TOPIC_HEADER } from './rabbitmq-message.js';
+import { RABBIT_SLOTS, RabbitNames, slotKey, validTopic } from './rabbitmq-names.js';
+import { RabbitOrderedSubscription } from './rabbitmq-ordered-subscription.js';
 import { partitionOf } from '../partitions.js';
-import { RabbitSubscription } from './rabbit-subscription.js';
-import { RabbitTopology } from './rabbit-topology.js';
+import { RabbitSubscription } from './rabbitmq-subscription.js';
+import { RabbitTopology } from './rabbitmq-topology.js';
 
 /** Wait before the n-th new copy of an unconfirmed publish: n times this. */
 const PUBLISH_RETRY_MS = 50;

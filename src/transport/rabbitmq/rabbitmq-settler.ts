@@ -7,18 +7,18 @@ import {
   fitDeadLetter,
   type DeadLetterCause,
 } from '../dead-letters.js';
-import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
-import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
-import type { RabbitSettings } from './rabbit-config.js';
+import type { AmqpMessageLike, AmqpPublishOptions } from './rabbitmq-driver.js';
+import { UnconfirmedPublishError, type RabbitChannel } from './rabbitmq-channel.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
 import {
   copyOptions,
   ORIGINAL_QUEUE_HEADER,
   retryDue,
   retryHeaders,
   TOPIC_HEADER,
-} from './rabbit-message.js';
-import { delayLevel } from './rabbit-names.js';
-import type { RabbitTopology } from './rabbit-topology.js';
+} from './rabbitmq-message.js';
+import { delayLevel } from './rabbitmq-names.js';
+import type { RabbitTopology } from './rabbitmq-topology.js';
 
 /** How often a long handler's lease keeper checks that its delivery's channel is still open. */
 export const KEEP_ALIVE_EVERY_MS = 5_000;
