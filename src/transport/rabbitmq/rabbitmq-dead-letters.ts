@@ -99,7 +99,7 @@ export class RabbitDeadLetters implements DeadLetters {
       const original = headers[ORIGINAL_QUEUE_HEADER];
       const queue =
         /@p\d+(of\d+)?$/.test(original ?? '') && original?.startsWith(`${work}@p`) === true
-          ? await this.#topology.replayQueue(group, original, headers[ORDERING_KEY_HEADER])
+          ? await this.#topology.ordered.replayQueue(group, original, headers[ORDERING_KEY_HEADER])
           : work;
       await channel.publish('', queue, message.content, copyOptions(message, {}, NOT_REPLAYED));
     });

@@ -9,7 +9,8 @@ import type { AmqpMessageLike } from './rabbitmq-driver.js';
 import type { RabbitChannel } from './rabbitmq-channel.js';
 import { RabbitSettler, withEnvelope, type EnvelopedDelivery } from './rabbitmq-settler.js';
 import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbitmq-subscription.js';
-import { DRAIN_FENCE_HEADER, NOT_FOUND, replyCode, type OrderedPlan } from './rabbitmq-topology.js';
+import { DRAIN_FENCE_HEADER, type OrderedPlan } from './rabbitmq-ordered-topology.js';
+import { NOT_FOUND, replyCode } from './rabbitmq-topology.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How often a member looks whether the old generation's queues are gone. */
@@ -151,7 +152,7 @@ export class RabbitOrderedSubscription implements Subscription {
 
   async #consumeOnce(onPartitionChange: 'refuse' | 'drain'): Promise<void> {
     const { topology, connection, settings } = this.#ctx;
-    const plan = await topology.orderedGroup(this.group, this.topics, onPartitionChange);
+    const plan = await topology.ordered.orderedGroup(this.group, this.topics, onPartitionChange);
     const channel = await connection.channel(`consume ${this.group} ordered`, settings.publishTimeoutMs);
     const lane: ChannelLane = { channel, ordered: this.#newLane(), plan, drained: new Set() };
     try {
@@ -211,7 +212,7 @@ export class RabbitOrderedSubscription implements Subscription {
         if (left === 0) break;
         await sleep(DRAIN_POLL_MS);
       }
-      await topology.drainDone(this.group);
+      await topology.ordered.drainDone(this.group);
       if (!this.#current(lane)) return;
       settings.logger.info('oncemq: an ordered group was drained to its new partitions', {
         group: this.group,
@@ -246,7 +247,7 @@ export class RabbitOrderedSubscription implements Subscription {
     lane.drained.add(queue);
     lane.channel.ack(message);
     try {
-      await this.#ctx.topology.deleteDrained(queue);
+      await this.#ctx.topology.ordered.deleteDrained(queue);
     } catch (error) {
       lane.drained.delete(queue);
       this.#ctx.settings.logger.warn('oncemq: deleting a drained partition queue failed', {
@@ -263,7 +264,7 @@ export class RabbitOrderedSubscription implements Subscription {
       if (lane.drained.has(queue) || lane.plan.draining.includes(queue)) return;
       // The server cancelled a consumer (a queue deleted, a node lost): declare and consume again.
       this.#ctx.topology.forget(queue);
-      this.#ctx.topology.forgetOrdered(this.group);
+      this.#ctx.topology.ordered.forgetOrdered(this.group);
       void lane.channel.close();
       return;
     }
