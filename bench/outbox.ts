@@ -25,7 +25,7 @@ import { postgresDialect } from '../src/ledger/postgres/postgres-dialect.js';
 import { createOutbox, type Outbox } from '../src/outbox/outbox.js';
 import { createRelay } from '../src/outbox/relay.js';
 import { NatsTransport } from '../src/transport/nats/nats-transport.js';
-import { RabbitTransport } from '../src/transport/rabbitmq/rabbit-transport.js';
+import { RabbitTransport } from '../src/transport/rabbitmq/rabbitmq-transport.js';
 import type { Transport } from '../src/transport/transport.js';
 import { summarize, type BenchResult, type Suite } from './harness.js';
 

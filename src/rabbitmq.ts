@@ -3,15 +3,15 @@
  *
  * @module oncemq/rabbitmq
  */
-export { RabbitTransport } from './transport/rabbitmq/rabbit-transport.js';
+export { RabbitTransport } from './transport/rabbitmq/rabbitmq-transport.js';
 export {
   DEFAULT_RABBIT_TRANSPORT_CONFIG,
   DEFAULT_RABBITMQ_DELAY_LEVELS,
-} from './transport/rabbitmq/rabbit-config.js';
-export type { RabbitTransportConfig } from './transport/rabbitmq/rabbit-config.js';
-export type { RabbitSubscription } from './transport/rabbitmq/rabbit-subscription.js';
-export { UnconfirmedPublishError } from './transport/rabbitmq/rabbit-channel.js';
-export type { UnconfirmedReason } from './transport/rabbitmq/rabbit-channel.js';
+} from './transport/rabbitmq/rabbitmq-config.js';
+export type { RabbitTransportConfig } from './transport/rabbitmq/rabbitmq-config.js';
+export type { RabbitSubscription } from './transport/rabbitmq/rabbitmq-subscription.js';
+export { UnconfirmedPublishError } from './transport/rabbitmq/rabbitmq-channel.js';
+export type { UnconfirmedReason } from './transport/rabbitmq/rabbitmq-channel.js';
 export type {
   AmqpChannelLike,
   AmqpConnectionLike,
@@ -20,4 +20,4 @@ export type {
   AmqpModelLike,
   AmqpProperties,
   AmqpPublishOptions,
-} from './transport/rabbitmq/amqp-like.js';
+} from './transport/rabbitmq/rabbitmq-driver.js';

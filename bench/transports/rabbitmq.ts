@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import amqplib from 'amqplib';
 import { resolveServiceUrl } from '../../src/cli/connection.js';
-import { RabbitTransport } from '../../src/transport/rabbitmq/rabbit-transport.js';
+import { RabbitTransport } from '../../src/transport/rabbitmq/rabbitmq-transport.js';
 import { TOPIC } from '../points-db.js';
 import { inWindows, PUBLISH_WINDOW, type TransportTarget } from '../transport-target.js';
 import { PushBatcher } from './push-batcher.js';

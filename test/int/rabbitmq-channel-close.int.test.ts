@@ -9,9 +9,9 @@ import { SILENT_LOGGER } from '../../src/core/logger.js';
 import { RabbitTransport } from 'oncemq/rabbitmq';
 import type { Logger } from '../../src/core/logger.js';
 import { outcomeFor, waitFor } from '../../src/testing/transport-conformance-fixture.js';
-import { RabbitChannel } from '../../src/transport/rabbitmq/rabbit-channel.js';
-import { rabbitSettings } from '../../src/transport/rabbitmq/rabbit-config.js';
-import { RabbitConnection } from '../../src/transport/rabbitmq/rabbit-connection.js';
+import { RabbitChannel } from '../../src/transport/rabbitmq/rabbitmq-channel.js';
+import { rabbitSettings } from '../../src/transport/rabbitmq/rabbitmq-config.js';
+import { RabbitConnection } from '../../src/transport/rabbitmq/rabbitmq-connection.js';
 import { deleteTopology, findRabbit, scratchPrefix, throughProxy } from '../support/rabbitmq.js';
 
 const service = await findRabbit();

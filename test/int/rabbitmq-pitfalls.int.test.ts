@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KEY_HEADER, TransportUnavailableError, UNIQUE_ID_HEADER, type Envelope } from 'oncemq';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
 import { UnconfirmedPublishError, type RabbitSubscription } from 'oncemq/rabbitmq';
-import { TOPIC_HEADER } from '../../src/transport/rabbitmq/rabbit-message.js';
+import { TOPIC_HEADER } from '../../src/transport/rabbitmq/rabbitmq-message.js';
 import { outcomeFor, sleep, waitFor, type Answer } from '../../src/testing/transport-conformance-fixture.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 

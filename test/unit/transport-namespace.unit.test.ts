@@ -5,7 +5,7 @@ import { RocketMQTransport } from 'oncemq/rocketmq';
 import type { Envelope } from 'oncemq';
 import { TransportNamespace } from '../../src/transport/namespace.js';
 import { startPosition } from '../../src/transport/transport.js';
-import { rabbitSettings } from '../../src/transport/rabbitmq/rabbit-config.js';
+import { rabbitSettings } from '../../src/transport/rabbitmq/rabbitmq-config.js';
 import { resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
 
 describe('namespaces', () => {

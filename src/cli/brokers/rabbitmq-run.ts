@@ -1,12 +1,12 @@
 import type { RunTransport } from '../run-transports.js';
 import { loadDriver } from '../stores.js';
-import type { AmqpConnectionLike } from '../../transport/rabbitmq/amqp-like.js';
+import type { AmqpConnectionLike } from '../../transport/rabbitmq/rabbitmq-driver.js';
 import {
   DEFAULT_RABBIT_TRANSPORT_CONFIG,
   DEFAULT_RABBITMQ_DELAY_LEVELS,
-} from '../../transport/rabbitmq/rabbit-config.js';
-import { RabbitNames } from '../../transport/rabbitmq/rabbit-names.js';
-import { RabbitTransport } from '../../transport/rabbitmq/rabbit-transport.js';
+} from '../../transport/rabbitmq/rabbitmq-config.js';
+import { RabbitNames } from '../../transport/rabbitmq/rabbitmq-names.js';
+import { RabbitTransport } from '../../transport/rabbitmq/rabbitmq-transport.js';
 import { parseDuration } from '../../core/duration.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 

@@ -1,6 +1,6 @@
 import { resolveServiceUrl } from '../connection.js';
 import type { ToolTransportOptions } from '../transports.js';
-import { RabbitTransport } from '../../transport/rabbitmq/rabbit-transport.js';
+import { RabbitTransport } from '../../transport/rabbitmq/rabbitmq-transport.js';
 
 /**
  * Opens RabbitMQ for a tool (`oncemq dlq --transport rabbitmq`): topology `check`, so nothing is

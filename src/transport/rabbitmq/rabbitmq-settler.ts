@@ -1,24 +1,26 @@
 import type { DeliveryKeepAlive, Envelope } from '../../core/envelope.js';
 import { TransportUnavailableError } from '../../core/errors.js';
-import { MAX_RETRY_DELAY_MS, type Outcome } from '../../core/outcome.js';
+import { MAX_RETRY_DELAY_MS } from '../../core/outcome.js';
 import {
   DEAD_LETTER_HEADER_NAMES,
   deadLetterHeaders,
   fitDeadLetter,
   type DeadLetterCause,
 } from '../dead-letters.js';
-import type { AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
-import { UnconfirmedPublishError, type RabbitChannel } from './rabbit-channel.js';
-import type { RabbitSettings } from './rabbit-config.js';
+import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
+import type { AmqpMessageLike, AmqpPublishOptions } from './rabbitmq-driver.js';
+import { UnconfirmedPublishError, type RabbitChannel } from './rabbitmq-channel.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
 import {
   copyOptions,
   ORIGINAL_QUEUE_HEADER,
   retryDue,
   retryHeaders,
   TOPIC_HEADER,
-} from './rabbit-message.js';
-import { delayLevel } from './rabbit-names.js';
-import type { RabbitTopology } from './rabbit-topology.js';
+  toEnvelope,
+} from './rabbitmq-message.js';
+import { delayLevel } from './rabbitmq-names.js';
+import type { RabbitTopology } from './rabbitmq-topology.js';
 
 /** How often a long handler's lease keeper checks that its delivery's channel is still open. */
 export const KEEP_ALIVE_EVERY_MS = 5_000;
@@ -40,8 +42,25 @@ export interface Delivery {
   settled: boolean;
 }
 
-/** What became of a settle. */
-export type SettleResult = 'settled' | 'stale';
+/** A delivery with the envelope made of it: what the settler acts on. */
+export interface EnvelopedDelivery extends Delivery {
+  readonly envelope: Envelope;
+}
+
+/**
+ * Gives `delivery` its envelope (the same object, so that `settled` stays one flag), with a keep-alive
+ * that watches the delivery's channel.
+ */
+export function withEnvelope(delivery: Delivery): EnvelopedDelivery {
+  return Object.assign(delivery, { envelope: toEnvelope(delivery.message, channelKeepAlive(delivery)) });
+}
+
+/**
+ * What became of a settle: `settled` (acked, after its copy was confirmed), `stale` (its channel
+ * closed: nothing sent, the broker delivers it again) or `unsettled` (the processor threw: left for
+ * the subscription to hand back after a backoff).
+ */
+export type SettleResult = 'settled' | 'stale' | 'unsettled';
 
 /**
  * Keeps a delivery while its handler runs: RabbitMQ holds an unacked delivery for its channel's
@@ -67,9 +86,10 @@ export function channelKeepAlive(delivery: Delivery): DeliveryKeepAlive {
  * copy in the delay level's retry queue carrying `nextDeliveryCount`, and acks the original once the
  * copy is confirmed; `dead-letter` stores a copy in the group's dead-letter queue with the standard
  * dead-letter headers, confirmed before the ack. A delivery whose channel closed is stale: nothing
- * is sent (its tag is dead), the broker delivers it again.
+ * is sent (its tag is dead), the broker delivers it again. Each answers a {@link SettleResult}, and
+ * rejects when a copy was not confirmed (nothing acked).
  */
-export class Settler {
+export class RabbitSettler implements Settler<EnvelopedDelivery, Promise<SettleResult>> {
   readonly #settings: RabbitSettings;
   readonly #topology: RabbitTopology;
   readonly #group: string;
@@ -80,24 +100,42 @@ export class Settler {
     this.#group = group;
   }
 
-  /** Settles one delivery as `outcome` says. Rejects when a copy was not confirmed (nothing acked). */
-  async settle(delivery: Delivery, envelope: Envelope, outcome: Outcome): Promise<SettleResult> {
+  /** Acks the delivery. */
+  ack(delivery: EnvelopedDelivery): Promise<SettleResult> {
+    return this.#settle(delivery, () => Promise.resolve());
+  }
+
+  /** Stores a copy in the retry queue of the outcome's delay, confirmed, then acks the delivery. */
+  retry(delivery: EnvelopedDelivery, outcome: RetryOutcome): Promise<SettleResult> {
+    return this.#settle(delivery, () =>
+      this.#retry(delivery, delivery.envelope, outcome.delayMs, outcome.nextDeliveryCount),
+    );
+  }
+
+  /** Stores a dead-letter copy with the outcome's reason, confirmed, then acks the delivery. */
+  deadLetter(delivery: EnvelopedDelivery, outcome: DeadLetterOutcome): Promise<SettleResult> {
+    return this.#settle(delivery, () =>
+      this.#deadLetter(delivery, delivery.envelope, {
+        group: this.#group,
+        reason: outcome.reason,
+        error: outcome.error,
+        key: outcome.key,
+      }),
+    );
+  }
+
+  /**
+   * Sends nothing: the delivery stays unacked, and the subscription hands it back to its queue after
+   * a backoff (RabbitMQ has no delayed redelivery of an unacked message).
+   */
+  fail(): Promise<SettleResult> {
+    return Promise.resolve('unsettled');
+  }
+
+  /** Stores what the outcome asks for (`store`), then acks; a stale delivery is neither. */
+  async #settle(delivery: Delivery, store: () => Promise<void>): Promise<SettleResult> {
     if (delivery.settled || !delivery.channel.open) return this.#stale(delivery);
-    switch (outcome.action) {
-      case 'ack':
-        break;
-      case 'retry':
-        await this.#retry(delivery, envelope, outcome.delayMs, outcome.nextDeliveryCount);
-        break;
-      case 'dead-letter':
-        await this.#deadLetter(delivery, envelope, {
-          group: this.#group,
-          reason: outcome.reason,
-          error: outcome.error,
-          key: outcome.key,
-        });
-        break;
-    }
+    await store();
     return this.#ack(delivery);
   }
 

@@ -1,8 +1,7 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
-import { ClosedError, ConfigError, errorText } from '../../core/errors.js';
-import { validateGroup } from '../../core/group.js';
+import { ClosedError, errorText } from '../../core/errors.js';
 import {
   toProcessor,
   UNIQUE_ID_HEADER,
@@ -13,18 +12,19 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import type { RabbitChannel } from './rabbit-channel.js';
-import { UnconfirmedPublishError } from './rabbit-channel.js';
-import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from './rabbit-config.js';
-import { RabbitConnection } from './rabbit-connection.js';
-import { RabbitDeadLetters } from './rabbit-dead-letters.js';
+import type { RabbitChannel } from './rabbitmq-channel.js';
+import { UnconfirmedPublishError } from './rabbitmq-channel.js';
+import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from './rabbitmq-config.js';
+import { RabbitConnection } from './rabbitmq-connection.js';
+import { RabbitDeadLetters } from './rabbitmq-dead-letters.js';
 import { guardHeaders } from '../header-guard.js';
-import { newBrokerId, rabbitHeaderCheck, TOPIC_HEADER } from './rabbit-message.js';
-import { RABBIT_SLOTS, RabbitNames, slotKey, validTopic } from './rabbit-names.js';
-import { RabbitOrderedSubscription } from './rabbit-ordered-subscription.js';
+import { newBrokerId, rabbitHeaderCheck, TOPIC_HEADER } from './rabbitmq-message.js';
+import { RABBIT_SLOTS, RabbitNames, slotKey, validTopic } from './rabbitmq-names.js';
+import { RabbitOrderedSubscription } from './rabbitmq-ordered-subscription.js';
 import { partitionOf } from '../partitions.js';
-import { RabbitSubscription } from './rabbit-subscription.js';
-import { RabbitTopology } from './rabbit-topology.js';
+import { MAX_PREFETCH, RabbitSubscription } from './rabbitmq-subscription.js';
+import { checkSubscribe } from '../subscribe-options.js';
+import { RabbitTopology } from './rabbitmq-topology.js';
 
 /** Wait before the n-th new copy of an unconfirmed publish: n times this. */
 const PUBLISH_RETRY_MS = 50;
@@ -210,25 +210,33 @@ export class RabbitTransport implements Transport {
     options: SubscribeOptions = {},
   ): Promise<RabbitSubscription | RabbitOrderedSubscription> {
     this.#refuseClosed();
-    validateGroup(group);
-    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
-    for (const topic of topics) validTopic(topic);
-    const target = guardHeaders(
-      toProcessor(processor),
-      group,
-      rabbitHeaderCheck(topics),
-      this.settings.logger,
-    );
+    const own = toProcessor(processor);
+    const checked = checkSubscribe(group, topics, own, options, {
+      topic: (topic) => void validTopic(topic),
+      maxBatchSize: MAX_PREFETCH,
+      noEarliest: this.#noEarliest(options.ordering !== undefined),
+    });
+    const target = guardHeaders(own, group, rabbitHeaderCheck(topics), this.settings.logger);
     await this.init();
     const ctx = { settings: this.settings, connection: this.#connection, topology: this.#topology };
     const subscription =
       options.ordering === undefined
-        ? new RabbitSubscription(ctx, group, topics, target, options)
-        : new RabbitOrderedSubscription(ctx, group, topics, target, options);
+        ? new RabbitSubscription(ctx, checked, target, options.consumerName)
+        : new RabbitOrderedSubscription(ctx, checked, target, options.consumerName);
     await subscription.start();
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);
     return subscription;
+  }
+
+  /** Why a new group cannot start at `earliest` here, if it cannot. */
+  #noEarliest(ordered: boolean): string | undefined {
+    if (ordered) {
+      return 'an ordered group on RabbitMQ starts with what is published after its partition queues exist (copies from the topic log would land behind later messages of their key)';
+    }
+    return this.settings.retentionMs === false
+      ? 'this RabbitMQ transport keeps no topic logs (retention: false), so a new group cannot get what was published before its queue existed'
+      : undefined;
   }
 
   #refuseClosed(): void {

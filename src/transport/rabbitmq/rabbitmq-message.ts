@@ -8,7 +8,7 @@ import {
 } from '../../core/envelope.js';
 import { checkDeliveryCount, checkNamedTopic, checkRetryDue, type HeaderCheck } from '../header-guard.js';
 import { HeaderText, NON_KEY } from '../../core/header-text.js';
-import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
+import type { AmqpHeaders, AmqpMessageLike, AmqpPublishOptions } from './rabbitmq-driver.js';
 
 /** Header carrying the topic, which a retry copy's routing key (its work queue) no longer shows. */
 export const TOPIC_HEADER = 'oncemq-topic';

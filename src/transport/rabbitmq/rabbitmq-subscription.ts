@@ -1,21 +1,21 @@
 import { hostname } from 'node:os';
 import type { Envelope } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
-import type { Outcome } from '../../core/outcome.js';
-import type { Processor, StartPosition, SubscribeOptions, Subscription } from '../transport.js';
-import { DEFAULT_SUBSCRIBE_OPTIONS, startPosition } from '../transport.js';
+import type { Processor, StartPosition, Subscription } from '../transport.js';
+import type { CheckedSubscribe } from '../subscribe-options.js';
 import { wholeNumber } from '../config-checks.js';
-import type { AmqpMessageLike } from './amqp-like.js';
-import { settlesWithin, type RabbitChannel } from './rabbit-channel.js';
-import type { RabbitSettings } from './rabbit-config.js';
-import type { RabbitConnection } from './rabbit-connection.js';
-import { toEnvelope } from './rabbit-message.js';
-import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import type { RabbitTopology } from './rabbit-topology.js';
+import type { AmqpMessageLike } from './rabbitmq-driver.js';
+import { settlesWithin, type RabbitChannel } from './rabbitmq-channel.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
+import type { RabbitConnection } from './rabbitmq-connection.js';
+import { RabbitSettler, withEnvelope, type Delivery } from './rabbitmq-settler.js';
+import { processAndSettleBatch } from '../settle-batch.js';
+import { settle, type DeliveryResult } from '../settler.js';
+import type { RabbitTopology } from './rabbitmq-topology.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** AMQP's prefetch count is an unsigned 16-bit number: concurrency and batch size stay within it. */
-const MAX_PREFETCH = 65535;
+export const MAX_PREFETCH = 65535;
 
 /** Most times in a row the failure backoff doubles. */
 const MAX_BACKOFF_DOUBLINGS = 4;
@@ -96,7 +96,7 @@ export class RabbitSubscription implements Subscription {
   readonly topics: readonly string[];
   readonly #ctx: RabbitSubscriptionContext;
   readonly #processor: Processor;
-  readonly #settler: Settler;
+  readonly #settler: RabbitSettler;
   readonly #concurrency: number;
   readonly #batchSize: number;
   readonly #consumerName: string;
@@ -115,34 +115,23 @@ export class RabbitSubscription implements Subscription {
   /** Channels opened for this member so far (1 + recoveries). */
   channels = 0;
 
-  /** @internal made by the transport's `subscribe()` */
+  /** @internal made by the transport's `subscribe()`, after `checkSubscribe` */
   constructor(
     ctx: RabbitSubscriptionContext,
-    group: string,
-    topics: readonly string[],
+    subscribe: CheckedSubscribe,
     processor: Processor,
-    options: SubscribeOptions = {},
+    consumerName = `${hostname()}:${process.pid}`,
   ) {
+    const { group } = subscribe;
     this.#ctx = ctx;
     this.group = group;
-    this.topics = Object.freeze([...topics]);
+    this.topics = subscribe.topics;
     this.#processor = processor;
-    this.#settler = new Settler(ctx.settings, ctx.topology, group);
-    this.#concurrency = wholeNumber(
-      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-      'concurrency',
-      1,
-      MAX_PREFETCH,
-    );
-    const batchSize = wholeNumber(options.batchSize ?? this.#concurrency, 'batchSize', 1, MAX_PREFETCH);
-    this.#batchSize = processor.processBatch === undefined ? 1 : Math.min(batchSize, this.#concurrency);
-    this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
-    this.#from = startPosition(
-      options,
-      ctx.settings.retentionMs === false
-        ? 'this RabbitMQ transport keeps no topic logs (retention: false), so a new group cannot get what was published before its queue existed'
-        : undefined,
-    );
+    this.#settler = new RabbitSettler(ctx.settings, ctx.topology, group);
+    this.#concurrency = wholeNumber(subscribe.concurrency, 'concurrency', 1, MAX_PREFETCH);
+    this.#batchSize = subscribe.batchSize;
+    this.#consumerName = consumerName;
+    this.#from = subscribe.from;
     this.#recovery = new ConsumeAgain(
       ctx,
       group,
@@ -243,41 +232,44 @@ export class RabbitSubscription implements Subscription {
         if (!(await this.#parked(delivery))) due.push(delivery);
       }
       if (due.length === 0) return;
-      const envelopes = due.map((delivery) => toEnvelope(delivery.message, channelKeepAlive(delivery)));
-      let outcomes: readonly Outcome[];
-      try {
-        outcomes =
-          due.length > 1 && this.#processor.processBatch !== undefined
-            ? await this.#processor.processBatch(envelopes)
-            : [await this.#processor.process(envelopes[0] as Envelope)];
-      } catch (error) {
-        release -= due.length;
-        this.#failed(due, error);
-        return;
-      }
       const failed: Delivery[] = [];
-      for (const [index, delivery] of due.entries()) {
-        const outcome = outcomes[index];
-        try {
-          if (outcome === undefined)
-            throw new Error(`processBatch answered no outcome for delivery ${index}`);
-          await this.#settler.settle(delivery, envelopes[index] as Envelope, outcome);
-        } catch (error) {
-          failed.push(delivery);
-          this.#ctx.settings.logger.error('oncemq: could not settle a delivery at RabbitMQ', {
-            group: this.group,
-            error: errorText(error),
-          });
-        }
-      }
+      let thrown: unknown;
+      const settleable = due.map((delivery) => {
+        const enveloped = withEnvelope(delivery);
+        return {
+          envelope: enveloped.envelope,
+          settle: async (result: DeliveryResult): Promise<void> => {
+            try {
+              if ((await settle(this.#settler, enveloped, result)) !== 'unsettled') return;
+              if ('error' in result) thrown ??= result.error;
+            } catch (error) {
+              this.#ctx.settings.logger.error('oncemq: could not settle a delivery at RabbitMQ', {
+                group: this.group,
+                error: errorText(error),
+              });
+            }
+            failed.push(delivery);
+          },
+        };
+      });
+      await processAndSettleBatch(this.#processBatch(due.length), settleable);
       if (failed.length > 0) {
         release -= failed.length;
-        this.#failed(failed, undefined);
+        this.#failed(failed, thrown);
       } else this.#failures = 0;
     } finally {
       this.#active -= release;
       this.#pump();
     }
+  }
+
+  /** `processBatch` for more than one delivery where the processor has it, else `process` of the one. */
+  #processBatch(size: number): NonNullable<Processor['processBatch']> {
+    const processor = this.#processor;
+    if (size > 1 && processor.processBatch !== undefined) {
+      return (envelopes) => (processor.processBatch as NonNullable<Processor['processBatch']>)(envelopes);
+    }
+    return async (envelopes) => [await processor.process(envelopes[0] as Envelope)];
   }
 
   /** A retry copy not due yet goes round again (false when it is due, or could not be parked). */

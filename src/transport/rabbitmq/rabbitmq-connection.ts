@@ -1,8 +1,8 @@
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
-import type { AmqpConnect, AmqpConnectionLike, AmqpModelLike } from './amqp-like.js';
-import { RabbitChannel, settlesWithin } from './rabbit-channel.js';
-import type { RabbitSettings } from './rabbit-config.js';
+import type { AmqpConnect, AmqpConnectionLike, AmqpModelLike } from './rabbitmq-driver.js';
+import { RabbitChannel, settlesWithin } from './rabbitmq-channel.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
 
 /** Tries at opening the transport's own connection before start-up fails. */
 export const INITIAL_CONNECT_RETRIES = 3;

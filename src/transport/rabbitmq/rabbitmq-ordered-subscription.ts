@@ -1,17 +1,16 @@
 import { hostname } from 'node:os';
-import { checkOrderingOptions, GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
-import type { Envelope } from '../../core/envelope.js';
+import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
 import { ConfigError, errorText } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
-import type { Outcome } from '../../core/outcome.js';
-import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
-import { DEFAULT_SUBSCRIBE_OPTIONS, startPosition } from '../transport.js';
-import type { AmqpMessageLike } from './amqp-like.js';
-import type { RabbitChannel } from './rabbit-channel.js';
-import { toEnvelope } from './rabbit-message.js';
-import { channelKeepAlive, Settler, type Delivery } from './rabbit-settle.js';
-import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbit-subscription.js';
-import { DRAIN_FENCE_HEADER, NOT_FOUND, replyCode, type OrderedPlan } from './rabbit-topology.js';
+import { settleOutcome } from '../settler.js';
+import type { CheckedSubscribe } from '../subscribe-options.js';
+import type { OrderingOptions, Processor, Subscription } from '../transport.js';
+import type { AmqpMessageLike } from './rabbitmq-driver.js';
+import type { RabbitChannel } from './rabbitmq-channel.js';
+import { RabbitSettler, withEnvelope, type EnvelopedDelivery } from './rabbitmq-settler.js';
+import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbitmq-subscription.js';
+import { DRAIN_FENCE_HEADER, type OrderedPlan } from './rabbitmq-ordered-topology.js';
+import { NOT_FOUND, replyCode } from './rabbitmq-topology.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How often a member looks whether the old generation's queues are gone. */
@@ -30,12 +29,11 @@ class DrainedUnderUs extends Error {
   }
 }
 
-/** The deliveries of one channel and the gate that orders them; both end with the channel. */
-interface Lane {
+/** The ordered lane of one channel, and what the member keeps beside it; all end with the channel. */
+interface ChannelLane {
   readonly channel: RabbitChannel;
-  readonly gate: OrderingGate;
-  /** Deliveries in the gate by broker id, oldest first (a retry runs the same delivery again). */
-  readonly deliveries: Map<string, Delivery[]>;
+  /** The gate and the deliveries it holds, by broker id. */
+  readonly ordered: OrderedLane<EnvelopedDelivery>;
   /** What the lane consumes. */
   readonly plan: OrderedPlan;
   /** Queues whose fence this lane reached and deleted (their consumer's cancel is expected). */
@@ -46,7 +44,7 @@ interface Lane {
  * One member of an ordered group. It consumes every partition queue of the group on one channel;
  * each partition queue has a single active consumer, so one member at a time takes a partition's
  * messages, in queue order, and the next member waiting takes over when it leaves. Deliveries go
- * through an {@link OrderingGate}: one ordering key at a time, retried in place, never to a retry
+ * through an {@link OrderedLane}: one ordering key at a time, retried in place, never to a retry
  * queue. A delivery is settled (acked, or its dead-letter copy confirmed and acked) before the next
  * one of its key starts. When the channel is lost the gate is closed: what waited in it is left to
  * the broker, which delivers it again, in order, to whichever member is then active.
@@ -56,44 +54,34 @@ export class RabbitOrderedSubscription implements Subscription {
   readonly topics: readonly string[];
   readonly #ctx: RabbitSubscriptionContext;
   readonly #processor: Processor;
-  readonly #options: SubscribeOptions;
-  readonly #settler: Settler;
+  readonly #ordering: OrderingOptions;
+  readonly #settler: RabbitSettler;
   readonly #concurrency: number;
   readonly #consumerName: string;
-  readonly #lanes = new Set<Lane>();
-  #lane: Lane | undefined;
+  readonly #lanes = new Set<ChannelLane>();
+  #lane: ChannelLane | undefined;
   #running = true;
   readonly #recovery: ConsumeAgain;
   #onClose: (() => void) | undefined;
   /** Channels opened for this member so far (1 + recoveries). */
   channels = 0;
 
+  /** @internal made by the transport's `subscribe()`, after `checkSubscribe` */
   constructor(
     ctx: RabbitSubscriptionContext,
-    group: string,
-    topics: readonly string[],
+    subscribe: CheckedSubscribe,
     processor: Processor,
-    options: SubscribeOptions,
+    consumerName = `${hostname()}:${process.pid}`,
   ) {
+    const { group } = subscribe;
     this.#ctx = ctx;
     this.group = group;
-    this.topics = Object.freeze([...topics]);
+    this.topics = subscribe.topics;
     this.#processor = processor;
-    this.#options = options;
-    this.#settler = new Settler(ctx.settings, ctx.topology, group);
-    this.#concurrency = wholeNumber(
-      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-      'concurrency',
-      1,
-      MAX_ORDERED_CONCURRENCY,
-    );
-    this.#consumerName = options.consumerName ?? `${hostname()}:${process.pid}`;
-    checkOrderingOptions(options.ordering ?? {});
-    // An ordered group starts with what is published after its partition queues exist (docs/transports/rabbitmq.md).
-    startPosition(
-      options,
-      'an ordered group on RabbitMQ starts with what is published after its partition queues exist (copies from the topic log would land behind later messages of their key)',
-    );
+    this.#ordering = subscribe.ordering ?? {};
+    this.#settler = new RabbitSettler(ctx.settings, ctx.topology, group);
+    this.#concurrency = wholeNumber(subscribe.concurrency, 'concurrency', 1, MAX_ORDERED_CONCURRENCY);
+    this.#consumerName = consumerName;
     this.#recovery = new ConsumeAgain(
       ctx,
       group,
@@ -112,16 +100,20 @@ export class RabbitOrderedSubscription implements Subscription {
     await this.#consume();
   }
 
-  /** A gate whose final outcomes are settled on the deliveries of its own channel. */
-  #newGate(deliveries: Map<string, Delivery[]>): OrderingGate {
-    return new OrderingGate(
-      { process: (envelope) => this.#processAndSettle(deliveries, envelope) },
-      {
-        ...this.#options.ordering,
-        concurrency: this.#concurrency,
-        logger: this.#ctx.settings.logger,
-      },
-    );
+  /** A lane whose final outcomes are settled on the deliveries of its own channel. */
+  #newLane(): OrderedLane<EnvelopedDelivery> {
+    return new OrderedLane<EnvelopedDelivery>({
+      ordering: this.#ordering,
+      concurrency: this.#concurrency,
+      logger: this.#ctx.settings.logger,
+      attempt: async (lane, envelope) =>
+        settleBeforeAnswer(
+          lane.gate,
+          await this.#processor.process(envelope),
+          lane.current(envelope.brokerId),
+          (delivery, outcome) => settleOutcome(this.#settler, delivery, outcome),
+        ),
+    });
   }
 
   /**
@@ -146,7 +138,7 @@ export class RabbitOrderedSubscription implements Subscription {
   /** Why the member stopped by itself (its group's partition count changed under it), if it did. */
   failure: ConfigError | undefined;
 
-  async #consume(onPartitionChange = this.#options.ordering?.onPartitionChange ?? 'refuse'): Promise<void> {
+  async #consume(onPartitionChange = this.#ordering.onPartitionChange ?? 'refuse'): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.#consumeOnce(onPartitionChange);
@@ -161,10 +153,9 @@ export class RabbitOrderedSubscription implements Subscription {
 
   async #consumeOnce(onPartitionChange: 'refuse' | 'drain'): Promise<void> {
     const { topology, connection, settings } = this.#ctx;
-    const plan = await topology.orderedGroup(this.group, this.topics, onPartitionChange);
+    const plan = await topology.ordered.orderedGroup(this.group, this.topics, onPartitionChange);
     const channel = await connection.channel(`consume ${this.group} ordered`, settings.publishTimeoutMs);
-    const deliveries = new Map<string, Delivery[]>();
-    const lane: Lane = { channel, gate: this.#newGate(deliveries), deliveries, plan, drained: new Set() };
+    const lane: ChannelLane = { channel, ordered: this.#newLane(), plan, drained: new Set() };
     try {
       // A connection cut while these wait for their reply fails them with the transport's error.
       await channel.call('prefetch', (raw) =>
@@ -183,12 +174,12 @@ export class RabbitOrderedSubscription implements Subscription {
         }
       }
     } catch (error) {
-      lane.gate.close();
+      lane.ordered.close();
       await channel.close();
       throw error;
     }
     if (!this.#running) {
-      lane.gate.close();
+      lane.ordered.close();
       await channel.close();
       return;
     }
@@ -198,7 +189,7 @@ export class RabbitOrderedSubscription implements Subscription {
     if (plan.draining.length > 0) void this.#afterDrain(lane);
   }
 
-  async #consumeQueue(lane: Lane, queue: string): Promise<void> {
+  async #consumeQueue(lane: ChannelLane, queue: string): Promise<void> {
     await lane.channel.call('consume', (raw) =>
       raw.consume(queue, (message) => this.#receive(lane, queue, message), {
         noAck: false,
@@ -212,7 +203,7 @@ export class RabbitOrderedSubscription implements Subscription {
    * reached its fence), then ends the drain and consumes the new partitions: a key's messages in the
    * new generation start only after all of its old ones were settled.
    */
-  async #afterDrain(lane: Lane): Promise<void> {
+  async #afterDrain(lane: ChannelLane): Promise<void> {
     const { topology, settings } = this.#ctx;
     try {
       for (;;) {
@@ -222,7 +213,7 @@ export class RabbitOrderedSubscription implements Subscription {
         if (left === 0) break;
         await sleep(DRAIN_POLL_MS);
       }
-      await topology.drainDone(this.group);
+      await topology.ordered.drainDone(this.group);
       if (!this.#current(lane)) return;
       settings.logger.info('oncemq: an ordered group was drained to its new partitions', {
         group: this.group,
@@ -238,7 +229,7 @@ export class RabbitOrderedSubscription implements Subscription {
   }
 
   /** Whether `lane` is still the member's consuming lane. */
-  #current(lane: Lane): boolean {
+  #current(lane: ChannelLane): boolean {
     return lane.channel.open && this.#lane === lane;
   }
 
@@ -247,15 +238,17 @@ export class RabbitOrderedSubscription implements Subscription {
    * this lane is settled, the queue holds nothing published before the drain; it is deleted. A
    * member whose own partitions were retired so consumes again, and finds the new count.
    */
-  async #fence(lane: Lane, queue: string, message: AmqpMessageLike): Promise<void> {
-    const earlier = (): boolean =>
-      [...lane.deliveries.values()].some((list) => list.some((delivery) => delivery.queue === queue));
+  async #fence(lane: ChannelLane, queue: string, message: AmqpMessageLike): Promise<void> {
+    const earlier = (): boolean => {
+      for (const delivery of lane.ordered.held()) if (delivery.queue === queue) return true;
+      return false;
+    };
     while (lane.channel.open && earlier()) await sleep(20);
     if (!lane.channel.open) return;
     lane.drained.add(queue);
     lane.channel.ack(message);
     try {
-      await this.#ctx.topology.deleteDrained(queue);
+      await this.#ctx.topology.ordered.deleteDrained(queue);
     } catch (error) {
       lane.drained.delete(queue);
       this.#ctx.settings.logger.warn('oncemq: deleting a drained partition queue failed', {
@@ -266,13 +259,13 @@ export class RabbitOrderedSubscription implements Subscription {
     if (lane.plan.queues.includes(queue)) void lane.channel.close();
   }
 
-  #receive(lane: Lane, queue: string, message: AmqpMessageLike | null): void {
+  #receive(lane: ChannelLane, queue: string, message: AmqpMessageLike | null): void {
     if (message === null) {
       // A queue drained by this lane, or by the member active on it: expected.
       if (lane.drained.has(queue) || lane.plan.draining.includes(queue)) return;
       // The server cancelled a consumer (a queue deleted, a node lost): declare and consume again.
       this.#ctx.topology.forget(queue);
-      this.#ctx.topology.forgetOrdered(this.group);
+      this.#ctx.topology.ordered.forgetOrdered(this.group);
       void lane.channel.close();
       return;
     }
@@ -280,48 +273,19 @@ export class RabbitOrderedSubscription implements Subscription {
       void this.#fence(lane, queue, message);
       return;
     }
-    const delivery: Delivery = { channel: lane.channel, message, queue, settled: false };
-    const envelope = toEnvelope(message, channelKeepAlive(delivery));
-    const list = lane.deliveries.get(envelope.brokerId);
-    if (list === undefined) lane.deliveries.set(envelope.brokerId, [delivery]);
-    else list.push(delivery);
-    lane.gate.submit(envelope).then(
-      () => this.#forget(lane, envelope.brokerId),
-      (error: unknown) => {
-        this.#forget(lane, envelope.brokerId);
-        // A closed gate leaves the delivery unacked: the broker delivers it again.
-        if (!(error instanceof GateClosedError)) {
-          this.#ctx.settings.logger.error('oncemq: an ordered delivery failed', {
-            group: this.group,
-            error: errorText(error),
-          });
-        }
-      },
-    );
+    const delivery = withEnvelope({ channel: lane.channel, message, queue, settled: false });
+    // A closed lane leaves the delivery unacked: the broker delivers it again.
+    lane.ordered.submit(delivery.envelope, delivery, (error) => {
+      this.#ctx.settings.logger.error('oncemq: an ordered delivery failed', {
+        group: this.group,
+        error: errorText(error),
+      });
+    });
   }
 
-  #forget(lane: Lane, brokerId: string): void {
-    const list = lane.deliveries.get(brokerId);
-    list?.shift();
-    if (list?.length === 0) lane.deliveries.delete(brokerId);
-  }
-
-  /**
-   * One attempt through the processor; a final outcome is settled before it is answered, so the
-   * key's next delivery starts only after this one is acked (or its dead letter stored). A settle
-   * that fails throws: the gate tries the delivery again, and the ledger answers it as a duplicate.
-   */
-  async #processAndSettle(deliveries: Map<string, Delivery[]>, envelope: Envelope): Promise<Outcome> {
-    const outcome = await this.#processor.process(envelope);
-    if (outcome.action === 'retry') return outcome;
-    const delivery = deliveries.get(envelope.brokerId)?.[0];
-    if (delivery !== undefined) await this.#settler.settle(delivery, envelope, outcome);
-    return outcome;
-  }
-
-  #lost(lane: Lane, why: string): void {
-    lane.gate.close();
-    void lane.gate.drained().then(() => this.#lanes.delete(lane));
+  #lost(lane: ChannelLane, why: string): void {
+    lane.ordered.close();
+    void lane.ordered.drained().then(() => this.#lanes.delete(lane));
     if (this.#lane !== lane) return;
     this.#lane = undefined;
     if (this.#running) this.#recovery.start(why);
@@ -338,8 +302,8 @@ export class RabbitOrderedSubscription implements Subscription {
     this.#running = false;
     await this.#recovery.running;
     const lanes = [...this.#lanes];
-    for (const lane of lanes) lane.gate.close();
-    await Promise.all(lanes.map((lane) => lane.gate.drained()));
+    for (const lane of lanes) lane.ordered.close();
+    await Promise.all(lanes.map((lane) => lane.ordered.drained()));
     await Promise.all(lanes.map((lane) => lane.channel.close()));
     this.#lanes.clear();
     this.#lane = undefined;

@@ -3,8 +3,8 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
-import type { AmqpConnectionLike } from './amqp-like.js';
-import { RABBIT_SLOTS } from './rabbit-names.js';
+import type { AmqpConnectionLike } from './rabbitmq-driver.js';
+import { RABBIT_SLOTS } from './rabbitmq-names.js';
 
 /**
  * Delays of the retry queues: one durable queue per level whose message TTL is the level, so a long

@@ -1,6 +1,6 @@
 import { errorText, OncemqError, TransportUnavailableError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import type { AmqpChannelLike, AmqpMessageLike, AmqpPublishOptions } from './amqp-like.js';
+import type { AmqpChannelLike, AmqpMessageLike, AmqpPublishOptions } from './rabbitmq-driver.js';
 
 /** What every publish asks for: returned when unroutable, stored to disk. */
 const MANDATORY_PERSISTENT = Object.freeze({ mandatory: true, persistent: true });

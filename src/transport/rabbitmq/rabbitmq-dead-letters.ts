@@ -8,18 +8,18 @@ import {
   type DeadLetters,
 } from '../dead-letters.js';
 import { ORDERING_KEY_HEADER } from '../../core/envelope.js';
-import type { AmqpMessageLike } from './amqp-like.js';
-import type { RabbitChannel } from './rabbit-channel.js';
-import type { RabbitSettings } from './rabbit-config.js';
-import type { RabbitConnection } from './rabbit-connection.js';
+import type { AmqpMessageLike } from './rabbitmq-driver.js';
+import type { RabbitChannel } from './rabbitmq-channel.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
+import type { RabbitConnection } from './rabbitmq-connection.js';
 import {
   brokerIdOf,
   copyOptions,
   ORIGINAL_QUEUE_HEADER,
   RETRY_DUE_HEADER,
   textHeaders,
-} from './rabbit-message.js';
-import type { RabbitTopology } from './rabbit-topology.js';
+} from './rabbitmq-message.js';
+import type { RabbitTopology } from './rabbitmq-topology.js';
 
 /** Headers a replayed copy leaves behind: why it died, and the broker's record of its hops. */
 const NOT_REPLAYED: ReadonlySet<string> = new Set([
@@ -99,7 +99,7 @@ export class RabbitDeadLetters implements DeadLetters {
       const original = headers[ORIGINAL_QUEUE_HEADER];
       const queue =
         /@p\d+(of\d+)?$/.test(original ?? '') && original?.startsWith(`${work}@p`) === true
-          ? await this.#topology.replayQueue(group, original, headers[ORDERING_KEY_HEADER])
+          ? await this.#topology.ordered.replayQueue(group, original, headers[ORDERING_KEY_HEADER])
           : work;
       await channel.publish('', queue, message.content, copyOptions(message, {}, NOT_REPLAYED));
     });

@@ -1,8 +1,8 @@
 import { TransportUnavailableError } from '../../core/errors.js';
-import type { AmqpMessageLike } from './amqp-like.js';
-import type { RabbitSettings } from './rabbit-config.js';
-import type { RabbitConnection } from './rabbit-connection.js';
-import { LOG_FENCE_HEADER, newBrokerId, TOPIC_HEADER } from './rabbit-message.js';
+import type { AmqpMessageLike } from './rabbitmq-driver.js';
+import type { RabbitSettings } from './rabbitmq-config.js';
+import type { RabbitConnection } from './rabbitmq-connection.js';
+import { LOG_FENCE_HEADER, newBrokerId, TOPIC_HEADER } from './rabbitmq-message.js';
 
 /** Messages of a topic's log read ahead at once while a new group's queue is filled from it. */
 export const BACKFILL_PREFETCH = 256;
