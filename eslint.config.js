@@ -8,7 +8,7 @@ const TRANSPORT_ONLY = {
   message: 'a transport imports core, telemetry and the shared transport kit only',
 };
 const NO_OTHER_BROKER = {
-  regex: '^\\.\\./(?!\\.\\./)[^/]+/',
+  regex: '^\\.\\./(?!\\.\\./|ordered/)[^/]+/',
   message: 'no broker imports another: what two share goes to src/transport',
 };
 const LEDGER_ONLY = {

@@ -2,18 +2,18 @@ import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import type { Envelope } from '../../core/envelope.js';
-import { localEnvelope, settleLocal } from './local-settle.js';
+import { localEnvelope, settleLocal } from './local-settler.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor } from '../transport.js';
 import { GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
-import { retryTopic } from './broker-schema.js';
-import type { BrokerStore, StoredMessage } from './broker-store.js';
-import type { DeadLetterStore } from './dead-letter-store.js';
-import type { LocalFaultHooks } from './fault-hooks.js';
-import { allocateQueues, type QueueRef } from './queue-allocation.js';
-import { QueueCursors, type Cursor } from './queue-cursors.js';
+import { retryTopic } from './local-schema.js';
+import type { BrokerStore, StoredMessage } from './local-store.js';
+import type { DeadLetterStore } from './local-dead-letters.js';
+import type { LocalFaultHooks } from './local-fault-hooks.js';
+import { allocateQueues, type QueueRef } from './local-queue-allocation.js';
+import { QueueCursors, type Cursor } from './local-queue-cursors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Settings of a consumer, resolved by the broker from its config. */

@@ -13,7 +13,7 @@ import { MIN_INVISIBLE_MS } from './rocketmq-config.js';
 import type { MessageViewLike, SimpleConsumerLike } from './rocketmq-driver.js';
 import type { RocketMQPublisher } from './rocketmq-publisher.js';
 import { deadLetterTopic } from './rocketmq-names.js';
-import type { UnchargedRetries } from './uncharged-retries.js';
+import type { UnchargedRetries } from './rocketmq-uncharged-retries.js';
 
 /** The broker's and the proxy's default `maxMessageSize`, of the body alone: 4 MiB. */
 export const ROCKETMQ_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;

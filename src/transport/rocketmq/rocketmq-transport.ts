@@ -39,12 +39,12 @@ import { validRocketMQGroup, validRocketMQTopic } from './rocketmq-names.js';
 import { RocketMQPublisher } from './rocketmq-publisher.js';
 import { RocketMQSubscription } from './rocketmq-subscription.js';
 import { RocketMQTopology } from './rocketmq-topology.js';
-import { ROCKETMQ_UNREACHABLE_HINT } from './remoting.js';
+import { ROCKETMQ_UNREACHABLE_HINT } from './rocketmq-remoting.js';
 import {
   RocketMQTransactionProducer,
   type RocketMQTransactionProducerConfig,
 } from './rocketmq-transaction-producer.js';
-import { UnchargedRetries } from './uncharged-retries.js';
+import { UnchargedRetries } from './rocketmq-uncharged-retries.js';
 
 interface Open {
   readonly driver: RocketMQDriver;

@@ -1,9 +1,9 @@
 import { createEnvelope, type Envelope } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
-import type { StoredMessage } from './broker-store.js';
+import type { StoredMessage } from './local-store.js';
 import type { ConsumerContext } from './local-consumer.js';
-import type { Cursor } from './queue-cursors.js';
+import type { Cursor } from './local-queue-cursors.js';
 
 /** The envelope of a stored copy: its broker id, the topic it was first published to, its delivery count. */
 export function localEnvelope(ctx: ConsumerContext, message: StoredMessage): Envelope {

@@ -18,16 +18,16 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import { CHECK_MAX_TOPIC, retryTopic } from './broker-schema.js';
-import { resolveLocalBrokerConfig, validTopic, type LocalBrokerConfig } from './local-broker-config.js';
-import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './broker-store.js';
-import { DeadLetterStore } from './dead-letter-store.js';
-import type { LocalFaultHooks } from './fault-hooks.js';
+import { CHECK_MAX_TOPIC, retryTopic } from './local-schema.js';
+import { resolveLocalBrokerConfig, validTopic, type LocalBrokerConfig } from './local-config.js';
+import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './local-store.js';
+import { DeadLetterStore } from './local-dead-letters.js';
+import type { LocalFaultHooks } from './local-fault-hooks.js';
 import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
 import { LocalSubscription, subscriptionContext, type LocalSubscribeOptions } from './local-subscription.js';
-import type { QueueSelector } from './queue-selector.js';
+import type { QueueSelector } from './local-queue-selector.js';
 import type { TransactionProducerConfig } from '../half-message.js';
-import { TransactionProducer } from './transaction-producer.js';
+import { TransactionProducer } from './local-transaction-producer.js';
 
 /** The local broker's dead-letter queue: the contract's, and replayed dead letters on request. */
 export interface LocalDeadLetters extends DeadLetters {
