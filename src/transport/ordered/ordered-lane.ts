@@ -43,18 +43,23 @@ export class OrderedLane<D> {
   /**
    * Holds `delivery` and queues its envelope behind the earlier ones of its key. Once the gate answers
    * it (or closes before it ran), it is held no more; an error other than the gate closing goes to
-   * `onError` (the delivery stays unsettled and comes again).
+   * `onError` (the delivery stays unsettled and comes again). `onDone`, when given, is called then
+   * (after `onError`): a broker that holds a slot per delivery gives it back there.
    */
-  submit(envelope: Envelope, delivery: D, onError: (error: unknown) => void): void {
+  submit(envelope: Envelope, delivery: D, onError: (error: unknown) => void, onDone?: () => void): void {
     const { brokerId } = envelope;
     const list = this.#held.get(brokerId);
     if (list === undefined) this.#held.set(brokerId, [delivery]);
     else list.push(delivery);
     this.gate.submit(envelope).then(
-      () => this.#forget(brokerId),
+      () => {
+        this.#forget(brokerId);
+        onDone?.();
+      },
       (error: unknown) => {
         this.#forget(brokerId);
         if (!(error instanceof GateClosedError)) onError(error);
+        onDone?.();
       },
     );
   }
