@@ -1,6 +1,6 @@
 import { createEnvelope, type Envelope } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
-import type { Outcome } from '../../core/outcome.js';
+import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import type { StoredMessage } from './local-store.js';
 import type { ConsumerContext } from './local-consumer.js';
 import type { Cursor } from './local-queue-cursors.js';
@@ -17,49 +17,72 @@ export function localEnvelope(ctx: ConsumerContext, message: StoredMessage): Env
   });
 }
 
+/** One delivery of a queue: the stored copy, its envelope, and the cursor of the queue it came from. */
+export interface LocalDelivery {
+  readonly cursor: Cursor;
+  readonly message: StoredMessage;
+  readonly envelope: Envelope;
+}
+
 /**
- * Does what an outcome says with one delivery of a queue: `ack` marks it done in memory (unless the
+ * Settles a delivery of the local broker, in memory: `ack` marks it done (unless the
  * `consumer-ack-loss` fault keeps it for delivery again), `retry` parks a copy with the next delivery
  * count, `dead-letter` stores it with its reason and the count of its last attempt (an ordered
- * delivery retried in place has a higher count than the envelope it was pulled as) — each then done. A store that fails leaves the
- * delivery unacked and rethrows: the caller delivers it again after a backoff.
+ * delivery retried in place has a higher count than the envelope it was pulled as) — each then done.
+ * A store that fails throws, leaving the delivery unacked. A processor that threw leaves the copy to
+ * come again, after `onFail`'s backoff.
  */
-export function settleLocal(
-  ctx: ConsumerContext,
-  group: string,
-  cursor: Cursor,
-  message: StoredMessage,
-  envelope: Envelope,
-  outcome: Outcome,
-): void {
-  const { store } = ctx;
-  switch (outcome.action) {
-    case 'ack':
-      if (ctx.faults?.consumerAckLost(envelope)) {
-        cursor.redeliver.push(message);
-        return;
-      }
-      break;
-    case 'retry':
-      store.retries.add(
-        group,
-        message,
-        envelope.brokerId,
-        store.now() + outcome.delayMs,
-        outcome.nextDeliveryCount,
-      );
-      break;
-    case 'dead-letter':
-      ctx.deadLetters.add(
-        group,
-        message,
-        envelope.brokerId,
-        outcome.deliveryCount,
-        outcome.reason,
-        errorText(outcome.error),
-        outcome.key,
-      );
-      break;
+export class LocalSettler implements Settler<LocalDelivery, void> {
+  readonly #ctx: ConsumerContext;
+  readonly #group: string;
+  readonly #onFail: () => void;
+
+  constructor(ctx: ConsumerContext, group: string, onFail: () => void) {
+    this.#ctx = ctx;
+    this.#group = group;
+    this.#onFail = onFail;
   }
-  cursor.unacked.delete(message.queueOffset);
+
+  ack({ cursor, message, envelope }: LocalDelivery): void {
+    if (this.#ctx.faults?.consumerAckLost(envelope)) {
+      cursor.redeliver.push(message);
+      return;
+    }
+    cursor.unacked.delete(message.queueOffset);
+  }
+
+  retry({ cursor, message, envelope }: LocalDelivery, outcome: RetryOutcome): void {
+    const { store } = this.#ctx;
+    store.retries.add(
+      this.#group,
+      message,
+      envelope.brokerId,
+      store.now() + outcome.delayMs,
+      outcome.nextDeliveryCount,
+    );
+    cursor.unacked.delete(message.queueOffset);
+  }
+
+  deadLetter({ cursor, message, envelope }: LocalDelivery, outcome: DeadLetterOutcome): void {
+    this.#ctx.deadLetters.add(
+      this.#group,
+      message,
+      envelope.brokerId,
+      outcome.deliveryCount,
+      outcome.reason,
+      errorText(outcome.error),
+      outcome.key,
+    );
+    cursor.unacked.delete(message.queueOffset);
+  }
+
+  /** The processor (or the store) threw, not the message's fault: nothing is acked, the copy comes again. */
+  fail({ cursor, message }: LocalDelivery, error: unknown): void {
+    this.#ctx.logger.error('oncemq: the processor threw; the delivery stays unacked', {
+      group: this.#group,
+      error: errorText(error),
+    });
+    cursor.redeliver.push(message);
+    this.#onFail();
+  }
 }
