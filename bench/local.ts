@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createPipeline } from '../src/consumer/pipeline.js';
 import { SqliteLedger } from '../src/ledger/sqlite/sqlite-ledger.js';
-import { LocalBroker } from '../src/transport/local/local-broker.js';
+import { LocalBroker } from '../src/transport/local/local-transport.js';
 import type { LocalSubscription } from '../src/transport/local/local-subscription.js';
 import { summarize, type BenchResult, type Suite } from './harness.js';
 

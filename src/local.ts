@@ -3,20 +3,20 @@
  *
  * @module oncemq/local
  */
-export { LocalBroker } from './transport/local/local-broker.js';
-export type { LocalDeadLetters } from './transport/local/local-broker.js';
-export { DEFAULT_LOCAL_BROKER_CONFIG } from './transport/local/local-broker-config.js';
-export type { LocalBrokerConfig } from './transport/local/local-broker-config.js';
+export { LocalBroker } from './transport/local/local-transport.js';
+export type { LocalDeadLetters } from './transport/local/local-transport.js';
+export { DEFAULT_LOCAL_BROKER_CONFIG } from './transport/local/local-config.js';
+export type { LocalBrokerConfig } from './transport/local/local-config.js';
 export type { LocalSubscribeOptions, LocalSubscription } from './transport/local/local-subscription.js';
 export { DEFAULT_TRANSACTION_PRODUCER_CONFIG } from './transport/half-message.js';
-export type { TransactionProducer } from './transport/local/transaction-producer.js';
+export type { TransactionProducer } from './transport/local/local-transaction-producer.js';
 export type {
   HalfMessageView,
   TransactionProducerConfig,
   TransactionSendResult,
   TransactionState,
 } from './transport/half-message.js';
-export type { StoredMessage } from './transport/local/broker-store.js';
-export type { LocalFaultHooks } from './transport/local/fault-hooks.js';
-export { roundRobinSelector } from './transport/local/queue-selector.js';
-export type { QueueSelector } from './transport/local/queue-selector.js';
+export type { StoredMessage } from './transport/local/local-store.js';
+export type { LocalFaultHooks } from './transport/local/local-fault-hooks.js';
+export { roundRobinSelector } from './transport/local/local-queue-selector.js';
+export type { QueueSelector } from './transport/local/local-queue-selector.js';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Envelope } from '../../src/core/envelope.js';
 import type { Outcome } from '../../src/core/outcome.js';
 import { outcomeFor } from '../../src/testing/transport-conformance-fixture.js';
-import { LocalBroker } from '../../src/transport/local/local-broker.js';
+import { LocalBroker } from '../../src/transport/local/local-transport.js';
 import type { Processor } from '../../src/transport/transport.js';
 import { GROUP, TOPIC, type RawMessage } from '../points-db.js';
 import { inWindows, PUBLISH_WINDOW, type TransportTarget } from '../transport-target.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector } from '../testing/fault-injector.js';
-import { LocalBroker } from '../transport/local/local-broker.js';
+import { LocalBroker } from '../transport/local/local-transport.js';
 import type { LocalSubscription } from '../transport/local/local-subscription.js';
 import { DEMO_GROUP, DEMO_TOPIC, demoConsumer, type PaymentSucceeded } from './demo-consumer.js';
 import { demoResult, expectedPoints, type DemoOptions, type DemoResult } from './demo-result.js';

@@ -16,8 +16,8 @@ export type ToolTransportOpener = (options: ToolTransportOptions) => Promise<Tra
 
 const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
   local: async ({ url }) => {
-    const { LocalBroker } = await import('../transport/local/local-broker.js');
-    const { DEFAULT_LOCAL_BROKER_CONFIG } = await import('../transport/local/local-broker-config.js');
+    const { LocalBroker } = await import('../transport/local/local-transport.js');
+    const { DEFAULT_LOCAL_BROKER_CONFIG } = await import('../transport/local/local-config.js');
     const broker = new LocalBroker({ path: url ?? DEFAULT_LOCAL_BROKER_CONFIG.path, migrate: false });
     await broker.init();
     return broker;

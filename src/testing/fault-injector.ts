@@ -1,6 +1,6 @@
 import { KEY_HEADER, type Envelope } from '../core/envelope.js';
 import { ConfigError } from '../core/errors.js';
-import type { LocalFaultHooks } from '../transport/local/fault-hooks.js';
+import type { LocalFaultHooks } from '../transport/local/local-fault-hooks.js';
 
 /** Every fault the injector knows, one per source of duplicates (and the poison message). */
 export const FAULT_NAMES = [

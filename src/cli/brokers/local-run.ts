@@ -1,5 +1,5 @@
 import type { RunTransport } from '../run-transports.js';
-import { LocalBroker } from '../../transport/local/local-broker.js';
+import { LocalBroker } from '../../transport/local/local-transport.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 
 /**

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { validateGroup } from '../../core/group.js';
 import type { DeadLetter, DeadLetters } from '../../transport/dead-letters.js';
-import { DEFAULT_LOCAL_BROKER_CONFIG } from '../../transport/local/local-broker-config.js';
+import { DEFAULT_LOCAL_BROKER_CONFIG } from '../../transport/local/local-config.js';
 import { positiveOption, UsageError, type Command } from '../command.js';
 import { openToolTransport, TRANSPORT_NAMES } from '../transports.js';
 

@@ -1,19 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import type { Envelope } from '../../core/envelope.js';
-import { localEnvelope, settleLocal } from './local-settle.js';
+import { localEnvelope, LocalSettler, type LocalDelivery } from './local-settler.js';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
+import { processAndSettleBatch } from '../settle-batch.js';
+import { settle, type DeliveryResult } from '../settler.js';
 import type { OrderingOptions, Processor } from '../transport.js';
-import { GateClosedError, OrderingGate } from '../ordered/ordering-gate.js';
-import { retryTopic } from './broker-schema.js';
-import type { BrokerStore, StoredMessage } from './broker-store.js';
-import type { DeadLetterStore } from './dead-letter-store.js';
-import type { LocalFaultHooks } from './fault-hooks.js';
-import { allocateQueues, type QueueRef } from './queue-allocation.js';
-import { QueueCursors, type Cursor } from './queue-cursors.js';
+import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import { retryTopic } from './local-schema.js';
+import type { BrokerStore, StoredMessage } from './local-store.js';
+import type { DeadLetterStore } from './local-dead-letters.js';
+import type { LocalFaultHooks } from './local-fault-hooks.js';
+import { allocateQueues, type QueueRef } from './local-queue-allocation.js';
+import { QueueCursors, type Cursor } from './local-queue-cursors.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Settings of a consumer, resolved by the broker from its config. */
@@ -47,6 +48,11 @@ export interface ConsumerContext {
 
 /** Wait before redelivering copies whose processing threw (not the message's fault). */
 export const FAILURE_BACKOFF_MS = 100;
+
+/** A delivery of one member, with the epoch it was pulled in. */
+interface MemberDelivery extends LocalDelivery {
+  readonly epoch: number;
+}
 
 /** Options of one member. */
 export interface MemberOptions {
@@ -83,8 +89,9 @@ export class LocalConsumer {
   #backoff = false;
   #loop: Promise<void> | undefined;
   #timers: NodeJS.Timeout[] = [];
+  readonly #settler: LocalSettler;
   /** Ordered consumption only: where deliveries wait behind the earlier ones of their key. */
-  readonly #gate: OrderingGate | undefined;
+  readonly #lane: OrderedLane<MemberDelivery> | undefined;
   readonly #onMembership = (group: string): void => {
     if (group === this.group) this.#rebalance = true;
   };
@@ -105,11 +112,28 @@ export class LocalConsumer {
     this.#options = options;
     this.#memberId = this.#newMemberId();
     this.#queues = new QueueCursors(ctx.store, group);
+    this.#settler = new LocalSettler(ctx, group, () => {
+      this.#backoff = true;
+    });
     const { ordering, concurrency } = ctx.settings;
-    this.#gate =
+    this.#lane =
       ordering === undefined
         ? undefined
-        : new OrderingGate(processor, { ...ordering, concurrency, logger: ctx.logger });
+        : new OrderedLane<MemberDelivery>({
+            ordering,
+            concurrency,
+            logger: ctx.logger,
+            attempt: async (lane, envelope) =>
+              settleBeforeAnswer(
+                lane.gate,
+                await processor.process(envelope),
+                lane.current(envelope.brokerId),
+                (delivery, outcome) => {
+                  if (this.#settle(delivery, { outcome })) this.crash();
+                  return Promise.resolve();
+                },
+              ),
+          });
   }
 
   #newMemberId(): string {
@@ -200,8 +224,8 @@ export class LocalConsumer {
             const batch = this.#queues.take(cursor, this.#ctx.settings.pullBatchSize);
             if (batch.length === 0) continue;
             worked = true;
-            if (this.#gate === undefined) await this.#consume(cursor, batch);
-            else await this.#dispatchOrdered(this.#gate, cursor, batch);
+            if (this.#lane === undefined) await this.#consume(cursor, batch);
+            else await this.#dispatchOrdered(this.#lane, cursor, batch);
             this.#batches++;
             if (this.#backoff) {
               this.#backoff = false;
@@ -222,40 +246,33 @@ export class LocalConsumer {
       }
     } finally {
       // Ordered deliveries waiting for a retry stay unsettled (the next owner gets them); running ones end.
-      this.#gate?.close();
-      await this.#gate?.drained();
+      this.#lane?.close();
+      await this.#lane?.drained();
       this.#stop();
     }
   }
 
   /**
-   * Ordered consumption: every delivery of the batch is queued behind the earlier ones of its key and
-   * acted on when its final outcome comes, while the member goes on pulling; at most
-   * `pullBatchSize × 16` deliveries wait at once.
+   * Ordered consumption: every delivery of the batch is held in the member's lane, queued behind the
+   * earlier ones of its key and settled when its final outcome comes, while the member goes on
+   * pulling; at most `pullBatchSize × 16` deliveries wait at once.
    */
-  async #dispatchOrdered(gate: OrderingGate, cursor: Cursor, batch: readonly StoredMessage[]): Promise<void> {
-    const epoch = this.#epoch;
+  async #dispatchOrdered(
+    lane: OrderedLane<MemberDelivery>,
+    cursor: Cursor,
+    batch: readonly StoredMessage[],
+  ): Promise<void> {
     const faults = this.#ctx.faults;
     const middle = batch[Math.floor(batch.length / 2)];
     for (const message of batch) {
-      const envelope = localEnvelope(this.#ctx, message);
-      if (message === middle && this.#options.onRebalanceFault && faults?.rebalance(envelope)) {
+      const delivery = this.#delivery(cursor, message);
+      if (message === middle && this.#options.onRebalanceFault && faults?.rebalance(delivery.envelope)) {
         this.#options.onRebalanceFault();
       }
-      gate.submit(envelope).then(
-        (outcome) => {
-          if (epoch !== this.#epoch) return;
-          this.#act(cursor, message, envelope, outcome);
-          if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope) === true) this.crash();
-        },
-        (error: unknown) => {
-          if (!(error instanceof GateClosedError) && epoch === this.#epoch)
-            this.#failed(cursor, [message], error);
-        },
-      );
+      lane.submit(delivery.envelope, delivery, (error) => this.#settle(delivery, { error }));
     }
     const limit = this.#ctx.settings.pullBatchSize * 16;
-    while (gate.pending >= limit && this.#running) await sleep(this.#ctx.settings.pollIntervalMs);
+    while (lane.gate.pending >= limit && this.#running) await sleep(this.#ctx.settings.pollIntervalMs);
   }
 
   #stop(): void {
@@ -292,59 +309,44 @@ export class LocalConsumer {
 
   async #consume(cursor: Cursor, batch: readonly StoredMessage[]): Promise<void> {
     const epoch = this.#epoch;
-    const envelopes = batch.map((message) => localEnvelope(this.#ctx, message));
+    const deliveries = batch.map((message) => this.#delivery(cursor, message));
     const faults = this.#ctx.faults;
-    const middle = envelopes[Math.floor(batch.length / 2)];
-    if (middle !== undefined && this.#options.onRebalanceFault && faults?.rebalance(middle)) {
+    const middle = deliveries[Math.floor(batch.length / 2)];
+    if (middle !== undefined && this.#options.onRebalanceFault && faults?.rebalance(middle.envelope)) {
       // A member joins while this batch is in flight: it takes its share from the committed offsets.
       this.#options.onRebalanceFault();
     }
-    if (this.#ctx.settings.batches && this.#processor.processBatch !== undefined) {
-      let outcomes: readonly Outcome[];
-      try {
-        outcomes = await this.#processor.processBatch(envelopes);
-      } catch (error) {
-        this.#failed(cursor, batch, error);
-        return;
-      }
-      if (epoch !== this.#epoch) return;
-      let crash = false;
-      for (const [index, message] of batch.entries()) {
-        const outcome = outcomes[index];
-        const envelope = envelopes[index] as Envelope;
-        if (outcome === undefined) {
-          this.#failed(
-            cursor,
-            [message],
-            new Error(`processBatch answered no outcome for delivery ${index}`),
-          );
-          continue;
-        }
-        this.#act(cursor, message, envelope, outcome);
-        if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope) === true) crash = true;
-      }
-      if (crash) this.crash();
+    const processor = this.#processor;
+    if (this.#ctx.settings.batches && processor.processBatch !== undefined) {
+      const fault = { crash: false };
+      await processAndSettleBatch(
+        processor.processBatch.bind(processor),
+        deliveries.map((delivery) => ({
+          envelope: delivery.envelope,
+          settle: (result: DeliveryResult) => {
+            if (this.#settle(delivery, result)) fault.crash = true;
+            return Promise.resolve();
+          },
+        })),
+      );
+      if (fault.crash) this.crash();
       return;
     }
-    // One by one, up to `concurrency` at a time; each acts on its outcome as soon as it has one.
+    // One by one, up to `concurrency` at a time; each is settled as soon as it has its outcome.
     let next = 0;
     let crashed = false;
     const worker = async (): Promise<void> => {
-      while (next < batch.length && !crashed) {
-        const index = next++;
+      while (next < deliveries.length && !crashed) {
+        const delivery = deliveries[next++] as MemberDelivery;
         if (!this.#running || epoch !== this.#epoch) return;
-        const message = batch[index] as StoredMessage;
-        const envelope = envelopes[index] as Envelope;
         let outcome: Outcome;
         try {
-          outcome = await this.#processor.process(envelope);
+          outcome = await this.#processor.process(delivery.envelope);
         } catch (error) {
-          this.#failed(cursor, [message], error);
+          this.#settle(delivery, { error });
           continue;
         }
-        if (epoch !== this.#epoch) return;
-        this.#act(cursor, message, envelope, outcome);
-        if (outcome.kind === 'executed' && faults?.crashAfterCommit(envelope)) {
+        if (this.#settle(delivery, { outcome })) {
           crashed = true;
           this.crash();
           return;
@@ -355,22 +357,29 @@ export class LocalConsumer {
     await Promise.all(Array.from({ length: workers }, worker));
   }
 
-  /** The processor threw (not a message's fault): nothing is acked, the copies come again. */
-  #failed(cursor: Cursor, messages: readonly StoredMessage[], error: unknown): void {
-    this.#ctx.logger.error('oncemq: the processor threw; the delivery stays unacked', {
-      group: this.group,
-      error: errorText(error),
-    });
-    cursor.redeliver.push(...messages);
-    this.#backoff = true;
+  /** A delivery of this member's current epoch (a crash starts the next: older ones are settled no more). */
+  #delivery(cursor: Cursor, message: StoredMessage): MemberDelivery {
+    return { cursor, message, envelope: localEnvelope(this.#ctx, message), epoch: this.#epoch };
   }
 
-  #act(cursor: Cursor, message: StoredMessage, envelope: Envelope, outcome: Outcome): void {
+  /**
+   * Settles a delivery of the current epoch through the settler; a store that fails leaves it to come
+   * again. Answers whether the `crash-after-commit` fault fires now (an executed outcome was settled).
+   */
+  #settle(delivery: MemberDelivery, result: DeliveryResult): boolean {
+    if (delivery.epoch !== this.#epoch) return false;
+    if ('error' in result) {
+      this.#settler.fail(delivery, result.error);
+      return false;
+    }
     this.deliveries++;
     try {
-      settleLocal(this.#ctx, this.group, cursor, message, envelope, outcome);
+      settle(this.#settler, delivery, result);
     } catch (error) {
-      this.#failed(cursor, [message], error);
+      this.#settler.fail(delivery, error);
     }
+    return (
+      result.outcome.kind === 'executed' && this.#ctx.faults?.crashAfterCommit(delivery.envelope) === true
+    );
   }
 }

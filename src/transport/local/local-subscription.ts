@@ -1,8 +1,8 @@
 import { wholeNumber } from '../config-checks.js';
 import type { Processor, SubscribeOptions, Subscription } from '../transport.js';
-import type { LocalFaultHooks } from './fault-hooks.js';
+import type { LocalFaultHooks } from './local-fault-hooks.js';
 import { LocalConsumer, type ConsumerContext } from './local-consumer.js';
-import type { QueueRef } from './queue-allocation.js';
+import type { QueueRef } from './local-queue-allocation.js';
 
 /**
  * Options of {@link LocalBroker.subscribe}: the transport contract's, read the local broker's way.

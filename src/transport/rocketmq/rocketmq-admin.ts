@@ -12,7 +12,7 @@ import {
   RequestCode,
   ResponseCode,
   type Address,
-} from './remoting.js';
+} from './rocketmq-remoting.js';
 
 /** The message types a topic accepts (its `message.type` attribute). */
 export type RocketMQMessageType = 'NORMAL' | 'FIFO' | 'DELAY' | 'TRANSACTION';

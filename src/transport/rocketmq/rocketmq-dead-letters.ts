@@ -11,7 +11,7 @@ import {
   type DeadLetterQuery,
   type DeadLetters,
 } from '../dead-letters.js';
-import { readQueue } from './queue-reader.js';
+import { readQueue } from './rocketmq-queue-reader.js';
 import type { RocketMQPublisher } from './rocketmq-publisher.js';
 import {
   deadLetterTopic,
@@ -20,7 +20,7 @@ import {
   REPLAY_GROUP_PROPERTY,
 } from './rocketmq-names.js';
 import type { RocketMQTopology } from './rocketmq-topology.js';
-import type { StoredMessage } from './stored-message.js';
+import type { StoredMessage } from './rocketmq-stored-message.js';
 
 /** What the dead-letter queue needs, once the transport is open. */
 export interface RocketMQDeadLetterParts {

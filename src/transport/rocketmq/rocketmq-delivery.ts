@@ -5,15 +5,11 @@ import {
   type Envelope,
 } from '../../core/envelope.js';
 import { errorText, TransportUnavailableError } from '../../core/errors.js';
-import type { Logger } from '../../core/logger.js';
-import type { DeadLetterReason } from '../../core/outcome.js';
-import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
-import type { DeliveryResult, SettleableDelivery } from '../settle-batch.js';
+import type { SettleableDelivery } from '../settle-batch.js';
+import { settle, type DeliveryResult, type Settler } from '../settler.js';
 import { MIN_INVISIBLE_MS } from './rocketmq-config.js';
-import type { MessageViewLike, SimpleConsumerLike } from './rocketmq-driver.js';
-import type { RocketMQPublisher } from './rocketmq-publisher.js';
-import { deadLetterTopic } from './rocketmq-names.js';
-import type { UnchargedRetries } from './uncharged-retries.js';
+import type { MessageViewLike } from './rocketmq-driver.js';
+import type { RocketMQSettlerContext } from './rocketmq-settler.js';
 
 /** The broker's and the proxy's default `maxMessageSize`, of the body alone: 4 MiB. */
 export const ROCKETMQ_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
@@ -21,15 +17,11 @@ export const ROCKETMQ_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** The proxy's default `maxUserPropertySize`: the properties of one message, 16 KiB. */
 export const ROCKETMQ_MAX_PROPERTY_BYTES = 16 * 1024;
 
-/** What the deliveries of one subscription share. */
-export interface DeliveryContext {
-  readonly group: string;
-  readonly consumer: SimpleConsumerLike;
-  readonly publisher: RocketMQPublisher;
-  readonly uncharged: UnchargedRetries;
+/** What the deliveries of one subscription share: the settler's context, the visibility and the settler. */
+export interface DeliveryContext extends RocketMQSettlerContext {
   readonly visibilityMs: number;
-  readonly failureBackoffMs: number;
-  readonly logger: Logger;
+  /** Acts on each delivery's result at the broker (a `RocketMQSettler`). */
+  readonly settler: Settler<RocketMQDelivery>;
 }
 
 /** RocketMQ counts invisibility in whole seconds at best: a delay is rounded up to the next second. */
@@ -93,7 +85,7 @@ export class RocketMQDelivery implements SettleableDelivery {
       if (this.#settled) return;
       this.#settled = true;
       try {
-        await this.#act(result);
+        await settle(this.#ctx.settler, this, result);
       } catch (error) {
         this.#ctx.logger.warn('oncemq: a RocketMQ settle failed; the broker delivers the message again', {
           group: this.#ctx.group,
@@ -107,48 +99,5 @@ export class RocketMQDelivery implements SettleableDelivery {
   /** Leaves the message to the broker: it comes again once its invisibility ends, unprocessed. */
   giveBack(): Promise<void> {
     return this.settle({ error: new Error('the subscription closed before processing it') });
-  }
-
-  async #act(result: DeliveryResult): Promise<void> {
-    const { consumer, uncharged, failureBackoffMs } = this.#ctx;
-    if ('error' in result) {
-      await consumer.changeInvisibleDuration(this.view, invisibleMs(failureBackoffMs));
-      return;
-    }
-    const { outcome } = result;
-    if (outcome.action === 'ack') {
-      await consumer.ack(this.view);
-      uncharged.forget(this.view.messageId);
-      return;
-    }
-    if (outcome.action === 'retry') {
-      // The broker's own redelivery, after the delay: RocketMQ counts it; an uncharged one is remembered.
-      if (outcome.nextDeliveryCount <= this.envelope.deliveryCount) uncharged.add(this.view.messageId);
-      await consumer.changeInvisibleDuration(this.view, invisibleMs(outcome.delayMs));
-      return;
-    }
-    await this.#deadLetter(outcome.reason, 'error' in outcome ? outcome.error : undefined, outcome.key);
-  }
-
-  /** Writes the dead-letter copy with its reason to `%DLQ%<group>`, confirmed, then acks the original. */
-  async #deadLetter(reason: DeadLetterReason, error: unknown, key: string | null): Promise<void> {
-    const { group, publisher, consumer, uncharged } = this.#ctx;
-    // Properties too large to store as they are (the original's near the proxy's limit): stored without the
-    // original's own. The body is the original's, which the broker took: its limit counts the body alone.
-    const copy = fitDeadLetter(
-      { headers: deadLetterHeaders(this.envelope, { group, reason, error, key }), body: this.envelope.body },
-      {
-        maxBytes: ROCKETMQ_MAX_MESSAGE_BYTES + ROCKETMQ_MAX_PROPERTY_BYTES,
-        maxHeaderBytes: ROCKETMQ_MAX_PROPERTY_BYTES,
-      },
-    );
-    await publisher.send({
-      topic: deadLetterTopic(group),
-      body: Buffer.from(copy.body),
-      properties: copy.headers,
-      keys: this.view.keys,
-    });
-    await consumer.ack(this.view);
-    uncharged.forget(this.view.messageId);
   }
 }

@@ -4,7 +4,7 @@
  */
 import { ConfigError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import { guardTelemetry } from './telemetry-guard.js';
+import { guardTelemetry } from './rocketmq-telemetry-guard.js';
 
 /** A received message (`MessageView`); `receiptHandle` is replaced by each visibility change. */
 export interface MessageViewLike {

@@ -1,4 +1,3 @@
-import { GateClosedError, type OrderingGate } from '../ordered/ordering-gate.js';
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import { processAndSettleBatch } from '../settle-batch.js';
@@ -6,6 +5,7 @@ import type { Processor, Subscription } from '../transport.js';
 import { DeliverySlots } from '../delivery-slots.js';
 import { invisibleMs, RocketMQDelivery, type DeliveryContext } from './rocketmq-delivery.js';
 import { REPLAY_GROUP_PROPERTY } from './rocketmq-names.js';
+import type { RocketMQOrderedLane } from './rocketmq-ordered-subscription.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Most messages one receive asks for (the proxy's `maxMessageNum` limit is 32). */
@@ -18,8 +18,8 @@ export interface RocketMQSubscriptionParts {
   readonly concurrency: number;
   /** Deliveries handed to `processBatch` at once; 1 hands them one by one. */
   readonly batchSize: number;
-  /** Per-key order: deliveries go through this gate (retried in place), never to the processor directly. */
-  readonly gate: OrderingGate | undefined;
+  /** Per-key order: deliveries go through this lane (retried in place), never to the processor directly. */
+  readonly lane: RocketMQOrderedLane | undefined;
 }
 
 /**
@@ -125,16 +125,15 @@ export class RocketMQSubscription implements Subscription {
   }
 
   async #processOne(delivery: RocketMQDelivery): Promise<void> {
-    const { gate, processor } = this.#parts;
+    const { lane, processor } = this.#parts;
+    if (lane !== undefined) {
+      await lane.handle(delivery);
+      return;
+    }
     let outcome: Outcome;
     try {
-      outcome =
-        gate === undefined
-          ? await processor.process(delivery.envelope)
-          : await gate.submit(delivery.envelope);
+      outcome = await processor.process(delivery.envelope);
     } catch (error) {
-      // A closing gate leaves the delivery unsettled: it comes again when its invisibility ends.
-      if (error instanceof GateClosedError) return;
       await delivery.settle({ error });
       return;
     }
@@ -160,10 +159,10 @@ export class RocketMQSubscription implements Subscription {
   async #close(): Promise<void> {
     this.#closing = true;
     this.#slots.close();
-    this.#parts.gate?.close();
+    this.#parts.lane?.close();
     await this.#loop;
     while (this.#inflight.size > 0) await Promise.all([...this.#inflight]);
-    await this.#parts.gate?.drained();
+    await this.#parts.lane?.drained();
     await this.#parts.ctx.consumer.shutdown().catch(() => undefined);
     this.onClose();
   }

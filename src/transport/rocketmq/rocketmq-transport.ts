@@ -2,13 +2,11 @@ import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
-import { OrderingGate } from '../ordered/ordering-gate.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
-import { validateGroup } from '../../core/group.js';
 import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';
+import { checkSubscribe } from '../subscribe-options.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
-  startPosition,
   toProcessor,
   type OutgoingMessage,
   type Processor,
@@ -26,7 +24,6 @@ import {
   type RocketMQSettings,
   type RocketMQTransportConfig,
 } from './rocketmq-config.js';
-import { wholeNumber } from '../config-checks.js';
 import type { DeadLetters } from '../dead-letters.js';
 import { RocketMQDeadLetters } from './rocketmq-dead-letters.js';
 import {
@@ -36,15 +33,17 @@ import {
   type RocketMQDriver,
 } from './rocketmq-driver.js';
 import { validRocketMQGroup, validRocketMQTopic } from './rocketmq-names.js';
+import { RocketMQOrderedLane } from './rocketmq-ordered-subscription.js';
 import { RocketMQPublisher } from './rocketmq-publisher.js';
+import { RocketMQSettler, type RocketMQSettlerContext } from './rocketmq-settler.js';
 import { RocketMQSubscription } from './rocketmq-subscription.js';
 import { RocketMQTopology } from './rocketmq-topology.js';
-import { ROCKETMQ_UNREACHABLE_HINT } from './remoting.js';
+import { ROCKETMQ_UNREACHABLE_HINT } from './rocketmq-remoting.js';
 import {
   RocketMQTransactionProducer,
   type RocketMQTransactionProducerConfig,
 } from './rocketmq-transaction-producer.js';
-import { UnchargedRetries } from './uncharged-retries.js';
+import { UnchargedRetries } from './rocketmq-uncharged-retries.js';
 
 interface Open {
   readonly driver: RocketMQDriver;
@@ -208,31 +207,18 @@ export class RocketMQTransport implements Transport {
     options: SubscribeOptions,
   ): Promise<RocketMQSubscription> {
     const { names } = this.#settings;
-    validRocketMQGroup(validateGroup(named));
-    if (namedTopics.length === 0) throw new ConfigError('topics', 'name at least one topic');
+    const target = names.processor(toProcessor(processor));
+    const { concurrency, batchSize, from, ordering } = checkSubscribe(named, namedTopics, target, options, {
+      topic: (topic) => validRocketMQTopic(names.toBroker(validRocketMQTopic(topic))),
+    });
+    validRocketMQGroup(named);
     // The broker's names from here on: the processor sees the application's topic names.
     const group = validRocketMQGroup(names.toBroker(named));
-    const topics = namedTopics.map((topic) => validRocketMQTopic(names.toBroker(validRocketMQTopic(topic))));
-    const from = startPosition(options);
-    if (options.ordering !== undefined && !this.#settings.fifo) {
+    const topics = namedTopics.map((topic) => names.toBroker(topic));
+    if (ordering !== undefined && !this.#settings.fifo) {
       throw new ConfigError(
         'ordering',
         'per-key order on RocketMQ needs FIFO topics and an orderly group: create the transport with fifo: true',
-      );
-    }
-    const target = names.processor(toProcessor(processor));
-    const concurrency = wholeNumber(
-      options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-      'concurrency',
-    );
-    const batchSize =
-      target.processBatch === undefined || options.ordering !== undefined
-        ? 1
-        : wholeNumber(options.batchSize ?? concurrency, 'batchSize');
-    if (batchSize > concurrency) {
-      throw new ConfigError(
-        'batchSize',
-        `${batchSize} is more than concurrency ${concurrency}; a batch is held at once`,
       );
     }
     const visibilityMs = parseDuration(
@@ -274,23 +260,23 @@ export class RocketMQTransport implements Transport {
         { cause: error },
       );
     }
+    const settlerContext: RocketMQSettlerContext = {
+      group,
+      consumer,
+      publisher: open.publisher,
+      uncharged: new UnchargedRetries(),
+      failureBackoffMs: settings.failureBackoffMs,
+      logger: settings.logger,
+    };
     const subscription = new RocketMQSubscription(group, topics, {
-      ctx: {
-        group,
-        consumer,
-        publisher: open.publisher,
-        uncharged: new UnchargedRetries(),
-        visibilityMs,
-        failureBackoffMs: settings.failureBackoffMs,
-        logger: settings.logger,
-      },
+      ctx: { ...settlerContext, visibilityMs, settler: new RocketMQSettler(settlerContext) },
       processor: target,
       concurrency,
       batchSize,
-      gate:
-        options.ordering === undefined
+      lane:
+        ordering === undefined
           ? undefined
-          : new OrderingGate(target, { ...options.ordering, concurrency, logger: settings.logger }),
+          : new RocketMQOrderedLane(target, ordering, concurrency, settings.logger),
     });
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);

@@ -7,8 +7,8 @@ import {
   type DeadLetters,
   withoutDeadLetterHeaders,
 } from '../dead-letters.js';
-import { retryTopic } from './broker-schema.js';
-import type { BrokerStore, StoredMessage } from './broker-store.js';
+import { retryTopic } from './local-schema.js';
+import type { BrokerStore, StoredMessage } from './local-store.js';
 
 interface DeadLetterRow {
   id: number;

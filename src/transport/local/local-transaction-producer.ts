@@ -3,8 +3,8 @@ import { ConfigError, errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { OutgoingMessage } from '../transport.js';
-import { CHECK_MAX_TOPIC } from './broker-schema.js';
-import type { HalfMessage } from './half-message-store.js';
+import { CHECK_MAX_TOPIC } from './local-schema.js';
+import type { HalfMessage } from './local-half-message-store.js';
 import {
   DEFAULT_TRANSACTION_PRODUCER_CONFIG,
   type HalfMessageView,
@@ -12,7 +12,7 @@ import {
   type TransactionSendResult,
   type TransactionState,
 } from '../half-message.js';
-import type { LocalBroker } from './local-broker.js';
+import type { LocalBroker } from './local-transport.js';
 
 const view = (half: HalfMessage): HalfMessageView => ({
   id: half.id,

@@ -2,8 +2,14 @@
  * Reads a topic's queues on one master without consuming them: a remoting pull that commits no
  * offset and registers no consumer, from the queue's first offset to its last.
  */
-import { expectSuccess, remotingRequest, RequestCode, ResponseCode, type Address } from './remoting.js';
-import { decodeStoredMessages, type StoredMessage } from './stored-message.js';
+import {
+  expectSuccess,
+  remotingRequest,
+  RequestCode,
+  ResponseCode,
+  type Address,
+} from './rocketmq-remoting.js';
+import { decodeStoredMessages, type StoredMessage } from './rocketmq-stored-message.js';
 
 /** `PullSysFlag.FLAG_SUBSCRIPTION`: the subscription travels with the request (no offset commit, no suspend). */
 const FLAG_SUBSCRIPTION = 0x1 << 2;

@@ -1,5 +1,5 @@
-import type { BrokerStore, StoredMessage } from './broker-store.js';
-import { queueName, type QueueRef } from './queue-allocation.js';
+import type { BrokerStore, StoredMessage } from './local-store.js';
+import { queueName, type QueueRef } from './local-queue-allocation.js';
 
 /** Position of a member in one queue. Offsets below the committable one are done. */
 export interface Cursor {

@@ -1,5 +1,5 @@
-import { CHECK_MAX_TOPIC } from './broker-schema.js';
-import type { BrokerStore, MessageToStore } from './broker-store.js';
+import { CHECK_MAX_TOPIC } from './local-schema.js';
+import type { BrokerStore, MessageToStore } from './local-store.js';
 
 /** A half (prepared) message waiting for its transaction's decision. */
 export interface HalfMessage {

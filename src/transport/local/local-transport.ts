@@ -5,11 +5,9 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, TransportUnavailableError } from '../../core/errors.js';
-import { validateGroup } from '../../core/group.js';
 import type { Logger } from '../../core/logger.js';
 import type { DeadLetter, DeadLetterQuery, DeadLetters } from '../dead-letters.js';
 import {
-  startPosition,
   toProcessor,
   UNIQUE_ID_HEADER,
   type OutgoingMessage,
@@ -18,16 +16,22 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import { CHECK_MAX_TOPIC, retryTopic } from './broker-schema.js';
-import { resolveLocalBrokerConfig, validTopic, type LocalBrokerConfig } from './local-broker-config.js';
-import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './broker-store.js';
-import { DeadLetterStore } from './dead-letter-store.js';
-import type { LocalFaultHooks } from './fault-hooks.js';
+import { CHECK_MAX_TOPIC, retryTopic } from './local-schema.js';
+import { resolveLocalBrokerConfig, validTopic, type LocalBrokerConfig } from './local-config.js';
+import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './local-store.js';
+import { DeadLetterStore } from './local-dead-letters.js';
+import type { LocalFaultHooks } from './local-fault-hooks.js';
 import type { ConsumerContext, ConsumerSettings } from './local-consumer.js';
-import { LocalSubscription, subscriptionContext, type LocalSubscribeOptions } from './local-subscription.js';
-import type { QueueSelector } from './queue-selector.js';
+import {
+  DEFAULT_LOCAL_CONCURRENCY,
+  LocalSubscription,
+  subscriptionContext,
+  type LocalSubscribeOptions,
+} from './local-subscription.js';
+import { checkSubscribe } from '../subscribe-options.js';
+import type { QueueSelector } from './local-queue-selector.js';
 import type { TransactionProducerConfig } from '../half-message.js';
-import { TransactionProducer } from './transaction-producer.js';
+import { TransactionProducer } from './local-transaction-producer.js';
 
 /** The local broker's dead-letter queue: the contract's, and replayed dead letters on request. */
 export interface LocalDeadLetters extends DeadLetters {
@@ -241,13 +245,17 @@ export class LocalBroker implements Transport {
     processor: ProcessorLike,
     options: LocalSubscribeOptions = {},
   ): Promise<LocalSubscription> {
-    validateGroup(group);
-    if (topics.length === 0) throw new ConfigError('topics', 'name at least one topic');
-    for (const topic of topics) validTopic(topic);
     const target = toProcessor(processor);
+    // `batchSize` is the local broker's pull size, which may be larger than `concurrency`: read below.
+    const checked = checkSubscribe(
+      group,
+      topics,
+      target,
+      { ...options, concurrency: options.concurrency ?? DEFAULT_LOCAL_CONCURRENCY, batchSize: undefined },
+      { topic: validTopic },
+    );
     // Unset, a new group starts where the broker's `consumeFrom` says.
-    const from =
-      options.from === undefined && this.#settings.consumeFrom === 'last' ? 'now' : startPosition(options);
+    const from = options.from === undefined && this.#settings.consumeFrom === 'last' ? 'now' : checked.from;
     const store = await this.#open();
     const context = subscriptionContext(this.#context(store), options);
     for (const topic of [...topics, retryTopic(group)]) this.queueCount(topic);

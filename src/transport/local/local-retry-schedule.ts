@@ -1,5 +1,5 @@
-import { retryTopic } from './broker-schema.js';
-import type { BrokerStore, StoredMessage } from './broker-store.js';
+import { retryTopic } from './local-schema.js';
+import type { BrokerStore, StoredMessage } from './local-store.js';
 
 /**
  * Failed messages waiting for their retry delay (RocketMQ's schedule topic): each is parked with the

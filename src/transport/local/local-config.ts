@@ -2,10 +2,10 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
-import { TOPIC_PATTERN } from './broker-schema.js';
-import type { LocalFaultHooks } from './fault-hooks.js';
+import { TOPIC_PATTERN } from './local-schema.js';
+import type { LocalFaultHooks } from './local-fault-hooks.js';
 import type { ConsumerSettings } from './local-consumer.js';
-import { roundRobinSelector, type QueueSelector } from './queue-selector.js';
+import { roundRobinSelector, type QueueSelector } from './local-queue-selector.js';
 
 /** Input of `new LocalBroker(config)`: the SQLite file, queues, and consumer timings. */
 export interface LocalBrokerConfig {

@@ -1,7 +1,7 @@
 import { ConfigError, TransportUnavailableError } from '../../core/errors.js';
-import { BROKER_MIGRATIONS } from './broker-schema.js';
-import { HalfMessageStore } from './half-message-store.js';
-import { RetrySchedule } from './retry-schedule.js';
+import { BROKER_MIGRATIONS } from './local-schema.js';
+import { HalfMessageStore } from './local-half-message-store.js';
+import { RetrySchedule } from './local-retry-schedule.js';
 
 /** The part of a better-sqlite3 statement the broker calls. */
 export interface BrokerStatementLike {
