@@ -3,6 +3,7 @@ import tseslint from 'typescript-eslint';
 
 const up = (folders) => `(^|/)\\.\\./(\\.\\./)*(${folders})/`;
 const CORE_ONLY = { regex: '^\\.\\./', message: 'core imports nothing of oncemq but core' };
+const SQL_SHAPES_ONLY = { regex: '^\\.\\./', message: 'the SQL client shapes import nothing of oncemq' };
 const TRANSPORT_ONLY = {
   regex: up('cli|ledger|consumer|outbox|orm|nest|testing'),
   message: 'a transport imports core, telemetry and the shared transport kit only',
@@ -13,7 +14,7 @@ const NO_OTHER_BROKER = {
 };
 const LEDGER_ONLY = {
   regex: up('cli|consumer|transport|outbox|orm|nest|testing'),
-  message: 'a ledger imports core only',
+  message: 'a ledger imports core and the SQL client shapes only',
 };
 const NO_CLI = { regex: up('cli|nest|testing'), message: 'only the command line imports the command line' };
 
@@ -56,6 +57,7 @@ export default tseslint.config(
   // zones takes the last one's rule, so a zone inside another repeats the outer zone's patterns.
   ...importZones([
     { files: ['src/core/**'], forbid: [CORE_ONLY] },
+    { files: ['src/sql/**'], forbid: [SQL_SHAPES_ONLY] },
     { files: ['src/transport/**'], forbid: [TRANSPORT_ONLY] },
     { files: ['src/transport/*/**'], forbid: [TRANSPORT_ONLY, NO_OTHER_BROKER] },
     { files: ['src/ledger/**'], forbid: [LEDGER_ONLY] },

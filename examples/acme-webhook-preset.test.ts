@@ -1,8 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { HttpRequest } from '../src/http/http-request.js';
-import { WebhookSignatureError } from '../src/http/webhook-presets.js';
+import { type HttpRequest, WebhookSignatureError } from 'oncemq/http';
 import { acmePreset } from './acme-webhook-preset.js';
 
 const secret = 'acme endpoint secret';

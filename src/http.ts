@@ -33,7 +33,6 @@ export {
   IDEMPOTENCY_KEY_SOURCE,
   InvalidIdempotencyKeyError,
   MAX_IDEMPOTENCY_KEY_LENGTH,
-  parseIdempotencyKey,
 } from './http/idempotency-key.js';
 export { httpContext } from './http/http-context.js';
 export type { HttpContext } from './http/http-context.js';

@@ -19,13 +19,7 @@ export type {
 export { downstreamKey } from './consumer/handler-context.js';
 export type { HandlerContext, Mode } from './consumer/handler-context.js';
 export type { PipelineMetrics } from './consumer/metrics.js';
-export {
-  DEFAULT_REPLAY_MARGIN,
-  ROCKETMQ_DELAY_LEVELS,
-  ROCKETMQ_FIRST_RETRY_LEVEL,
-  ROCKETMQ_MAX_RECONSUME_TIMES,
-  RetryPolicy,
-} from './core/retry-policy.js';
+export { DEFAULT_REPLAY_MARGIN, RetryPolicy } from './core/retry-policy.js';
 export type { RetryDecision, RetryPolicyConfig } from './core/retry-policy.js';
 export type { Duration } from './core/duration.js';
 export {

@@ -1,5 +1,5 @@
 export { OncemqModule } from './nest/nest-module.js';
-export { OncemqConsumer, ONCEMQ_CONSUMER_METADATA } from './nest/nest-consumer.js';
+export { OncemqConsumer } from './nest/nest-consumer.js';
 export type { OncemqConsumerDecorator } from './nest/nest-consumer.js';
 export { DEFAULT_ONCEMQ_MODULE_OPTIONS } from './nest/nest-options.js';
 export type {

@@ -44,8 +44,10 @@ export function parseIdempotencyKey(value: string): string {
 }
 
 /**
- * A key source reading the header `name` as {@link parseIdempotencyKey} does; `undefined` when the
- * request has no such header.
+ * A key source reading the header `name` as an `Idempotency-Key` value: a structured-field string
+ * (`"8e03…"`) or a bare token (`8e03…`); a list of two, bytes outside printable ASCII or a broken
+ * quoted string are refused with {@link InvalidIdempotencyKeyError}. `undefined` when the request has
+ * no such header.
  */
 export function headerKey(name: string): HttpKeySource {
   if (typeof name !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {

@@ -1,5 +1,6 @@
-/** A value bound to a statement parameter. */
-export type SqlValue = string | number | bigint | boolean | null | Date | Buffer;
+import type { SqlValue } from '../sql/sql-value.js';
+
+export type { SqlValue } from '../sql/sql-value.js';
 
 /**
  * How statements run on one SQL database through the transaction handle `Tx` a handler receives

@@ -1,9 +1,9 @@
 import { ConfigError } from '../core/errors.js';
-import type { MysqlPoolLike } from '../ledger/mysql/mysql-client.js';
-import type { PgPoolLike } from '../ledger/postgres/postgres-client.js';
+import type { MysqlPoolLike } from '../sql/mysql-like.js';
+import type { PgPoolLike } from '../sql/postgres-like.js';
 import type { SqlBridge } from '../ledger/sql-bridge.js';
 import type { SqlDialect } from '../ledger/sql-dialect.js';
-import type { SqliteDatabaseLike } from '../ledger/sqlite/sqlite-database.js';
+import type { SqliteDatabaseLike } from '../sql/sqlite-like.js';
 import { outboxSql } from './dialects/outbox-dialects.js';
 import { bridgeSession, type OutboxSession } from './outbox-session.js';
 

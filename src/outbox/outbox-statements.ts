@@ -1,4 +1,4 @@
-import type { SqlValue } from '../ledger/sql-dialect.js';
+import type { SqlValue } from '../sql/sql-value.js';
 import { ROW_COLUMNS } from './dialects/outbox-sql.js';
 import type { ResolvedOutboxConfig } from './outbox-config.js';
 

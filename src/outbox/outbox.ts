@@ -1,4 +1,5 @@
-import type { SqlDialect, SqlValue } from '../ledger/sql-dialect.js';
+import type { SqlDialect } from '../ledger/sql-dialect.js';
+import type { SqlValue } from '../sql/sql-value.js';
 import { resolveOutboxConfig, type OutboxConfig, type ResolvedOutboxConfig } from './outbox-config.js';
 import { openOutboxSession, type OutboxDatabase } from './outbox-database.js';
 import { storedOutboxMessage, type OutboxMessage } from './outbox-message.js';

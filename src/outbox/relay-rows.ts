@@ -1,5 +1,5 @@
 import { KEY_HEADER, ORDERING_KEY_HEADER } from '../core/envelope.js';
-import type { SqlValue } from '../ledger/sql-dialect.js';
+import type { SqlValue } from '../sql/sql-value.js';
 import type { OutgoingMessage } from '../transport/transport.js';
 import type { Outbox } from './outbox.js';
 import type { OutboxSession } from './outbox-database.js';

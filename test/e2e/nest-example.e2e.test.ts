@@ -12,9 +12,8 @@ import { promisify } from 'node:util';
 import amqplib from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_RABBITMQ_DELAY_LEVELS } from 'oncemq/rabbitmq';
-import { parseDuration } from '../../src/core/duration.js';
+import { parseDuration, waitFor } from '../support/internal.js';
 import { RabbitNames } from '../../src/transport/rabbitmq/rabbitmq-names.js';
-import { waitFor } from '../../src/testing/transport-conformance-fixture.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
 import { deleteTopology, findRabbit, scratchPrefix } from '../support/rabbitmq.js';
 

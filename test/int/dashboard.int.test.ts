@@ -12,9 +12,14 @@ import type { LocalBroker } from 'oncemq/local';
 import { PostgresLedger } from 'oncemq/postgres';
 import { servePrometheus } from 'oncemq/prometheus';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { openDashboardSources, type DashboardTargets } from '../../src/cli/dashboard/cli-sources.js';
-import type { DashboardState, ResetAnswer } from '../../src/cli/dashboard/dashboard-api.js';
-import { startDashboard, type Dashboard } from '../../src/cli/dashboard/dashboard-server.js';
+import {
+  type Dashboard,
+  type DashboardState,
+  type DashboardTargets,
+  openDashboardSources,
+  type ResetAnswer,
+  startDashboard,
+} from '../support/internal.js';
 import { testBroker, waitUntil } from '../support/local-points.js';
 import { pointsRequest, scratchDir } from '../support/points.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { runDemo } from '../../src/cli/demo-run.js';
-import { parseFaults } from '../../src/testing/fault-injector.js';
+import { runDemo } from '../support/internal.js';
+import { parseFaults } from 'oncemq/testing';
 import { mysqlService } from '../support/mysql.js';
 import { findPostgres } from '../support/postgres.js';
 import { REDIS_SERVICE } from '../support/redis.js';

@@ -7,9 +7,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { Ledger } from 'oncemq';
 import type { HttpEdge } from 'oncemq/http';
 import { injectCommitFailures } from 'oncemq/testing';
-import { openDashboardSources } from '../../src/cli/dashboard/cli-sources.js';
-import type { DashboardState } from '../../src/cli/dashboard/dashboard-api.js';
-import { startDashboard } from '../../src/cli/dashboard/dashboard-server.js';
+import { type DashboardState, openDashboardSources, startDashboard } from '../support/internal.js';
 import { buildCli, oncemq, removeCli } from '../support/cli-run.js';
 import {
   createOrder,

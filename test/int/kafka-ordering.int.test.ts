@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KafkaTransport } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
-import { sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { sleep, waitFor } from '../support/internal.js';
 import { deleteTopics, kafkaAdmin, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
 import { orderSteps, runOrderedScenario, type OrderSteps } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';

@@ -11,7 +11,8 @@ import {
   type Subscription,
 } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { errorText, TransportUnavailableError } from '../../src/core/errors.js';
+import { errorText } from '../support/internal.js';
+import { TransportUnavailableError } from 'oncemq';
 import { createAdmin, loadKafkaDriver, openRecordStream } from '../../src/transport/kafka/kafka-driver.js';
 import { resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js';
 import { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';

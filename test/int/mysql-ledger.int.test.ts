@@ -1,7 +1,7 @@
 import type { ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeaseLostError, LedgerUnavailableError } from 'oncemq';
-import { fitMetadata } from '../../src/ledger/claim-request.js';
+import { fitMetadata } from '../support/internal.js';
 import { sleep } from '../support/points.js';
 import { ledgerTables, mysqlRequest, mysqlService, testPool, uniqueTable } from '../support/mysql.js';
 

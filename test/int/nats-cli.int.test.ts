@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Envelope } from 'oncemq';
-import { dlqCommand } from 'oncemq/cli/commands/dlq';
+import { dlqCommand, outcomeFor } from '../support/internal.js';
 import { NatsTransport } from 'oncemq/nats';
-import { outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
 import { waitUntil } from '../support/local-points.js';
 import { adminOf, NATS_SERVICE, QUICK_NATS } from '../support/nats.js';
 import { findService } from '../support/services.js';

@@ -10,7 +10,7 @@ import { TcpProxy } from 'oncemq/testing';
 import { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
 import { partitionConsumer } from '../../src/transport/nats/nats-names.js';
 import { readOrderingRecord } from '../../src/transport/nats/nats-partition-count.js';
-import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, sleep, unique, waitFor } from '../support/internal.js';
 import { findService } from '../support/services.js';
 import { adminOf, NATS_SERVICE, natsUnderTest, QUICK_NATS, type NatsUnderTest } from '../support/nats.js';
 

@@ -13,7 +13,7 @@ import { loadNatsDriver } from '../../src/transport/nats/nats-driver.js';
 import { leaseStream, leaseSubject, partitionConsumer } from '../../src/transport/nats/nats-names.js';
 import { PartitionLease } from '../../src/transport/nats/nats-partition-lease.js';
 import { NatsTopology } from '../../src/transport/nats/nats-topology.js';
-import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, sleep, unique, waitFor } from '../support/internal.js';
 import { runOrderedScenario } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { findService } from '../support/services.js';

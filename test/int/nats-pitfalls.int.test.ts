@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SILENT_LOGGER, type Envelope, type Logger, type Outcome } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
-import { outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
+import { type Answer, outcomeFor } from '../support/internal.js';
 import { waitUntil } from '../support/local-points.js';
 import {
   NATS_SERVICE,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, TransportUnavailableError, type Envelope, type Outcome } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
-import { outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
+import { outcomeFor } from '../support/internal.js';
 import { waitUntil } from '../support/local-points.js';
 import {
   directConnection,

@@ -21,7 +21,7 @@ import {
 import { knexLedger } from 'oncemq/knex';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { RabbitTransport } from 'oncemq/rabbitmq';
-import { sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { sleep, waitFor } from '../support/internal.js';
 import { paymentEvents, type PaymentSucceeded } from '../support/points.js';
 import { findPostgres, pointsSchema, type PointsSchema } from '../support/postgres.js';
 import { deleteTopology, findRabbit, scratchPrefix } from '../support/rabbitmq.js';

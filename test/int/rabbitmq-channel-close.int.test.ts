@@ -5,10 +5,9 @@
 import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from 'oncemq/testing';
-import { SILENT_LOGGER } from '../../src/core/logger.js';
+import { type Logger, SILENT_LOGGER } from 'oncemq';
+import { outcomeFor, waitFor } from '../support/internal.js';
 import { RabbitTransport } from 'oncemq/rabbitmq';
-import type { Logger } from '../../src/core/logger.js';
-import { outcomeFor, waitFor } from '../../src/testing/transport-conformance-fixture.js';
 import { RabbitChannel } from '../../src/transport/rabbitmq/rabbitmq-channel.js';
 import { rabbitSettings } from '../../src/transport/rabbitmq/rabbitmq-config.js';
 import { RabbitConnection } from '../../src/transport/rabbitmq/rabbitmq-connection.js';

@@ -1,7 +1,6 @@
 // `oncemq dlq --transport rabbitmq`, run in process against the real broker.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { dlqCommand } from '../../src/cli/commands/dlq.js';
-import { outcomeFor, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { dlqCommand, outcomeFor, waitFor } from '../support/internal.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 
 const service = await findRabbit();

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DELIVERY_COUNT_HEADER, KEY_HEADER, type Envelope } from 'oncemq';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
 import { RETRY_DUE_HEADER, TOPIC_HEADER } from '../../src/transport/rabbitmq/rabbitmq-message.js';
-import { outcomeFor, sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, sleep, waitFor } from '../support/internal.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 
 const service = await findRabbit();

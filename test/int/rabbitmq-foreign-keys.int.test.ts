@@ -6,7 +6,7 @@ import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPipeline, KEY_HEADER, type Outcome } from 'oncemq';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { waitFor } from '../support/internal.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 
 const service = await findRabbit();

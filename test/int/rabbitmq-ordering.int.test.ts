@@ -4,7 +4,7 @@
 import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
-import { outcomeFor, sleep, unique, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, sleep, unique, waitFor } from '../support/internal.js';
 import { orderSteps, runOrderedScenario, type OrderSteps } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPipeline, RetryPolicy, type Outcome, type Pipeline } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
-import { sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { sleep, waitFor } from '../support/internal.js';
 import { paymentEvents, type PaymentSucceeded } from '../support/points.js';
 import { findPostgres, pointsSchema, type PointsSchema } from '../support/postgres.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';

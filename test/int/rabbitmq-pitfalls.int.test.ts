@@ -6,7 +6,7 @@ import { KEY_HEADER, TransportUnavailableError, UNIQUE_ID_HEADER, type Envelope 
 import type { RabbitTransport } from 'oncemq/rabbitmq';
 import { UnconfirmedPublishError, type RabbitSubscription } from 'oncemq/rabbitmq';
 import { TOPIC_HEADER } from '../../src/transport/rabbitmq/rabbitmq-message.js';
-import { outcomeFor, sleep, waitFor, type Answer } from '../../src/testing/transport-conformance-fixture.js';
+import { type Answer, outcomeFor, sleep, waitFor } from '../support/internal.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 
 const service = await findRabbit();

@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TransportUnavailableError, type Envelope, type Outcome } from 'oncemq';
 import { RabbitTransport, type AmqpConnectionLike } from 'oncemq/rabbitmq';
 import { TcpProxy } from 'oncemq/testing';
-import { outcomeFor, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, waitFor } from '../support/internal.js';
 import { deleteTopology, findRabbit, scratchPrefix, throughProxy } from '../support/rabbitmq.js';
 
 const service = await findRabbit();

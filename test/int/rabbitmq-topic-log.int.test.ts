@@ -2,7 +2,7 @@
 import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KEY_HEADER, type Envelope } from 'oncemq';
-import { outcomeFor, sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { outcomeFor, sleep, waitFor } from '../support/internal.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
 
 const service = await findRabbit();

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Envelope } from 'oncemq';
-import { keyOf, outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
+import { keyOf, outcomeFor } from '../support/internal.js';
 import { buildPackage, runNode } from '../support/built-package.js';
 import { waitUntil } from '../support/local-points.js';
 import { REDIS_SERVICE } from '../support/redis.js';

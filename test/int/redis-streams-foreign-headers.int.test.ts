@@ -3,7 +3,7 @@
 // dead letter naming the field; the retry fields on a topic's stream are not read.
 import { describe, expect, it } from 'vitest';
 import { DELIVERY_COUNT_HEADER, KEY_HEADER, type Envelope } from 'oncemq';
-import { outcomeFor, waitFor } from 'oncemq/testing/transport-conformance-fixture';
+import { outcomeFor, waitFor } from '../support/internal.js';
 import { REDIS_SERVICE } from '../support/redis.js';
 import { streamsEachTest, type ProxiedStreams } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';

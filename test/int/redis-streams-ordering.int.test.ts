@@ -5,13 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Envelope, Outcome } from 'oncemq';
 import type { RedisStreamsTransportConfig } from 'oncemq/redis-streams';
-import {
-  keyOf,
-  outcomeFor,
-  sleep,
-  unique,
-  waitFor,
-} from '../../src/testing/transport-conformance-fixture.js';
+import { keyOf, outcomeFor, sleep, unique, waitFor } from '../support/internal.js';
 import { runOrderedScenario } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';

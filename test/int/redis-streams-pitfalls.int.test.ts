@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Envelope, Outcome } from 'oncemq';
-import { keyOf, outcomeFor, type Answer } from 'oncemq/testing/transport-conformance-fixture';
+import { type Answer, keyOf, outcomeFor } from '../support/internal.js';
 import { waitUntil } from '../support/local-points.js';
 import { sleep } from '../support/points.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';

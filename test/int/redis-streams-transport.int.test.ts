@@ -6,7 +6,7 @@ import {
   type StreamConnection,
 } from 'oncemq/redis-streams';
 import { toStreamConnection } from '../../src/transport/redis-streams/redis-streams-connection.js';
-import { keyOf, outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
+import { keyOf, outcomeFor } from '../support/internal.js';
 import { waitUntil } from '../support/local-points.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
 import { gate, streamsEachTest, type ProxiedStreams } from '../support/redis-streams.js';

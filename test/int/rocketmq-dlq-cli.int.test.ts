@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Envelope } from 'oncemq';
-import { dlqCommand } from 'oncemq/cli/commands/dlq';
+import { dlqCommand, outcomeFor } from '../support/internal.js';
 import { RocketMQTransport } from 'oncemq/rocketmq';
 import { RocketMQAdmin } from '../../src/transport/rocketmq/rocketmq-admin.js';
-import { outcomeFor } from 'oncemq/testing/transport-conformance-fixture';
 import { findRocketMQ } from '../support/brokers.js';
 import { waitUntil } from '../support/local-points.js';
 import { QUICK_ROCKETMQ } from '../support/rocketmq.js';

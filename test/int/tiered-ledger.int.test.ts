@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPipeline, RetryPolicy, type Ledger } from 'oncemq';
 import type { RedisLike } from 'oncemq/redis';
-import { redisKey } from '../../src/ledger/redis/redis-record.js';
+import { redisKey } from '../support/internal.js';
 import { SqliteLedger } from 'oncemq/sqlite';
 import { TieredLedger, type TieredLedgerConfig } from 'oncemq/tiered';
 import {

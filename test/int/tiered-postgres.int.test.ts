@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPipeline } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { fromNodeRedis } from 'oncemq/redis';
-import { redisKey } from '../../src/ledger/redis/redis-record.js';
+import { redisKey } from '../support/internal.js';
 import { describeLedgerConformance } from 'oncemq/conformance';
 import { TieredLedger } from 'oncemq/tiered';
 import { payment, paymentEnvelope, type PaymentSucceeded } from '../support/points.js';

@@ -14,14 +14,14 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqliteLedger } from 'oncemq/sqlite';
-import { sha256Hex } from '../../src/core/fingerprint.js';
-import { normalizeKey } from '../../src/core/key.js';
-import type { HttpRequest, HttpVerifier } from '../../src/http/http-request.js';
+import { normalizeKey, sha256Hex } from '../support/internal.js';
 import {
+  type HttpRequest,
+  type HttpVerifier,
   type SignedWebhookPreset,
-  WebhookSignatureError,
   webhookPresets,
-} from '../../src/http/webhook-presets.js';
+  WebhookSignatureError,
+} from 'oncemq/http';
 import { scratchDir } from '../support/points.js';
 
 const SECRETS = {

@@ -13,7 +13,7 @@ import {
 } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
 import { FaultInjector } from 'oncemq/testing';
-import { sleep, waitFor } from '../../src/testing/transport-conformance-fixture.js';
+import { sleep, waitFor } from './internal.js';
 import { dropSchema, newPool, scratchSchema } from './postgres.js';
 
 interface OrderEvent {

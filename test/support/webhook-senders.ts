@@ -1,6 +1,5 @@
 import { createHmac } from 'node:crypto';
-import type { HttpRequest } from '../../src/http/http-request.js';
-import { type SignedWebhookPreset, webhookPresets } from '../../src/http/webhook-presets.js';
+import { type HttpRequest, type SignedWebhookPreset, webhookPresets } from 'oncemq/http';
 
 /** What a test sends: the delivery's id and event, when it was signed, and its body. */
 export interface Delivery {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ClaimRequest } from 'oncemq';
-import { planBatch } from '../../src/ledger/batch-claim.js';
+import { planBatch } from '../support/internal.js';
 
 const request = (group: string, key: string): ClaimRequest => ({
   group,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LedgerUnavailableError } from 'oncemq';
-import { CallDeadlines } from '../../src/ledger/redis/redis-like.js';
+import { CallDeadlines } from '../support/internal.js';
 
 describe('CallDeadlines', () => {
   it('passes answers and errors through unchanged', async () => {

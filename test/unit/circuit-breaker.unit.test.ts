@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CircuitBreaker } from '../../src/ledger/tiered/circuit-breaker.js';
+import { CircuitBreaker } from '../support/internal.js';
 
 describe('CircuitBreaker', () => {
   it('lets calls through until a failure, then none until the retry interval has passed', () => {

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { resolveServiceUrl, SERVICE_CONNECTIONS } from '../../src/cli/connection.js';
-import { redactedLocation, storeOfUrl } from '../../src/cli/stores.js';
+import { redactedLocation, resolveServiceUrl, SERVICE_CONNECTIONS, storeOfUrl } from '../support/internal.js';
 
 describe('service URL resolution', () => {
   it('prefers the --url flag, then the environment variable, then the loopback default', () => {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ConnectionCuts, cutGaps } from '../../src/cli/connection-cuts.js';
+import { ConnectionCuts, cutGaps } from '../support/internal.js';
 
 const draw = (seed: string, everyMs: number, count: number): number[] => {
   const gap = cutGaps(seed, everyMs);

@@ -2,8 +2,7 @@
 // with the count of the lines held back, on a fake clock and an injected sink.
 import { describe, expect, it } from 'vitest';
 import { ConfigError, consoleLogger, DEFAULT_LOGGER, SILENT_LOGGER, type PartialLogger } from 'oncemq';
-import { LogRateLimit, MAX_LOG_KINDS } from '../../src/core/log-rate-limit.js';
-import { logsDebug, toLogger } from '../../src/core/logger.js';
+import { LogRateLimit, logsDebug, MAX_LOG_KINDS, toLogger } from '../support/internal.js';
 
 function fakeClock(start = Date.UTC(2026, 0, 5, 10, 0, 0)) {
   let now = start;

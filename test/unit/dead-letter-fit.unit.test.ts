@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEAD_LETTER_HEADERS, DeadLetterCutError, DeadLetterTooLargeError, readDeadLetter } from 'oncemq';
-import {
-  DEAD_LETTER_SIZE_RESERVE,
-  fitDeadLetter,
-  refuseCutReplay,
-} from '../../src/transport/dead-letters.js';
+import { DEAD_LETTER_SIZE_RESERVE, fitDeadLetter, refuseCutReplay } from '../support/internal.js';
 
 const deadHeaders = {
   'oncemq-key': 'k-1',

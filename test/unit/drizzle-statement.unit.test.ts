@@ -7,7 +7,7 @@ import { PgDatabase, PgDialect } from 'drizzle-orm/pg-core';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from 'oncemq';
 import { drizzleBridge, drizzleLedger, type DrizzleLike } from 'oncemq/drizzle';
-import { drizzleStatement } from '../../src/orm/drizzle-statement.js';
+import { drizzleStatement } from '../support/internal.js';
 
 const pg = new PgDialect();
 const mysql = new MySqlDialect();

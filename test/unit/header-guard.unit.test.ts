@@ -7,8 +7,7 @@ import {
   type Envelope,
   type Outcome,
 } from 'oncemq';
-import { checkDeliveryCount, checkRetryDue, guardHeaders } from '../../src/transport/header-guard.js';
-import { outcomeFor } from '../../src/testing/transport-conformance-fixture.js';
+import { checkDeliveryCount, checkRetryDue, guardHeaders, outcomeFor } from '../support/internal.js';
 
 const envelope = (id: string, count?: string): Envelope =>
   createEnvelope({

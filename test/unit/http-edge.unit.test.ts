@@ -4,12 +4,16 @@ import {
   IDEMPOTENCY_KEY_SOURCE,
   InvalidIdempotencyKeyError,
   MAX_IDEMPOTENCY_KEY_LENGTH,
-  parseIdempotencyKey,
+  type HttpEdgeConfig,
   type HttpRequest,
 } from 'oncemq/http';
-import { resolveHttpEdgeConfig, type HttpEdgeConfig } from '../../src/http/http-edge-config.js';
-import { decodeStoredResponse, encodeStoredResponse } from '../../src/http/http-response.js';
-import { idempotencyKeyProblem } from '../../src/http/idempotency-key.js';
+import {
+  decodeStoredResponse,
+  encodeStoredResponse,
+  idempotencyKeyProblem,
+  parseIdempotencyKey,
+  resolveHttpEdgeConfig,
+} from '../support/internal.js';
 
 const request = (headers: Record<string, string>): HttpRequest => ({
   method: 'POST',

@@ -1,8 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, createEnvelope, PermanentError } from 'oncemq';
-import { sha256Hex } from '../../src/core/fingerprint.js';
-import { HeaderText, NON_KEY } from '../../src/core/header-text.js';
-import { compileKeySource, HASHED_KEY_PREFIX, normalizeKey, parseJsonPath } from '../../src/core/key.js';
+import {
+  compileKeySource,
+  HASHED_KEY_PREFIX,
+  HeaderText,
+  NON_KEY,
+  normalizeKey,
+  parseJsonPath,
+  sha256Hex,
+} from '../support/internal.js';
 
 const envelope = createEnvelope({
   brokerId: 'host:1234:42',

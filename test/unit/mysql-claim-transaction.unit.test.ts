@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { LedgerUnavailableError } from '../../src/core/errors.js';
-import type { MysqlConnectionLike } from '../../src/ledger/mysql/mysql-client.js';
-import { runClaimTransaction } from '../../src/ledger/mysql/mysql-transaction.js';
+import { LedgerUnavailableError } from 'oncemq';
+import type { MysqlConnectionLike } from 'oncemq/mysql';
+import { runClaimTransaction } from '../support/internal.js';
 
 /** A connection that records transaction control and reports whether a transaction is open. */
 function recordingConnection(inTransaction = false): MysqlConnectionLike & { log: string[] } {

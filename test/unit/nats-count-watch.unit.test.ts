@@ -1,7 +1,7 @@
 // How an ordered NATS member on one partition count follows its group's count record: a drain from its
 // count bounds what it runs, a drain finished (or another count recorded) stops it, saying why.
 import { describe, expect, it } from 'vitest';
-import { SILENT_LOGGER, type Logger } from '../../src/core/logger.js';
+import { type Logger, SILENT_LOGGER } from 'oncemq';
 import { CountWatch } from '../../src/transport/nats/nats-count-watch.js';
 
 const message = (stream: string, seq: number) => ({ seq, info: { stream } });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createEnvelope, type Envelope, type Outcome } from 'oncemq';
-import { GateClosedError, OrderingGate } from '../../src/transport/ordered/ordering-gate.js';
+import { GateClosedError, OrderingGate } from '../support/internal.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

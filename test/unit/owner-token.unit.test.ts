@@ -2,8 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { MAX_OWNER_LENGTH } from '../../src/ledger/claim-request.js';
-import { ownerToken } from '../../src/ledger/owner-token.js';
+import { MAX_OWNER_LENGTH, ownerToken } from '../support/internal.js';
 import { buildPackage } from '../support/built-package.js';
 
 describe('ownerToken', () => {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, createPipeline, DEFAULT_LEDGER_CAPABILITIES, type Ledger } from 'oncemq';
-import { validateGroup } from '../../src/core/group.js';
-import { sqlIdentifier } from '../../src/ledger/sql-identifier.js';
+import { sqlIdentifier, validateGroup } from '../support/internal.js';
 
 /** A ledger that only declares capabilities: configuration is checked before any I/O. */
 function declared(capabilities: Partial<Ledger['capabilities']>, retentionMs = 7 * 86_400_000): Ledger {

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from 'oncemq';
 import { prismaBridge, prismaLedger, type PrismaClientLike } from 'oncemq/prisma';
-import { prismaTransactionOptions } from '../../src/orm/prisma-bridge.js';
-import { statementKind } from '../../src/orm/statement-kind.js';
+import { prismaTransactionOptions, statementKind } from '../support/internal.js';
 
 describe('which statements answer rows', () => {
   const postgres: [string, string, boolean][] = [

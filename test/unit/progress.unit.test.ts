@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { progressReporter } from '../../src/cli/progress.js';
+import { progressReporter } from '../support/internal.js';
 
 const stream = (isTTY: boolean) => {
   const written: string[] = [];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { totalsOfScrape } from '../../src/cli/dashboard/prometheus-totals.js';
+import { totalsOfScrape } from '../support/internal.js';
 
 const SCRAPE = String.raw`# HELP oncemq_outcomes_total What became of each delivery
 # TYPE oncemq_outcomes_total counter

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RedisBatcher } from '../../src/ledger/redis/redis-batch.js';
+import { RedisBatcher } from '../support/internal.js';
 
 /** A batcher over fake sends that records every call it makes. */
 function recording(

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from 'oncemq';
 import { RedisLedger, type RedisLike } from 'oncemq/redis';
-import { redisKey } from '../../src/ledger/redis/redis-record.js';
+import { redisKey } from '../support/internal.js';
 
 const unused = (): Promise<never> => Promise.reject(new Error('no I/O in unit tests'));
 const redis: RedisLike = {

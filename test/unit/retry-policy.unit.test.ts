@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, RetryPolicy } from 'oncemq';
-import { formatDuration, parseDuration } from '../../src/core/duration.js';
-import { checkRetention } from '../../src/core/retry-policy.js';
+import { checkRetention, formatDuration, parseDuration } from '../support/internal.js';
 
 describe('durations', () => {
   it('parses compound units and formats them back', () => {

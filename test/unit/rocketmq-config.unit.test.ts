@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/core/errors.js';
+import { ConfigError } from 'oncemq';
 import { parseRocketMQUrl, resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
 import { invisibleMs } from '../../src/transport/rocketmq/rocketmq-delivery.js';
 import { RocketMQTransport } from '../../src/transport/rocketmq/rocketmq-transport.js';

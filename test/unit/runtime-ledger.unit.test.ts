@@ -9,8 +9,7 @@ import {
   type ClaimResult,
   type Logger,
 } from 'oncemq';
-import type { LedgerBackend } from '../../src/ledger/ledger-backend.js';
-import { RuntimeLedger } from '../../src/ledger/runtime-ledger.js';
+import { type LedgerBackend, RuntimeLedger } from 'oncemq';
 
 const request = (overrides: Partial<ClaimRequest> = {}): ClaimRequest => ({
   group: 'points',

@@ -3,8 +3,7 @@ import { ConfigError } from 'oncemq';
 import { KafkaTransport } from 'oncemq/kafka';
 import { RocketMQTransport } from 'oncemq/rocketmq';
 import type { Envelope } from 'oncemq';
-import { TransportNamespace } from '../../src/transport/namespace.js';
-import { startPosition } from '../../src/transport/transport.js';
+import { startPosition, TransportNamespace } from '../support/internal.js';
 import { rabbitSettings } from '../../src/transport/rabbitmq/rabbitmq-config.js';
 import { resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
 

@@ -1,7 +1,7 @@
 // Telling "the server cannot be reached" from other failures, under the wrappers drivers put around
 // the socket's error, and saying it in one line without the password.
 import { describe, expect, it } from 'vitest';
-import { redactUrl, unreachableCause, unreachableMessage } from '../../src/core/unreachable.js';
+import { redactUrl, unreachableCause, unreachableMessage } from '../support/internal.js';
 
 const refused = (port: number): Error =>
   Object.assign(new Error(`connect ECONNREFUSED 127.0.0.1:${port}`), { code: 'ECONNREFUSED', port });

@@ -3,17 +3,18 @@
 // WebhookSignatureError with the reason the middleware reports; every missing key is `undefined`.
 import { describe, expect, it } from 'vitest';
 import { ConfigError, OncemqError } from 'oncemq';
-import type { HttpRequest, HttpVerifier } from '../../src/http/http-request.js';
 import {
   type HmacScheme,
   hmacVerifier,
-  webhookHeaderKey,
+  type HttpRequest,
+  type HttpVerifier,
   jsonBodyKey,
-  WebhookSignatureError,
+  webhookHeaderKey,
   webhookPresets,
   type WebhookSecrets,
+  WebhookSignatureError,
   type WebhookSignatureReason,
-} from '../../src/http/webhook-presets.js';
+} from 'oncemq/http';
 import {
   github,
   httpRequest,

@@ -1,29 +1,6 @@
-/** The part of a better-sqlite3 statement oncemq calls. */
-export interface SqliteStatementLike {
-  /** Runs a write with bound values. */
-  run(...params: unknown[]): {
-    /** Rows the write changed. */
-    changes: number | bigint;
-  };
-  /** The first row of a read, or `undefined`. */
-  get(...params: unknown[]): unknown;
-  /** Every row of a read. */
-  all(...params: unknown[]): unknown[];
-}
+import type { SqliteDatabaseLike } from '../../sql/sqlite-like.js';
 
-/** The part of a better-sqlite3 `Database` oncemq calls. */
-export interface SqliteDatabaseLike {
-  /** Compiles a statement. */
-  prepare(sql: string): SqliteStatementLike;
-  /** Runs SQL without values: transaction control, pragmas, DDL. */
-  exec(sql: string): unknown;
-  /** True inside an open transaction: the ledger then joins it through a savepoint. */
-  readonly inTransaction: boolean;
-  /** True for an in-memory database: no other connection can reach it (capability `concurrentConnections` is false). */
-  readonly memory?: boolean;
-  /** Closes the database; called on close() only for a database oncemq opened from a path. */
-  close(): unknown;
-}
+export type { SqliteDatabaseLike, SqliteStatementLike } from '../../sql/sqlite-like.js';
 
 /**
  * What the handler receives for the database, when that is not the database itself: a query builder

@@ -1,4 +1,4 @@
-import type { MysqlConnectionLike, MysqlPoolLike } from '../../ledger/mysql/mysql-client.js';
+import type { MysqlConnectionLike, MysqlPoolLike } from '../../sql/mysql-like.js';
 import { unavailable, type OutboxSession } from '../outbox-session.js';
 import { outboxColumns, type OutboxSql } from './outbox-sql.js';
 

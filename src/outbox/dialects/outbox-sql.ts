@@ -1,4 +1,4 @@
-import type { SqlValue } from '../../ledger/sql-dialect.js';
+import type { SqlValue } from '../../sql/sql-value.js';
 import type { OutboxSession } from '../outbox-session.js';
 
 /** Columns of a pending row the relay publishes. */

@@ -1,5 +1,5 @@
 import { LedgerUnavailableError } from '../../core/errors.js';
-import type { PgPoolClientLike, PgPoolLike } from '../../ledger/postgres/postgres-client.js';
+import type { PgPoolClientLike, PgPoolLike } from '../../sql/postgres-like.js';
 import { unavailable, type OutboxSession } from '../outbox-session.js';
 import { outboxColumns, outboxIndexes, ROW_COLUMNS, type OutboxSql } from './outbox-sql.js';
 

@@ -1,5 +1,5 @@
 import { ConfigError } from '../../core/errors.js';
-import type { SqliteDatabaseLike } from '../../ledger/sqlite/sqlite-database.js';
+import type { SqliteDatabaseLike } from '../../sql/sqlite-like.js';
 import { unavailable, type OutboxSession } from '../outbox-session.js';
 import { outboxColumns, outboxIndexes, ROW_COLUMNS, type OutboxSql } from './outbox-sql.js';
 

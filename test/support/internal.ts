@@ -1,0 +1,60 @@
+/**
+ * What the tests need from src/ beyond the package's entry points: helpers, name builders and internal
+ * classes a user never imports. Tests import users' names from `oncemq` and `oncemq/<entry>`, and
+ * everything else from here, so this file is the one list of internals the tests depend on.
+ */
+export { dlqCommand } from '../../src/cli/commands/dlq.js';
+export { resolveServiceUrl, SERVICE_CONNECTIONS } from '../../src/cli/connection.js';
+export { ConnectionCuts, cutGaps } from '../../src/cli/connection-cuts.js';
+export { openDashboardSources } from '../../src/cli/dashboard/cli-sources.js';
+export type { DashboardTargets } from '../../src/cli/dashboard/cli-sources.js';
+export type { DashboardState, ResetAnswer } from '../../src/cli/dashboard/dashboard-api.js';
+export { startDashboard } from '../../src/cli/dashboard/dashboard-server.js';
+export type { Dashboard } from '../../src/cli/dashboard/dashboard-server.js';
+export { totalsOfScrape } from '../../src/cli/dashboard/prometheus-totals.js';
+export { runDemo } from '../../src/cli/demo-run.js';
+export { progressReporter } from '../../src/cli/progress.js';
+export { redactedLocation, storeOfUrl } from '../../src/cli/stores.js';
+export { formatDuration, parseDuration } from '../../src/core/duration.js';
+export { errorText } from '../../src/core/errors.js';
+export { sha256Hex } from '../../src/core/fingerprint.js';
+export { validateGroup } from '../../src/core/group.js';
+export { HeaderText, NON_KEY } from '../../src/core/header-text.js';
+export { compileKeySource, HASHED_KEY_PREFIX, normalizeKey, parseJsonPath } from '../../src/core/key.js';
+export { LogRateLimit, MAX_LOG_KINDS } from '../../src/core/log-rate-limit.js';
+export { logsDebug, toLogger } from '../../src/core/logger.js';
+export { checkRetention } from '../../src/core/retry-policy.js';
+export { redactUrl, unreachableCause, unreachableMessage } from '../../src/core/unreachable.js';
+export { resolveHttpEdgeConfig } from '../../src/http/http-edge-config.js';
+export { decodeStoredResponse, encodeStoredResponse } from '../../src/http/http-response.js';
+export { idempotencyKeyProblem, parseIdempotencyKey } from '../../src/http/idempotency-key.js';
+export { planBatch } from '../../src/ledger/batch-claim.js';
+export { fitMetadata, MAX_OWNER_LENGTH } from '../../src/ledger/claim-request.js';
+export { runClaimTransaction } from '../../src/ledger/mysql/mysql-transaction.js';
+export { ownerToken } from '../../src/ledger/owner-token.js';
+export { RedisBatcher } from '../../src/ledger/redis/redis-batch.js';
+export { CallDeadlines } from '../../src/ledger/redis/redis-like.js';
+export { redisKey } from '../../src/ledger/redis/redis-record.js';
+export { RedisScript } from '../../src/ledger/redis/redis-scripts.js';
+export { sqlIdentifier } from '../../src/ledger/sql-identifier.js';
+export { CircuitBreaker } from '../../src/ledger/tiered/circuit-breaker.js';
+export { drizzleStatement } from '../../src/orm/drizzle-statement.js';
+export { prismaTransactionOptions } from '../../src/orm/prisma-bridge.js';
+export { statementKind } from '../../src/orm/statement-kind.js';
+export {
+  keyOf,
+  outcomeFor,
+  sleep,
+  unique,
+  waitFor,
+} from '../../src/testing/transport-conformance-fixture.js';
+export type { Answer } from '../../src/testing/transport-conformance-fixture.js';
+export {
+  DEAD_LETTER_SIZE_RESERVE,
+  fitDeadLetter,
+  refuseCutReplay,
+} from '../../src/transport/dead-letters.js';
+export { checkDeliveryCount, checkRetryDue, guardHeaders } from '../../src/transport/header-guard.js';
+export { TransportNamespace } from '../../src/transport/namespace.js';
+export { GateClosedError, OrderingGate } from '../../src/transport/ordered/ordering-gate.js';
+export { startPosition } from '../../src/transport/transport.js';
