@@ -130,9 +130,7 @@ export const suite: Suite = {
       batch: wholeFlag(flags, 'batch', 100),
       batchConcurrency: wholeFlag(flags, 'batchConcurrency', 2),
     };
-    const method = flags.fill ?? 'rebuild';
-    if (method !== 'rebuild' && method !== 'indexed')
-      throw new Error(`--flag fill=${method}: rebuild or indexed`);
+    const method: FillMethod = listFlag(flags, 'fill', ['rebuild', 'indexed'], ['rebuild'])[0] ?? 'rebuild';
     const common = {
       shape,
       seconds,
