@@ -130,7 +130,8 @@ export const suite: Suite = {
       batch: wholeFlag(flags, 'batch', 100),
       batchConcurrency: wholeFlag(flags, 'batchConcurrency', 2),
     };
-    const method: FillMethod = listFlag(flags, 'fill', ['rebuild', 'indexed'], ['rebuild'])[0] ?? 'rebuild';
+    const fill = listFlag(flags, 'fill', ['rebuild', 'indexed'], ['rebuild'])[0];
+    const method: FillMethod = fill === 'indexed' ? 'indexed' : 'rebuild';
     const common = {
       shape,
       seconds,
