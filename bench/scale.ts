@@ -55,6 +55,12 @@ interface ScaleRun {
 /** Fills, measures and purges one backend; drops its tables at the end. */
 async function runTarget(target: ScaleTarget, run: ScaleRun): Promise<ScaleResult[]> {
   const results: ScaleResult[] = [];
+  // A long run reports each row on stderr as it comes, so that a run cut short keeps what it measured.
+  const push = results.push.bind(results);
+  results.push = (...rows: ScaleResult[]): number => {
+    for (const row of rows) console.error(`scale row ${JSON.stringify(row)}`);
+    return push(...rows);
+  };
   const end = spanEnd(Date.now());
   const empty = target.ledger('empty_ledger');
   const big = target.ledger('big_ledger');
