@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { suite as scale } from '../../bench/scale.js';
+import type { ScaleResult } from '../../bench/scale-claims.js';
 import { findService } from '../support/services.js';
 
 const postgres = await findService({
@@ -20,7 +21,7 @@ const mariadb = await findService({
 describe.skipIf(!postgres.available)('bench suite scale', () => {
   it('fills, claims against the empty table, and purges at size on every backend', async () => {
     const backends = ['postgres', 'postgres-daily', ...(mariadb.available ? ['mysql'] : [])];
-    const results = await scale.run({
+    const results = (await scale.run({
       seconds: 1,
       flags: {
         backends: backends.join(','),
@@ -32,7 +33,7 @@ describe.skipIf(!postgres.available)('bench suite scale', () => {
         purgeBatch: '100',
         database: 'oncemq_scale_test',
       },
-    });
+    })) as ScaleResult[];
     for (const backend of backends) {
       const names = results.filter((r) => r.name.startsWith(`${backend}:`)).map((r) => r.name);
       expect(names).toEqual([
