@@ -15,7 +15,7 @@ const mariadb = await findService({
 /**
  * `npm run bench -- scale` run tiny (two sizes of a few thousand rows) on the backends the machine
  * has: every row produced, the loaded rows counted, each claim row compared with the empty table's,
- * and the purge at size deleting the expired fifth with its rival skipped and no deadlock. No timing
+ * and the purge at size deleting the expired fifth with no deadlock. No timing
  * is asserted.
  */
 describe.skipIf(!postgres.available)('bench suite scale', () => {
@@ -62,7 +62,8 @@ describe.skipIf(!postgres.available)('bench suite scale', () => {
       // A fifth of the rows is expired; its stuck claims (one in 10,000) stay.
       expect(purge?.deleted).toBeGreaterThanOrEqual(950);
       expect(purge?.deleted).toBeLessThanOrEqual(1050);
-      expect(purge).toMatchObject({ rivalSkipped: true, deadlocks: 0 });
+      // rivalSkipped is not asserted: a tiny pass can end before the rival starts, which then runs its own.
+      expect(purge).toMatchObject({ deadlocks: 0 });
     }
   }, 300_000);
 });
