@@ -111,6 +111,17 @@ export async function ensurePartitions(
 }
 
 /**
+ * The keys of the rows of partition `part` that outlive a drop at cut-off `$1`: claims in progress and
+ * rows updated since. Both arms name the status, so each reads the `(status, updated_at)` index for
+ * the live rows alone: with `updated_at >= $1` bare, the planner reads that whole index (every row of
+ * the day) while the ledger is locked exclusively.
+ */
+export function liveRowsSelect(part: string): string {
+  return `SELECT consumer_group, msg_key, created_at FROM ${part}
+    WHERE status = 'PROCESSING' OR (status IN ('SUCCESS', 'FAIL') AND updated_at >= $1)`;
+}
+
+/**
  * Drops the day partitions whose whole day lies before `olderThan`. In one short transaction per
  * partition, under an exclusive lock of the ledger table (held for milliseconds), rows of that day
  * still live (PROCESSING, or updated since the cut-off) are moved to the current day's partition and
@@ -159,8 +170,7 @@ export async function dropExpiredPartitions(
       );
       const live = await pgExecute(
         client,
-        `UPDATE ${t} SET created_at = $2 WHERE (consumer_group, msg_key, created_at) IN (
-           SELECT consumer_group, msg_key, created_at FROM ${part} WHERE status = 'PROCESSING' OR updated_at >= $1)`,
+        `UPDATE ${t} SET created_at = $2 WHERE (consumer_group, msg_key, created_at) IN (${liveRowsSelect(part)})`,
         [olderThan, new Date(nowMs)],
         'moving live rows out of an expiring partition',
       );
