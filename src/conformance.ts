@@ -16,6 +16,7 @@ export type {
   ForeignHeaderValue,
   ForeignMessage,
   ForeignProducer,
+  PartitionCounts,
   TransportFactory,
   TransportUnderTest,
 } from './testing/transport-conformance.js';

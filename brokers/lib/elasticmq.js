@@ -4,7 +4,13 @@ import { startJava, waitUntilReady } from './java-process.js';
 const HOST = '127.0.0.1';
 const PORT = 9324;
 
-const JVM = ['-Xms64m', '-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-Djava.awt.headless=true'];
+const JVM = [
+  '-Xms64m',
+  '-Xmx256m',
+  '-XX:+UseSerialGC',
+  '-XX:TieredStopAtLevel=1',
+  '-Djava.awt.headless=true',
+];
 
 export const elasticmq = {
   name: 'elasticmq',

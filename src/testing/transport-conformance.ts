@@ -27,6 +27,7 @@ export type {
   ForeignHeaderValue,
   ForeignMessage,
   ForeignProducer,
+  PartitionCounts,
   TransportConformanceOptions,
   TransportFactory,
   TransportUnderTest,
