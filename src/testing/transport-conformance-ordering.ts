@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
 import type { Envelope } from '../core/envelope.js';
+import { unprocessedBase, type Outcome } from '../core/outcome.js';
 import type { TransportCase } from './transport-conformance.js';
 import { keyOf, outcomeFor, sleep } from './transport-conformance-fixture.js';
 import { describeTransportPartitionCountCases } from './transport-conformance-partitions.js';
@@ -60,6 +61,52 @@ export function describeTransportOrderingCases(test: () => TransportCase): void 
     expect(timeline.slice(firstTry, lastTry).filter((key) => !key.startsWith('k1')).length).toBeGreaterThan(
       0,
     );
+  });
+
+  it("with onExhausted 'block', keeps a used-up message unsettled and its key blocked while other keys go on", async (ctx) => {
+    const { transport, topic, group } = test();
+    if (!transport.capabilities.ordering) ctx.skip();
+    const seen: string[] = [];
+    let blocked = 0;
+    let done = 0;
+    await test().subscribeProcessor(
+      group,
+      {
+        process: (envelope: Envelope) => {
+          const key = keyOf(envelope) ?? '';
+          seen.push(key);
+          // b-0 used up its retries twice: the gate runs it again; nothing of it may be settled meanwhile.
+          if (key === 'b-0' && blocked < 2) {
+            blocked++;
+            const exhausted: Outcome = {
+              ...unprocessedBase(envelope),
+              kind: 'dead',
+              action: 'dead-letter',
+              reason: 'retries-exhausted',
+              error: new Error('conformance: retries used up'),
+            };
+            return Promise.resolve(exhausted);
+          }
+          done++;
+          return Promise.resolve(outcomeFor(envelope, 'ack', 0));
+        },
+      },
+      { ordering: { onExhausted: 'block', blockedRetryEvery: '300ms' }, concurrency: 2 },
+    );
+    for (const [key, orderingKey] of [
+      ['b-0', 'b'],
+      ['b-1', 'b'],
+      ['o-0', 'o'],
+      ['o-1', 'o'],
+    ] as const) {
+      await transport.publish({ topic, key, orderingKey, body: { key } });
+    }
+    await test().waitFor(() => done === 4, 'every message acked once the blocked one succeeded');
+    // b-0 ran three times, b-1 only after it; the other key did not wait for b.
+    expect(seen.filter((key) => key.startsWith('b-'))).toEqual(['b-0', 'b-0', 'b-0', 'b-1']);
+    expect(seen.indexOf('o-1')).toBeLessThan(seen.lastIndexOf('b-0'));
+    // A blocked message is held, never dead-lettered (nor acked) at a blocked attempt.
+    if (transport.capabilities.deadLetter) expect(await transport.deadLetters.list({ group })).toEqual([]);
   });
 
   it('refuses ordered consumption when it cannot keep per-key order (no ordering capability)', async (ctx) => {
