@@ -71,14 +71,9 @@ export function describeTransportNamespaceCases(test: () => TransportCase, timeo
         await sleep(delayMs * 2 + 500);
         for (const side of sides) {
           expect(keysOf(side).filter((key) => !key.startsWith(`${side.name}-`))).toEqual([]);
-          // The retry came back to its own namespace, charged: first at 1, last at 2. A copy the broker
-          // hands out again before its retry lands (RocketMQ FIFO does, now and then) is a redelivery at
-          // 1, absorbed by the ledger; the exact counts are the retry case's to check, not this one's.
+          // The retry came back to its own namespace, charged.
           const retries = side.seen.filter((envelope) => keyOf(envelope) === `${side.name}-retry`);
-          const counts = retries.map((envelope) => envelope.deliveryCount);
-          expect(counts[0]).toBe(1);
-          expect(counts.at(-1)).toBe(2);
-          expect(counts.filter((count) => count !== 1 && count !== 2)).toEqual([]);
+          expect(retries.map((envelope) => envelope.deliveryCount)).toEqual([1, 2]);
         }
         if (!deadLetters) return;
         for (const side of sides) {

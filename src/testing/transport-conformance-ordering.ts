@@ -10,7 +10,7 @@ import { describeTransportPartitionCountCases } from './transport-conformance-pa
  * change of a group's partition count is refused, or drained on request.
  */
 export function describeTransportOrderingCases(test: () => TransportCase): void {
-  it('runs one key at a time in publish order, retries in place, and lets other keys pass a failing one', async (ctx) => {
+  it('runs one key at a time in publish order, retries in place, lets other keys pass a failing one, and dead-letters at the attempt reached in place', async (ctx) => {
     const { transport, topic, group } = test();
     if (!transport.capabilities.ordering) ctx.skip();
     const keys = ['k0', 'k1', 'k2', 'k3'];
@@ -35,6 +35,11 @@ export function describeTransportOrderingCases(test: () => TransportCase): void 
           // k1's message 2 fails twice: it is retried in place, ahead of k1's later messages.
           if (orderingKey === 'k1' && seq === 2 && envelope.deliveryCount < 3)
             return outcomeFor(envelope, 'retry', 300);
+          // k3's message 4 fails once, then is dead-lettered at its second attempt, made in place.
+          if (orderingKey === 'k3' && seq === 4)
+            return envelope.deliveryCount < 2
+              ? outcomeFor(envelope, 'retry', 300)
+              : (done++, outcomeFor(envelope, 'dead-letter', 0));
           done++;
           return outcomeFor(envelope, 'ack', 0);
         },
@@ -48,12 +53,22 @@ export function describeTransportOrderingCases(test: () => TransportCase): void 
         await transport.publish({ topic, key: `${orderingKey}-${seq}`, orderingKey, body: { seq } });
       }
     }
-    await test().waitFor(() => done === keys.length * per, 'every message acked');
+    await test().waitFor(() => done === keys.length * per, 'every message acked or dead-lettered');
     expect(overlaps).toEqual([]);
     for (const key of keys) {
       const expected = Array.from({ length: per }, (_, seq) => seq);
       if (key === 'k1') expected.splice(2, 0, 2, 2);
+      if (key === 'k3') expected.splice(4, 0, 4);
       expect(seen.get(key)).toEqual(expected);
+    }
+    // The dead letter names the attempt it was reached at, the in-place retry's, not the received copy's.
+    if (transport.capabilities.deadLetter) {
+      await test().waitFor(
+        async () => (await transport.deadLetters.list({ group })).length > 0,
+        'the dead letter of k3-4',
+      );
+      const letters = await transport.deadLetters.list({ group });
+      expect(letters.map((letter) => [letter.key, letter.deliveryCount])).toEqual([['k3-4', 2]]);
     }
     // While k1-2 waited for its retries, the other keys went on.
     const firstTry = timeline.indexOf('k1-2');

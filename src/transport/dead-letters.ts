@@ -151,6 +151,11 @@ export interface DeadLetterCause {
   readonly error: unknown;
   /** The outcome's business key (`outcome.key`), read by the group's own key source. */
   readonly key?: string | null | undefined;
+  /**
+   * The attempt the outcome was reached at (`outcome.deliveryCount`): after retries in place (an ordered
+   * lane) it is more than the received envelope's; the envelope's when not given.
+   */
+  readonly deliveryCount?: number | undefined;
 }
 
 /** The headers of the dead-letter copy of `envelope`: its own headers plus {@link DEAD_LETTER_HEADERS}. */
@@ -170,7 +175,7 @@ export function deadLetterHeaders(
     [DEAD_LETTER_HEADERS.topic]: envelope.topic,
     [DEAD_LETTER_HEADERS.brokerId]: envelope.brokerId,
     [DEAD_LETTER_HEADERS.deadAt]: now.toISOString(),
-    [DEAD_LETTER_HEADERS.deliveryCount]: String(envelope.deliveryCount),
+    [DEAD_LETTER_HEADERS.deliveryCount]: String(cause.deliveryCount ?? envelope.deliveryCount),
     // Normalized keys are single-line (a key with control characters is stored as its digest).
     ...(cause.key === undefined || cause.key === null ? {} : { [DEAD_LETTER_HEADERS.key]: cause.key }),
   };

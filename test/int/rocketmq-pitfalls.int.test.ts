@@ -8,6 +8,7 @@ import { ConnectProxy, routeGrpcThrough } from '../support/connect-proxy.js';
 import { waitUntil } from '../support/local-points.js';
 import { sleep } from '../support/points.js';
 import { findPostgres, pointsSchema } from '../support/postgres.js';
+import { keyOf, outcomeFor } from '../support/internal.js';
 import { QUICK_ROCKETMQ } from '../support/rocketmq.js';
 
 const broker = await findRocketMQ();
@@ -163,5 +164,52 @@ describe.skipIf(!broker.available || !postgres.available)('RocketMQ pitfalls, ag
     // b went on while a-2 waited for its retries.
     const order = rows.map((row) => row.key);
     expect(order.indexOf('b-4')).toBeLessThan(order.indexOf('a-2'));
+  });
+
+  it('FIFO, unordered: a retry runs again in place, so what was acked or dead-lettered after it in its queue is never handed out again', async () => {
+    // One queue: every message is popped from it, behind the one that fails. An orderly group keeps its
+    // invisibility per queue; a retry made visible again at the broker brought back the messages received
+    // after it, acked ones included (a dead letter stored twice).
+    const topic = `fifo-${id()}`;
+    const group = `plain-${id()}`;
+    const transport = open({ fifo: true, queues: 1 });
+    const seen: string[] = [];
+    await transport.publish({ topic, key: 'first-retry', body: {} });
+    for (let n = 0; n < 3; n++) {
+      await transport.publish({ topic, key: `dead-${n}`, body: {} });
+      await transport.publish({ topic, key: `ack-${n}`, body: {} });
+    }
+    await transport.subscribe(
+      group,
+      [topic],
+      {
+        process: (envelope: Envelope) => {
+          const key = keyOf(envelope) ?? '';
+          seen.push(`${key}@${envelope.deliveryCount}`);
+          if (key === 'first-retry') {
+            return Promise.resolve(outcomeFor(envelope, envelope.deliveryCount < 2 ? 'retry' : 'ack', 1000));
+          }
+          return Promise.resolve(outcomeFor(envelope, key.startsWith('dead') ? 'dead-letter' : 'ack', 0));
+        },
+      },
+      { visibility: '5s', concurrency: 8 },
+    );
+    await waitUntil(() => seen.includes('first-retry@2'), 'the retry, run again', 60_000);
+    // Long enough for the broker to hand the queue out again after the retry's second (5 s visibility).
+    await sleep(7000);
+    expect([...seen].sort()).toEqual(
+      [
+        'first-retry@1',
+        'first-retry@2',
+        'dead-0@1',
+        'dead-1@1',
+        'dead-2@1',
+        'ack-0@1',
+        'ack-1@1',
+        'ack-2@1',
+      ].sort(),
+    );
+    const letters = await transport.deadLetters.list({ group });
+    expect(letters.map((letter) => letter.key).sort()).toEqual(['dead-0', 'dead-1', 'dead-2']);
   });
 });

@@ -76,7 +76,13 @@ export class KafkaSettler implements Settler<KafkaDelivery> {
     const copy = fitDeadLetter(
       {
         headers: {
-          ...deadLetterHeaders(envelope, { group, reason, error, key: outcome.key }),
+          ...deadLetterHeaders(envelope, {
+            group,
+            reason,
+            error,
+            key: outcome.key,
+            deliveryCount: outcome.deliveryCount,
+          }),
           ...origin(message, envelope),
         },
         body: envelope.body,

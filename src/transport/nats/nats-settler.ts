@@ -59,7 +59,7 @@ export class NatsSettler implements Settler<NatsDelivery> {
   }
 
   async deadLetter(delivery: NatsDelivery, outcome: DeadLetterOutcome): Promise<void> {
-    await this.#deadLetter(delivery, outcome.reason, outcome.error, outcome.key);
+    await this.#deadLetter(delivery, outcome.reason, outcome.error, outcome.key, outcome.deliveryCount);
   }
 
   async fail(delivery: NatsDelivery, error: unknown): Promise<void> {
@@ -120,13 +120,17 @@ export class NatsSettler implements Settler<NatsDelivery> {
     reason: DeadLetterReason,
     error: unknown,
     key: string | null,
+    deliveryCount?: number,
   ): Promise<void> {
     const { envelope } = delivery;
     const { group, settings } = this.#parts;
     // A copy too large to store as it is (a message near max_payload) is stored cut; one that cannot be
     // stored at all throws, and the original stays unacked.
     const copy = fitDeadLetter(
-      { headers: deadLetterHeaders(envelope, { group, reason, error, key }), body: envelope.body },
+      {
+        headers: deadLetterHeaders(envelope, { group, reason, error, key, deliveryCount }),
+        body: envelope.body,
+      },
       await this.#parts.deadLetterLimit(),
     );
     await this.#parts.publisher.send({

@@ -59,8 +59,14 @@ export class OrderedLane<D> {
    * `onError` (the delivery stays unsettled and comes again). `onDone`, when given, is called then
    * (after `onError`): a broker that holds a slot per delivery gives it back there.
    */
-  submit(envelope: Envelope, delivery: D, onError: (error: unknown) => void, onDone?: () => void): void {
-    this.run(envelope, delivery).then(
+  submit(
+    envelope: Envelope,
+    delivery: D,
+    onError: (error: unknown) => void,
+    onDone?: () => void,
+    answered?: Outcome,
+  ): void {
+    this.run(envelope, delivery, answered).then(
       () => onDone?.(),
       (error: unknown) => {
         if (!(error instanceof GateClosedError)) onError(error);
@@ -74,14 +80,16 @@ export class OrderedLane<D> {
    * gate's answer once it is settled; rejects with `GateClosedError` when the lane closed before it ran
    * (the delivery stays unsettled and comes again). For a reader that follows each delivery to its end
    * (Kafka commits a record's offset only then); {@link submit} is the same without the answer.
+   * `answered`: the outcome of an attempt made outside the lane, which the gate goes on from
+   * ({@link OrderingGate.submit}).
    */
-  async run(envelope: Envelope, delivery: D): Promise<Outcome> {
+  async run(envelope: Envelope, delivery: D, answered?: Outcome): Promise<Outcome> {
     const { brokerId } = envelope;
     const list = this.#held.get(brokerId);
     if (list === undefined) this.#held.set(brokerId, [delivery]);
     else list.push(delivery);
     try {
-      const outcome = await this.gate.submit(envelope);
+      const outcome = await this.gate.submit(envelope, answered);
       this.#forget(brokerId);
       return outcome;
     } catch (error) {

@@ -136,12 +136,15 @@ export class OrderingGate {
   /**
    * Queues a delivery behind the earlier ones of its key and resolves with its final outcome. Rejects
    * with {@link GateClosedError} when the gate closes first: the delivery must stay unsettled.
+   * `answered` is the outcome of an attempt already made outside the gate (a batch's `retry`): the
+   * gate goes on from it in place — waits its delay, then runs the delivery again — instead of
+   * running it first.
    */
-  submit(envelope: Envelope): Promise<Outcome> {
+  submit(envelope: Envelope, answered?: Outcome): Promise<Outcome> {
     const key = this.#keyOf(envelope);
     this.#pending++;
     const previous = key === undefined ? undefined : this.#tails.get(key);
-    const run = (previous ?? Promise.resolve()).then(() => this.#inPlace(envelope));
+    const run = (previous ?? Promise.resolve()).then(() => this.#inPlace(envelope, answered));
     if (key !== undefined) {
       const tail = run.then(
         () => undefined,
@@ -183,10 +186,12 @@ export class OrderingGate {
     for (const wake of this.#slotWaiters.splice(0)) wake();
   }
 
-  async #inPlace(first: Envelope): Promise<Outcome> {
+  async #inPlace(first: Envelope, answered: Outcome | undefined): Promise<Outcome> {
     let envelope = first;
+    let known = answered;
     for (;;) {
-      const outcome = await this.#once(envelope);
+      const outcome = known ?? (await this.#once(envelope));
+      known = undefined;
       if (this.answers(outcome)) return outcome;
       if (outcome.action !== 'retry') {
         this.#logger.warn(

@@ -120,6 +120,7 @@ export class RabbitSettler implements Settler<EnvelopedDelivery, Promise<SettleR
         reason: outcome.reason,
         error: outcome.error,
         key: outcome.key,
+        deliveryCount: outcome.deliveryCount,
       }),
     );
   }

@@ -322,8 +322,8 @@ export class StreamOrderedSubscription implements Subscription {
     try {
       if (outcome.action === 'ack') await this.#partitions.ack(delivery.stream, delivery.id);
       else {
-        const { reason, error, key } = outcome;
-        await this.#partitions.deadLetter(delivery, { group: this.group, reason, error, key });
+        const { reason, error, key, deliveryCount } = outcome;
+        await this.#partitions.deadLetter(delivery, { group: this.group, reason, error, key, deliveryCount });
       }
     } catch (error) {
       if (error instanceof NotOwnerError) this.#restart(error.message);

@@ -122,7 +122,7 @@ export class StreamSettler implements Settler<Delivery> {
    */
   async deadLetter(delivery: Delivery, outcome: DeadLetterOutcome): Promise<void> {
     const { reason, error, key } = outcome;
-    const cause = { group: this.group, reason, error, key };
+    const cause = { group: this.group, reason, error, key, deliveryCount: outcome.deliveryCount };
     const done = await this.commands.script(
       DEAD_LETTER,
       [delivery.stream, this.keys.deadLetters(this.group)],

@@ -1,14 +1,21 @@
 import type { Logger } from '../../core/logger.js';
 import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor } from '../transport.js';
 import type { RocketMQDelivery } from './rocketmq-delivery.js';
 
 /**
- * The ordered path of a RocketMQ subscription on FIFO topics: the deliveries its receive loop hands
- * over go through one {@link OrderedLane}, queued behind the earlier ones of their ordering key and
- * retried in place (kept invisible meanwhile); a final outcome is settled at the broker before the
- * key's next delivery starts. A delivery still waiting when the lane closes stays unsettled: the
- * broker hands it out again once its invisibility ends, in its message group's order.
+ * The path of every RocketMQ subscription on FIFO topics: the deliveries its receive loop hands over go
+ * through one {@link OrderedLane}, queued behind the earlier ones of their ordering key and retried in
+ * place (kept invisible meanwhile); a final outcome is settled at the broker before the key's next
+ * delivery starts. A delivery still waiting when the lane closes stays unsettled: the broker hands it
+ * out again once its invisibility ends, in its message group's order.
+ *
+ * An orderly group keeps its invisibility per queue: a message of a FIFO queue made visible again
+ * for a retry brings back the messages received after it from that queue, acked ones included (seen on
+ * 5.5.0: a dead-lettered message stored twice). So on FIFO topics a retry never goes back to the
+ * broker, even for an unordered subscription or a batch: it runs again here, as RocketMQ's own FIFO
+ * consumers retry locally.
  */
 export class RocketMQOrderedLane {
   readonly #lane: OrderedLane<RocketMQDelivery>;
@@ -28,8 +35,11 @@ export class RocketMQOrderedLane {
     });
   }
 
-  /** Runs `delivery` in its key's order; resolves once it is settled, or left to the broker by a close. */
-  handle(delivery: RocketMQDelivery): Promise<void> {
+  /**
+   * Runs `delivery` in its key's order; resolves once it is settled, or left to the broker by a close.
+   * `answered`: the outcome of an attempt already made (a batch's retry), which the lane goes on from.
+   */
+  handle(delivery: RocketMQDelivery, answered?: Outcome): Promise<void> {
     return new Promise((resolve) => {
       this.#lane.submit(
         delivery.envelope,
@@ -38,8 +48,14 @@ export class RocketMQOrderedLane {
           void delivery.settle({ error });
         },
         resolve,
+        answered,
       );
     });
+  }
+
+  /** Whether `outcome` ends a delivery (settle it) rather than running it again in place. */
+  answers(outcome: Outcome): boolean {
+    return this.#lane.gate.answers(outcome);
   }
 
   /** Stops retrying: deliveries waiting behind their key or for a retry stay unsettled. */

@@ -57,7 +57,13 @@ export class RocketMQSettler implements Settler<RocketMQDelivery> {
     // original's own. The body is the original's, which the broker took: its limit counts the body alone.
     const copy = fitDeadLetter(
       {
-        headers: deadLetterHeaders(delivery.envelope, { group, reason, error, key }),
+        headers: deadLetterHeaders(delivery.envelope, {
+          group,
+          reason,
+          error,
+          key,
+          deliveryCount: outcome.deliveryCount,
+        }),
         body: delivery.envelope.body,
       },
       {

@@ -1,6 +1,6 @@
 import { errorText } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
-import { processAndSettleBatch } from '../settle-batch.js';
+import { processAndSettleBatch, type DeliveryResult } from '../settle-batch.js';
 import type { Processor, Subscription } from '../transport.js';
 import { DeliverySlots } from '../delivery-slots.js';
 import { invisibleMs, RocketMQDelivery, type DeliveryContext } from './rocketmq-delivery.js';
@@ -18,7 +18,10 @@ export interface RocketMQSubscriptionParts {
   readonly concurrency: number;
   /** Deliveries handed to `processBatch` at once; 1 hands them one by one. */
   readonly batchSize: number;
-  /** Per-key order: deliveries go through this lane (retried in place), never to the processor directly. */
+  /**
+   * FIFO topics: deliveries go through this lane, retried in place (never made visible again for a
+   * retry); one by one, never to the processor directly.
+   */
   readonly lane: RocketMQOrderedLane | undefined;
 }
 
@@ -141,10 +144,20 @@ export class RocketMQSubscription implements Subscription {
   }
 
   async #processBatch(batch: readonly RocketMQDelivery[]): Promise<void> {
-    const { processor } = this.#parts;
-    if (processor.processBatch !== undefined) {
-      await processAndSettleBatch(processor.processBatch.bind(processor), batch);
-    }
+    const { processor, lane } = this.#parts;
+    if (processor.processBatch === undefined) return;
+    // On FIFO topics a batch's retry runs again in place, through the lane: never back to the broker.
+    const deliveries =
+      lane === undefined
+        ? batch
+        : batch.map((delivery) => ({
+            envelope: delivery.envelope,
+            settle: (result: DeliveryResult) =>
+              'outcome' in result && !lane.answers(result.outcome)
+                ? lane.handle(delivery, result.outcome)
+                : delivery.settle(result),
+          }));
+    await processAndSettleBatch(processor.processBatch.bind(processor), deliveries);
   }
 
   /**

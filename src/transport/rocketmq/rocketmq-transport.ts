@@ -273,10 +273,10 @@ export class RocketMQTransport implements Transport {
       processor: target,
       concurrency,
       batchSize,
-      lane:
-        ordering === undefined
-          ? undefined
-          : new RocketMQOrderedLane(target, ordering, concurrency, settings.logger),
+      // On FIFO topics every subscription retries in place, ordered or not (RocketMQOrderedLane).
+      lane: settings.fifo
+        ? new RocketMQOrderedLane(target, ordering ?? {}, concurrency, settings.logger)
+        : undefined,
     });
     this.#subscriptions.add(subscription);
     subscription.onClose = () => this.#subscriptions.delete(subscription);
