@@ -68,3 +68,4 @@ export {
   sqsSendInput,
 } from '../../src/transport/sqs/sqs-message.js';
 export type { SqsRecord } from '../../src/transport/sqs/sqs-message.js';
+export { SqsNames } from '../../src/transport/sqs/sqs-names.js';

@@ -33,6 +33,12 @@ export const PACKED_HEADERS_ATTRIBUTE = 'oncemq-headers';
 /** Header saying how the body is encoded in the SQS body: `base64`, or `empty` (SQS refuses an empty body). */
 export const BODY_ENCODING_HEADER = 'oncemq-body-encoding';
 
+/**
+ * Header on a group queue's copy naming the topic log's message it is a copy of: the envelope's broker
+ * id (the same in every group, and the publish receipt's); a message without it has its own SQS id.
+ */
+export const LOG_ID_HEADER = 'oncemq-log-id';
+
 /** A message attribute that is not a String: a Number or Binary one (custom type suffixes included). */
 export interface SqsAttributeValue {
   /** `Number`, `Binary`, or one of them with a custom suffix (`Number.int`). */
@@ -291,7 +297,7 @@ export function sqsEnvelope(record: SqsRecord, context: SqsEnvelopeContext): Env
   if (known) Reflect.deleteProperty(headers, BODY_ENCODING_HEADER);
   const sent = record.sentTimestamp;
   return adoptEnvelope({
-    brokerId: record.messageId,
+    brokerId: headers[LOG_ID_HEADER] ?? record.messageId,
     topic: context.topic,
     headers,
     body,
