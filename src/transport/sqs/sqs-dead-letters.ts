@@ -15,7 +15,14 @@ import {
   type DeadLetters,
 } from '../dead-letters.js';
 import type { SqsSettings } from './sqs-config.js';
-import { LOG_ID_HEADER, sqsEnvelope, sqsPublishInput, sqsRecordOf } from './sqs-message.js';
+import {
+  LOG_ID_HEADER,
+  sqsEnvelope,
+  sqsPublishInput,
+  sqsRecordOf,
+  unreadAttributes,
+  withAttributes,
+} from './sqs-message.js';
 import type { SqsTopology } from './sqs-topology.js';
 
 /** A replay is a new copy: it does not name the log message of the original. */
@@ -91,7 +98,11 @@ export class SqsDeadLetters implements DeadLetters {
           { topic: letter.topic, body: letter.body, headers: withoutLogId(replayHeaders(letter)) },
           { fifo: this.#settings.fifo, deduplicationId: `replay-${letter.id}` },
         );
-        await this.#client.send(new SendMessageCommand({ QueueUrl: queueUrl, ...input }));
+        const record = sqsRecordOf(message);
+        const raw = unreadAttributes(record, { headers: letter.headers });
+        await this.#client.send(
+          new SendMessageCommand({ QueueUrl: queueUrl, ...withAttributes(input, raw) }),
+        );
         await this.#delete(group, message);
         gone.add(letter.id);
         replayed++;

@@ -83,10 +83,47 @@ export interface SqsEnvelopeContext {
 /** The SendMessage fields of one message (the queue URL, or a batch entry's `Id`, added by the caller). */
 export interface SqsSendMessage {
   MessageBody: string;
-  MessageAttributes?: Record<string, { DataType: 'String'; StringValue: string }>;
+  MessageAttributes?: Record<string, SqsAttribute>;
   MessageGroupId?: string;
   MessageDeduplicationId?: string;
   DelaySeconds?: number;
+}
+
+/** A message attribute as SendMessage takes it: oncemq writes String ones; another producer's Number and Binary ones are kept. */
+export interface SqsAttribute {
+  DataType: string;
+  StringValue?: string;
+  BinaryValue?: Uint8Array;
+}
+
+/**
+ * The Number and Binary attributes of `record` that its envelope has no text header for (bytes that are
+ * not UTF-8, a number past 2^53): a retry, dead-letter or replay copy stores them as they came.
+ */
+export function unreadAttributes(
+  record: SqsRecord,
+  envelope: Pick<Envelope, 'headers'>,
+): Record<string, SqsAttribute> {
+  const kept: Record<string, SqsAttribute> = {};
+  for (const [name, value] of Object.entries(record.otherAttributes ?? {})) {
+    if (envelope.headers[name] !== undefined) continue;
+    kept[name] = {
+      DataType: value.dataType,
+      ...(value.stringValue === undefined ? {} : { StringValue: value.stringValue }),
+      ...(value.binaryValue === undefined ? {} : { BinaryValue: value.binaryValue }),
+    };
+  }
+  return kept;
+}
+
+/** `input` with `extra` attributes added where SQS's 10 leave room (oncemq's own never give way). */
+export function withAttributes(input: SqsSendMessage, extra: Record<string, SqsAttribute>): SqsSendMessage {
+  const attributes = { ...input.MessageAttributes };
+  for (const [name, value] of Object.entries(extra)) {
+    if (Object.keys(attributes).length >= SQS_MAX_ATTRIBUTES) break;
+    attributes[name] ??= value;
+  }
+  return { ...input, MessageAttributes: attributes };
 }
 
 /** A message as SQS is to store it: every header as text (oncemq's included), and the body. */
@@ -234,7 +271,9 @@ export function sqsMessageBytes(input: SqsSendMessage): number {
   let bytes = Buffer.byteLength(input.MessageBody);
   for (const [name, value] of Object.entries(input.MessageAttributes ?? {})) {
     bytes +=
-      Buffer.byteLength(name) + Buffer.byteLength(value.DataType) + Buffer.byteLength(value.StringValue);
+      Buffer.byteLength(name) +
+      Buffer.byteLength(value.DataType) +
+      (value.BinaryValue?.byteLength ?? Buffer.byteLength(value.StringValue ?? ''));
   }
   return bytes;
 }

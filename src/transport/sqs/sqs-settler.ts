@@ -2,7 +2,7 @@ import { DeleteMessageBatchCommand, SendMessageCommand, type SQSClient } from '@
 import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
 import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import { visibilitySeconds, type SqsDelivery } from './sqs-delivery.js';
-import { sqsSendInput, SQS_MAX_MESSAGE_BYTES } from './sqs-message.js';
+import { sqsSendInput, SQS_MAX_MESSAGE_BYTES, unreadAttributes, withAttributes } from './sqs-message.js';
 import type { UnchargedRetries } from '../rocketmq/rocketmq-uncharged-retries.js';
 
 /** What a subscription's settler acts through. */
@@ -109,7 +109,10 @@ export class SqsSettler implements Settler<SqsDelivery> {
     await this.#ctx.client.send(
       new SendMessageCommand({
         QueueUrl: await this.#ctx.deadLetterUrl(),
-        ...sqsSendInput({ headers: copy.headers, body: copy.body }),
+        ...withAttributes(
+          sqsSendInput({ headers: copy.headers, body: copy.body }),
+          unreadAttributes(delivery.record, delivery.envelope),
+        ),
       }),
     );
     await this.ack(delivery);
