@@ -6,7 +6,7 @@ import type { SettleableDelivery } from '../settle-batch.js';
 import { settle, type DeliveryResult, type Settler } from '../settler.js';
 import { SQS_MAX_VISIBILITY_SECONDS } from './sqs-config.js';
 import { sqsEnvelope, type SqsRecord } from './sqs-message.js';
-import type { UnchargedRetries } from '../rocketmq/rocketmq-uncharged-retries.js';
+import type { UnchargedRetries } from '../uncharged-retries.js';
 
 /** SQS counts visibility in whole seconds, at most 12 hours: a time is rounded up, then capped. */
 export function visibilitySeconds(ms: number): number {

@@ -3,7 +3,7 @@ import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
 import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import { visibilitySeconds, type SqsDelivery } from './sqs-delivery.js';
 import { sqsSendInput, SQS_MAX_MESSAGE_BYTES, unreadAttributes, withAttributes } from './sqs-message.js';
-import type { UnchargedRetries } from '../rocketmq/rocketmq-uncharged-retries.js';
+import type { UnchargedRetries } from '../uncharged-retries.js';
 
 /** What a subscription's settler acts through. */
 export interface SqsSettlerContext {

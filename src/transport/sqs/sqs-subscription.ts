@@ -69,6 +69,10 @@ export class SqsSubscription implements Subscription {
     }
   }
 
+  #isClosing(): boolean {
+    return this.#closing;
+  }
+
   async #receiveLoop(queue: SqsQueue): Promise<void> {
     const { ctx, client, batchSize, concurrency, longPollSeconds } = this.#parts;
     while (!this.#closing) {
@@ -95,7 +99,7 @@ export class SqsSubscription implements Subscription {
           messages.map((message) => new SqsDelivery(ctx, queue.url, queue.topic, sqsRecordOf(message))),
         );
       } catch (error) {
-        if (this.#closing) break;
+        if (this.#isClosing()) break;
         ctx.logger.warn('oncemq: an SQS receive failed; receiving again', {
           group: this.group,
           queue: queue.url,

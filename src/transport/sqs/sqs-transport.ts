@@ -3,7 +3,7 @@ import { parseDuration } from '../../core/duration.js';
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
 import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import { tracePublish } from '../../telemetry/trace-publish.js';
-import { UnchargedRetries } from '../rocketmq/rocketmq-uncharged-retries.js';
+import { UnchargedRetries } from '../uncharged-retries.js';
 import { checkSubscribe } from '../subscribe-options.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
@@ -143,7 +143,7 @@ export class SqsTransport implements Transport {
       const { url, created } = await this.#topology.group(topic, group);
       if (created && from === 'earliest') {
         const copied = await this.#publisher.copyLog(topic, url);
-        settings.logger.debug?.('oncemq: a new SQS group starts at the earliest message of its topic', {
+        settings.logger.debug('oncemq: a new SQS group starts at the earliest message of its topic', {
           group,
           topic,
           copied,
