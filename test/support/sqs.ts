@@ -90,7 +90,7 @@ export function sqsQueuePrefix(namespace: string, topic: string, fifo: boolean):
 
 /** An SQS transport on ElasticMQ for one conformance case, in a namespace of its own (its queues deleted after). */
 export function sqsUnderTest(endpoint: string, config: SqsTransportConfig = {}): Promise<TransportUnderTest> {
-  const namespace = `t${randomUUID().slice(0, 8)}`;
+  const namespace = config.namespace ?? `t${randomUUID().slice(0, 8)}`;
   const make = (ns: string): SqsTransport =>
     new SqsTransport({
       endpoint,

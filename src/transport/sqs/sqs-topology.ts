@@ -93,9 +93,14 @@ export class SqsTopology {
     return { url: await this.ensure(name, this.#groupAttributes()), created: true };
   }
 
-  /** The queue of `group` on `topic` where it exists (a replay's target). */
-  groupQueue(topic: string, group: string): Promise<string> {
-    return this.ensure(this.#settings.names.group(topic, group), this.#groupAttributes());
+  /** The queue of `group` on `topic` (a replay's target): created by the group's subscribe, never here. */
+  async groupQueue(topic: string, group: string): Promise<string> {
+    const name = this.#settings.names.group(topic, group);
+    const url = await this.find(name);
+    if (url === undefined) {
+      throw new ConfigError('group', `SQS: group ${group} has no queue on topic ${topic} (${name})`);
+    }
+    return url;
   }
 
   /** The dead-letter queue of `group`, created when `create`, else an error naming it when missing. */
