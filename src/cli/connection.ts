@@ -1,5 +1,5 @@
 /** The services the CLI, the benchmarks and the tests connect to. */
-export type ServiceName = 'postgres' | 'mysql' | 'redis' | 'rabbitmq' | 'nats' | 'rocketmq' | 'kafka';
+export type ServiceName = 'postgres' | 'mysql' | 'redis' | 'rabbitmq' | 'nats' | 'rocketmq' | 'kafka' | 'sqs';
 
 export interface ServiceConnection {
   /** Environment variable that overrides the default URL. */
@@ -16,6 +16,7 @@ export const SERVICE_CONNECTIONS: Readonly<Record<ServiceName, ServiceConnection
   nats: { variable: 'ONCEMQ_NATS_URL', defaultUrl: 'nats://127.0.0.1:4222' },
   rocketmq: { variable: 'ONCEMQ_ROCKETMQ_URL', defaultUrl: 'rocketmq://127.0.0.1:8081' },
   kafka: { variable: 'ONCEMQ_KAFKA_URL', defaultUrl: 'kafka://127.0.0.1:9092' },
+  sqs: { variable: 'ONCEMQ_SQS_ENDPOINT', defaultUrl: 'http://127.0.0.1:9324' },
 });
 
 /** Where a resolved URL came from, for messages. */

@@ -31,6 +31,8 @@ const OPENERS: Readonly<Record<string, ToolTransportOpener>> = Object.freeze({
     (await import('./brokers/redis-streams-tool.js')).openRedisStreamsForTool(url),
   rocketmq: async ({ url }) =>
     (await import('./brokers/rocketmq-tool.js')).openRocketMQForTool(resolveServiceUrl('rocketmq', url).url),
+  sqs: async ({ url }) =>
+    (await import('./brokers/sqs-tool.js')).openSqsForTool(resolveServiceUrl('sqs', url).url),
 });
 
 /** Names `--transport` accepts. */

@@ -30,6 +30,7 @@ describe('service URL resolution', () => {
       'ONCEMQ_NATS_URL',
       'ONCEMQ_ROCKETMQ_URL',
       'ONCEMQ_KAFKA_URL',
+      'ONCEMQ_SQS_ENDPOINT',
     ]);
     expect(resolveServiceUrl('redis', undefined, {}).url).toBe('redis://127.0.0.1:6379');
     expect(resolveServiceUrl('rocketmq', undefined, {}).url).toBe('rocketmq://127.0.0.1:8081');
