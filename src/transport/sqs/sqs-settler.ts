@@ -100,7 +100,13 @@ export class SqsSettler implements Settler<SqsDelivery> {
     const error = 'error' in outcome ? outcome.error : undefined;
     const copy = fitDeadLetter(
       {
-        headers: deadLetterHeaders(delivery.envelope, { group, reason, error, key }),
+        headers: deadLetterHeaders(delivery.envelope, {
+          group,
+          reason,
+          error,
+          key,
+          deliveryCount: outcome.deliveryCount,
+        }),
         body: delivery.envelope.body,
       },
       // base64 makes a body that is not text a third larger.
