@@ -1,0 +1,116 @@
+/**
+ * The shapes Lambda hands an SQS-triggered function, typed by what oncemq reads (no `@types/aws-lambda`
+ * needed), and the record normaliser: a Lambda SQS record into the normalised SQS record that the SQS
+ * transport maps to an envelope.
+ */
+
+/** A message attribute as Lambda writes it in an SQS event (lowercase, unlike the SDK's). */
+export interface SqsLambdaMessageAttribute {
+  readonly stringValue?: string | undefined;
+  /** Base64 of the bytes, for a `Binary` attribute. */
+  readonly binaryValue?: string | undefined;
+  readonly stringListValues?: readonly string[] | undefined;
+  readonly binaryListValues?: readonly string[] | undefined;
+  /** `String`, `Number`, `Binary`, or one of them with a custom suffix (`String.json`). */
+  readonly dataType: string;
+}
+
+/** One record of a Lambda SQS event. */
+export interface SqsLambdaRecord {
+  readonly messageId: string;
+  readonly receiptHandle: string;
+  readonly body: string;
+  /**
+   * The message's system attributes, as text: `ApproximateReceiveCount`, `SentTimestamp`,
+   * `ApproximateFirstReceiveTimestamp`, `SenderId`, and on FIFO queues `MessageGroupId`,
+   * `MessageDeduplicationId`, `SequenceNumber`.
+   */
+  readonly attributes: Readonly<Record<string, string | undefined>>;
+  readonly messageAttributes: Readonly<Record<string, SqsLambdaMessageAttribute>>;
+  readonly md5OfBody?: string | undefined;
+  /** Always `aws:sqs`. */
+  readonly eventSource: string;
+  /** `arn:aws:sqs:<region>:<account>:<queue name>`. */
+  readonly eventSourceARN: string;
+  readonly awsRegion?: string | undefined;
+}
+
+/** The event of an SQS-triggered invocation: up to the event source mapping's batch size of records. */
+export interface SqsLambdaEvent {
+  readonly Records: readonly SqsLambdaRecord[];
+}
+
+/** What oncemq reads of the invocation's context. */
+export interface LambdaContextLike {
+  /** Time left before Lambda ends the invocation, in milliseconds. */
+  getRemainingTimeInMillis(): number;
+  readonly awsRequestId?: string | undefined;
+}
+
+/** An item of a partial batch response: the `messageId` of a record to be delivered again. */
+export interface SqsBatchItemFailure {
+  readonly itemIdentifier: string;
+}
+
+/**
+ * Lambda's partial batch response (the event source mapping needs `ReportBatchItemFailures` among its
+ * `FunctionResponseTypes`): the records named are left at the queue to come again after their
+ * visibility timeout; every other record of the batch is deleted.
+ */
+export interface SqsBatchResponse {
+  readonly batchItemFailures: SqsBatchItemFailure[];
+}
+
+/**
+ * An SQS message as the SQS transport maps it to an envelope, whoever received it (the transport's
+ * `ReceiveMessage`, or Lambda's event source).
+ */
+export interface NormalisedSqsRecord {
+  readonly messageId: string;
+  readonly receiptHandle: string;
+  readonly body: string;
+  /** `ApproximateReceiveCount`: 1 on the first receive. */
+  readonly receiveCount: number;
+  /** `SentTimestamp`, in milliseconds since the epoch. */
+  readonly sentTimestamp?: number | undefined;
+  /** FIFO queues: the record's message group. */
+  readonly messageGroupId?: string | undefined;
+  /** The message's string (and number) attributes, by name. */
+  readonly attributes: Readonly<Record<string, string>>;
+}
+
+/** The queue's name in an SQS ARN (`arn:aws:sqs:<region>:<account>:<name>`), or the ARN as it is. */
+export function queueNameOfArn(arn: string): string {
+  const name = arn.slice(arn.lastIndexOf(':') + 1);
+  return name === '' ? arn : name;
+}
+
+function wholeNumber(text: string | undefined): number | undefined {
+  if (text === undefined || !/^\d{1,15}$/.test(text)) return undefined;
+  return Number(text);
+}
+
+/**
+ * A Lambda SQS record as the normalised record: `ApproximateReceiveCount` as the receive count (1 when
+ * Lambda left it out), the `String` and `Number` message attributes by name (binary ones are not text:
+ * no key or oncemq header is read from them, and they are left out).
+ */
+export function normaliseLambdaRecord(record: SqsLambdaRecord): NormalisedSqsRecord {
+  const attributes: Record<string, string> = {};
+  for (const [name, attribute] of Object.entries(record.messageAttributes)) {
+    const type = attribute.dataType.split('.')[0];
+    if ((type === 'String' || type === 'Number') && attribute.stringValue !== undefined) {
+      attributes[name] = attribute.stringValue;
+    }
+  }
+  const groupId = record.attributes.MessageGroupId;
+  return {
+    messageId: record.messageId,
+    receiptHandle: record.receiptHandle,
+    body: record.body,
+    receiveCount: Math.max(1, wholeNumber(record.attributes.ApproximateReceiveCount) ?? 1),
+    sentTimestamp: wholeNumber(record.attributes.SentTimestamp),
+    messageGroupId: groupId === undefined || groupId === '' ? undefined : groupId,
+    attributes,
+  };
+}
