@@ -15,6 +15,12 @@ export const ROCKETMQ_SERVICE = {
   defaultUrl: 'rocketmq://127.0.0.1:8081',
 } as const;
 
+/** ElasticMQ's SQS API. */
+export const ELASTICMQ_SERVICE = {
+  variable: 'ONCEMQ_SQS_ENDPOINT',
+  defaultUrl: 'http://127.0.0.1:9324',
+} as const;
+
 export type BrokerName = 'kafka' | 'rocketmq' | 'elasticmq';
 
 /** One broker as `npm run brokers -- status --json` reports it. */
@@ -132,4 +138,10 @@ export function createRocketMQGroups(
 ): Promise<void> {
   const args = ['rocketmq-group', ...groups, '--retries', String(options.retries ?? 16)];
   return administer(options.orderly === true ? [...args, '--orderly'] : args);
+}
+
+/** ElasticMQ (an SQS-compatible server) for a suite: `ONCEMQ_SQS_ENDPOINT`, else the local one (started when fetched). */
+export async function findElasticMQ(): Promise<Service> {
+  await startLocalBroker('elasticmq', ELASTICMQ_SERVICE);
+  return findService(ELASTICMQ_SERVICE);
 }

@@ -58,3 +58,14 @@ export { checkDeliveryCount, checkRetryDue, guardHeaders } from '../../src/trans
 export { TransportNamespace } from '../../src/transport/namespace.js';
 export { GateClosedError, OrderingGate } from '../../src/transport/ordered/ordering-gate.js';
 export { startPosition } from '../../src/transport/transport.js';
+export {
+  BODY_ENCODING_HEADER,
+  fifoId,
+  PACKED_HEADERS_ATTRIBUTE,
+  sqsEnvelope,
+  sqsPublishInput,
+  sqsRecordOf,
+  sqsSendInput,
+} from '../../src/transport/sqs/sqs-message.js';
+export type { SqsRecord } from '../../src/transport/sqs/sqs-message.js';
+export { SqsNames } from '../../src/transport/sqs/sqs-names.js';

@@ -3,7 +3,7 @@ import { ConfigError } from 'oncemq';
 import { parseRocketMQUrl, resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
 import { invisibleMs } from '../../src/transport/rocketmq/rocketmq-delivery.js';
 import { RocketMQTransport } from '../../src/transport/rocketmq/rocketmq-transport.js';
-import { UnchargedRetries } from '../../src/transport/rocketmq/rocketmq-uncharged-retries.js';
+import { UnchargedRetries } from '../../src/transport/uncharged-retries.js';
 
 describe('RocketMQ transport configuration', () => {
   it('reads the proxy endpoint, the name server and the namespace from the URL', () => {

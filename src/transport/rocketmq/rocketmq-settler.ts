@@ -10,7 +10,7 @@ import {
 } from './rocketmq-delivery.js';
 import { deadLetterTopic } from './rocketmq-names.js';
 import type { RocketMQPublisher } from './rocketmq-publisher.js';
-import type { UnchargedRetries } from './rocketmq-uncharged-retries.js';
+import type { UnchargedRetries } from '../uncharged-retries.js';
 
 /** What a subscription's settler acts through: its group's consumer, the publisher, the uncharged retries. */
 export interface RocketMQSettlerContext {

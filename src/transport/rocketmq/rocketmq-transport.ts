@@ -43,7 +43,7 @@ import {
   RocketMQTransactionProducer,
   type RocketMQTransactionProducerConfig,
 } from './rocketmq-transaction-producer.js';
-import { UnchargedRetries } from './rocketmq-uncharged-retries.js';
+import { UnchargedRetries } from '../uncharged-retries.js';
 
 interface Open {
   readonly driver: RocketMQDriver;

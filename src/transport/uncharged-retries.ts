@@ -1,7 +1,7 @@
 /**
  * Retries of this member that were not charged to their message (a busy key, an unreachable
- * ledger). RocketMQ counts every delivery and a consumer cannot write to a redelivered copy, so the
- * member subtracts the ones it knows of. Only this member knows them: a copy that comes back to
+ * ledger). RocketMQ and SQS count every delivery and a consumer cannot write to a redelivered copy, so
+ * the member subtracts the ones it knows of. Only this member knows them: a copy that comes back to
  * another member, or after a restart, counts them as deliveries.
  */
 export class UnchargedRetries {

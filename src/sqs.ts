@@ -1,0 +1,18 @@
+/**
+ * The Amazon SQS transport, through @aws-sdk/client-sqs (docs/transports/sqs.md); runs on ElasticMQ too.
+ *
+ * @module oncemq/sqs
+ */
+export { SqsTransport } from './transport/sqs/sqs-transport.js';
+export type { SqsTransportConfig } from './transport/sqs/sqs-config.js';
+export type { SqsSubscription } from './transport/sqs/sqs-subscription.js';
+export type { SqsDeadLetters } from './transport/sqs/sqs-dead-letters.js';
+export {
+  sqsEnvelope,
+  sqsPublishInput,
+  sqsRecordOf,
+  type SqsEnvelopeContext,
+  type SqsRecord,
+  type SqsSendMessage,
+  type SqsAttributeValue,
+} from './transport/sqs/sqs-message.js';
