@@ -1,3 +1,5 @@
+import type { SqsAttributeValue, SqsRecord } from './sqs-message.js';
+
 /**
  * The shapes Lambda hands an SQS-triggered function, typed by what oncemq reads (no `@types/aws-lambda`
  * needed), and the record normaliser: a Lambda SQS record into the normalised SQS record that the SQS
@@ -61,24 +63,6 @@ export interface SqsBatchResponse {
   readonly batchItemFailures: SqsBatchItemFailure[];
 }
 
-/**
- * An SQS message as the SQS transport maps it to an envelope, whoever received it (the transport's
- * `ReceiveMessage`, or Lambda's event source).
- */
-export interface NormalisedSqsRecord {
-  readonly messageId: string;
-  readonly receiptHandle: string;
-  readonly body: string;
-  /** `ApproximateReceiveCount`: 1 on the first receive. */
-  readonly receiveCount: number;
-  /** `SentTimestamp`, in milliseconds since the epoch. */
-  readonly sentTimestamp?: number | undefined;
-  /** FIFO queues: the record's message group. */
-  readonly messageGroupId?: string | undefined;
-  /** The message's string (and number) attributes, by name. */
-  readonly attributes: Readonly<Record<string, string>>;
-}
-
 /** The queue's name in an SQS ARN (`arn:aws:sqs:<region>:<account>:<name>`), or the ARN as it is. */
 export function queueNameOfArn(arn: string): string {
   const name = arn.slice(arn.lastIndexOf(':') + 1);
@@ -91,17 +75,25 @@ function wholeNumber(text: string | undefined): number | undefined {
 }
 
 /**
- * A Lambda SQS record as the normalised record: `ApproximateReceiveCount` as the receive count (1 when
- * Lambda left it out), the `String` and `Number` message attributes by name (binary ones are not text:
- * no key or oncemq header is read from them, and they are left out).
+ * A Lambda SQS record as the SQS transport's normalised record: `ApproximateReceiveCount` as the
+ * receive count (1 when Lambda left it out), the `String` message attributes by name, the `Number` and
+ * `Binary` ones (Lambda writes binary values in base64) as the record's other attributes.
  */
-export function normaliseLambdaRecord(record: SqsLambdaRecord): NormalisedSqsRecord {
+export function normaliseLambdaRecord(record: SqsLambdaRecord): SqsRecord {
   const attributes: Record<string, string> = {};
+  let other: Record<string, SqsAttributeValue> | undefined;
   for (const [name, attribute] of Object.entries(record.messageAttributes)) {
-    const type = attribute.dataType.split('.')[0];
-    if ((type === 'String' || type === 'Number') && attribute.stringValue !== undefined) {
-      attributes[name] = attribute.stringValue;
-    }
+    const type = attribute.dataType;
+    if (type.startsWith('String')) attributes[name] = attribute.stringValue ?? '';
+    else
+      (other ??= {})[name] = {
+        dataType: type,
+        stringValue: attribute.stringValue,
+        binaryValue:
+          attribute.binaryValue === undefined
+            ? undefined
+            : new Uint8Array(Buffer.from(attribute.binaryValue, 'base64')),
+      };
   }
   const groupId = record.attributes.MessageGroupId;
   return {
@@ -112,5 +104,6 @@ export function normaliseLambdaRecord(record: SqsLambdaRecord): NormalisedSqsRec
     sentTimestamp: wholeNumber(record.attributes.SentTimestamp),
     messageGroupId: groupId === undefined || groupId === '' ? undefined : groupId,
     attributes,
+    otherAttributes: other,
   };
 }

@@ -4,7 +4,6 @@ import { ConfigError } from '../../core/errors.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { DeadLetterOutcome } from '../settler.js';
 import type { Processor } from '../transport.js';
-import { lambdaRecordEnvelope } from './sqs-lambda-envelope.js';
 import {
   normaliseLambdaRecord,
   queueNameOfArn,
@@ -13,6 +12,7 @@ import {
   type SqsLambdaEvent,
   type SqsLambdaRecord,
 } from './sqs-lambda-event.js';
+import { sqsEnvelope, type SqsRecord } from './sqs-message.js';
 
 /** A record the pipeline dead-lettered, handed to {@link SqsHandlerOptions.deadLetter}. */
 export interface SqsLambdaDeadLetter {
@@ -110,7 +110,7 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
     }
     const normalised = records.map(normaliseLambdaRecord);
     const envelopes = normalised.map((record, index) =>
-      lambdaRecordEnvelope(
+      lambdaEnvelope(
         record,
         options.topic ?? queueNameOfArn((records[index] as SqsLambdaRecord).eventSourceARN),
       ),
@@ -185,4 +185,16 @@ async function settled(
         () => false,
       );
   }
+}
+
+/**
+ * The transport's envelope of a record, charged with every receive: a record reported failed comes
+ * back through Lambda's redelivery, one receive later, and no copy carrying a count is sent, so the
+ * delivery count is the count the message came with (`oncemq-delivery-count`, 1 for a first copy) plus
+ * its receives before this one. A `busy` answer or an unreachable ledger costs a receive here.
+ */
+function lambdaEnvelope(record: SqsRecord, topic: string): Envelope {
+  const envelope = sqsEnvelope(record, { topic });
+  const deliveryCount = envelope.deliveryCount + record.receiveCount - 1;
+  return Object.freeze({ ...envelope, deliveryCount });
 }
