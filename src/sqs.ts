@@ -16,3 +16,23 @@ export {
   type SqsSendMessage,
   type SqsAttributeValue,
 } from './transport/sqs/sqs-message.js';
+export {
+  DEFAULT_SQS_LAMBDA_LEASE_MS,
+  DEFAULT_SQS_LAMBDA_RESERVE,
+  sqsHandler,
+} from './transport/sqs/sqs-lambda-handler.js';
+export type {
+  SqsHandlerOptions,
+  SqsLambdaDeadLetter,
+  SqsLambdaHandler,
+  SqsLambdaProcessor,
+} from './transport/sqs/sqs-lambda-handler.js';
+export { normaliseLambdaRecord } from './transport/sqs/sqs-lambda-event.js';
+export type {
+  LambdaContextLike,
+  SqsBatchItemFailure,
+  SqsBatchResponse,
+  SqsLambdaEvent,
+  SqsLambdaMessageAttribute,
+  SqsLambdaRecord,
+} from './transport/sqs/sqs-lambda-event.js';

@@ -35,6 +35,8 @@ export interface Pipeline {
   readonly mode: Mode;
   /** The retry policy in force (a configured `RetryPolicyConfig` becomes a policy). */
   readonly retry: RetryPolicy;
+  /** A claim's lease in milliseconds (the configured `lease`): how long a front end may let one piece of work run. */
+  readonly leaseMs: number;
   /**
    * Runs one delivery to its outcome. Never rejects for anything a message or a user function does
    * (a throw of any value becomes an outcome); the outcome says whether to ack, retry or dead-letter.
@@ -65,6 +67,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
   readonly group: string;
   readonly mode: Mode;
   readonly retry: RetryPolicy;
+  readonly leaseMs: number;
   readonly #reader: ReaderConfig<T>;
   readonly #runner: DeliveryRunner<Tx, T>;
   readonly #recorder: OutcomeRecorder;
@@ -83,6 +86,7 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     this.group = group;
     this.mode = mode;
     this.retry = retry;
+    this.leaseMs = leaseMs;
     this.#reader = {
       group,
       key: resolved.key,
