@@ -204,10 +204,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const published = { checker, poisonKeys: [] as string[] };
     if (options.cluster !== undefined && nodes !== undefined && entry.cluster !== undefined) {
       const support = entry.cluster;
+      const state = nodes.state;
       const target = { url: route.direct, namespace, replicas };
       nodeFaults = new NodeFaults({
         nodes,
-        leader: () => support.leader(target, DEMO_TOPIC, DEMO_GROUP),
+        leader: () => support.leader(target, DEMO_TOPIC, DEMO_GROUP, state),
         seed: options.seed,
         everyMs: options.cluster.everyMs,
         downMs: options.cluster.downMs,

@@ -29,6 +29,8 @@ export interface ClusterState {
   readonly broker: string;
   readonly urls: readonly string[];
   readonly nodes: readonly ClusterNode[];
+  /** The broker's admin tool and its environment (RabbitMQ's rabbitmqctl, with the cluster's cookie). */
+  readonly admin?: { readonly command: string; readonly env: Readonly<Record<string, string>> };
 }
 
 /** Where `npm run brokers -- start --cluster <name>` keeps its description (brokers/lib/cluster.js). */

@@ -1,5 +1,6 @@
 import type { SubscribeOptions, Transport } from '../transport/transport.js';
 import { UsageError } from './command.js';
+import type { ClusterState } from './cluster-nodes.js';
 import type { ServiceName } from './connection.js';
 
 /** Where a run's transport connects, and the names it keeps to. */
@@ -34,7 +35,12 @@ export interface RunClusterSupport {
    * The node leading the run's stream / quorum queue / partition of `topic` for `group`, by the name
    * the broker gives it; undefined when none leads (an election under way).
    */
-  leader(target: RunTransportTarget, topic: string, group: string): Promise<string | undefined>;
+  leader(
+    target: RunTransportTarget,
+    topic: string,
+    group: string,
+    cluster: ClusterState,
+  ): Promise<string | undefined>;
 }
 
 /**

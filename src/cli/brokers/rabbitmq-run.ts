@@ -1,4 +1,7 @@
-import type { RunTransport } from '../run-transports.js';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { ClusterState } from '../cluster-nodes.js';
+import type { RunTransport, RunTransportTarget } from '../run-transports.js';
 import { loadDriver } from '../stores.js';
 import type { AmqpConnectionLike } from '../../transport/rabbitmq/rabbitmq-driver.js';
 import {
@@ -10,12 +13,47 @@ import { RabbitTransport } from '../../transport/rabbitmq/rabbitmq-transport.js'
 import { parseDuration } from '../../core/duration.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 
+const run = promisify(execFile);
+
+/**
+ * The node leading the group's quorum queue, as `rabbitmqctl list_queues name leader` says on the first
+ * node that answers (the nodes' own admin tool and cookie, from the cluster's description).
+ */
+async function quorumLeader(
+  { namespace }: RunTransportTarget,
+  _topic: string,
+  group: string,
+  cluster: ClusterState,
+): Promise<string | undefined> {
+  const admin = cluster.admin;
+  if (admin === undefined) return undefined;
+  const queue = new RabbitNames(namespace).work(group);
+  for (const node of cluster.nodes) {
+    if (node.name === undefined) continue;
+    try {
+      const { stdout } = await run(admin.command, ['-n', node.name, '-q', 'list_queues', 'name', 'leader'], {
+        env: { ...process.env, ...admin.env },
+        timeout: 20_000,
+      });
+      for (const line of stdout.split('\n')) {
+        const [name, leader] = line.trim().split(/\s+/);
+        if (name === queue && leader !== undefined && leader !== '') return leader;
+      }
+    } catch {
+      // that node is down or busy: ask the next
+    }
+  }
+  return undefined;
+}
+
 /**
  * RabbitMQ for `oncemq demo` and `oncemq chaos`: prefix and exchange are the run's namespace, no
  * topic log (every group subscribes before the first publish), quick reconnects.
  */
 export const RABBIT_RUN_TRANSPORT = Object.freeze<RunTransport>({
   service: 'rabbitmq',
+  // amqplib takes one URL: a balancer in front of the nodes spreads the connections and skips a dead node
+  cluster: { reach: 'balancer', leader: quorumLeader },
   open: async ({ url, namespace }) => {
     const transport = new RabbitTransport({
       url,
