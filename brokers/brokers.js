@@ -14,6 +14,7 @@ import process from 'node:process';
 import { clusterStatus, startCluster, stopCluster } from './lib/cluster.js';
 import { elasticmq } from './lib/elasticmq.js';
 import { kafka } from './lib/kafka.js';
+import { kafkaCluster } from './lib/kafka-cluster.js';
 import { natsCluster } from './lib/nats-cluster.js';
 import { rabbitmqCluster } from './lib/rabbitmq-cluster.js';
 import { brokerLayout, configurationDigest } from './lib/layout.js';
@@ -31,7 +32,7 @@ import { createGroup, createTopic } from './lib/rocketmq-admin.js';
 
 const BROKERS = { kafka, rocketmq, elasticmq };
 /** Three-node clusters for `oncemq chaos --cluster` (docs/brokers.md, "Clusters"). */
-const CLUSTERS = { nats: natsCluster, rabbitmq: rabbitmqCluster };
+const CLUSTERS = { nats: natsCluster, rabbitmq: rabbitmqCluster, kafka: kafkaCluster };
 const COMMANDS = ['fetch', 'start', 'stop', 'status'];
 const USAGE = [
   `usage: npm run brokers -- ${COMMANDS.join('|')} [${Object.keys(BROKERS).join('|')} ...] [--json]`,
