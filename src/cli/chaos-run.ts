@@ -287,14 +287,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await schedule?.stop();
     await members?.stop();
     await producer?.close();
-    await route?.close();
     // Nothing is on the broker before the producer opened. After a failed run, a failed clean-up
-    // (often the same unreachable broker) must not hide its error.
-    if (route !== undefined && producer !== undefined) {
-      await entry
-        .cleanup({ url: route.direct, namespace }, [DEMO_GROUP]).catch((error: unknown) => {
-        if (!failed) throw error;
-      });
+    // (often the same unreachable broker) must not hide its error. The route closes after it: on a
+    // cluster reached through balancers, the harness's way to the broker is one of them.
+    try {
+      if (route !== undefined && producer !== undefined) {
+        await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]).catch((error: unknown) => {
+          if (!failed) throw error;
+        });
+      }
+    } finally {
+      await route?.close();
     }
     await store?.close();
     rmSync(dir, { recursive: true, force: true });
