@@ -51,7 +51,8 @@ export function startNode(node) {
       detached: true,
       stdio: ['ignore', log, log],
     });
-    if (child.pid === undefined) throw new BrokersError(`${node.command} did not start (see ${node.logFile})`);
+    if (child.pid === undefined)
+      throw new BrokersError(`${node.command} did not start (see ${node.logFile})`);
     if (!node.writesPid) writeFileSync(node.pidFile, `${child.pid}\n`);
     child.unref();
     return child.pid;

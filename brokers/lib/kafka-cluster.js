@@ -52,7 +52,8 @@ export const kafkaCluster = {
 
   describe(run) {
     const layout = brokerLayout('kafka');
-    if (!fetched(layout)) throw new BrokersError('Kafka is not fetched: run npm run brokers -- fetch kafka first');
+    if (!fetched(layout))
+      throw new BrokersError('Kafka is not fetched: run npm run brokers -- fetch kafka first');
     const jvm = [...JVM, `-Dlog4j2.configurationFile=${layout.source('log4j2.properties')}`];
     const nodes = NODES.map((n) => {
       const dir = join(run, `k${n}`);

@@ -93,7 +93,9 @@ export const rabbitmqCluster = {
 
   prepare(state) {
     const run = state.admin.env.HOME;
-    writeFileSync(join(run, '.erlang.cookie'), randomBytes(20).toString('hex').toUpperCase(), { mode: 0o400 });
+    writeFileSync(join(run, '.erlang.cookie'), randomBytes(20).toString('hex').toUpperCase(), {
+      mode: 0o400,
+    });
     writeFileSync(
       join(run, 'rabbitmq-env.conf'),
       `ERL_EPMD_ADDRESS=${HOST}\nexport ERL_FLAGS="-kernel inet_dist_use_interface {127,0,0,1}"\n`,

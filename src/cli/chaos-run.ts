@@ -170,7 +170,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     if (options.cluster === undefined) {
       route = await brokerRoute(entry, join(dir, 'broker.db'), options.brokerUrl);
     } else {
-      if (entry.cluster === undefined) throw new UsageError(`--cluster is not available on ${options.transport}`);
+      if (entry.cluster === undefined)
+        throw new UsageError(`--cluster is not available on ${options.transport}`);
       nodes = new ClusterNodes(readCluster(options.cluster.file, options.transport));
       replicas = nodes.state.nodes.length;
       route = await clusterRoute(entry.cluster, nodes.state);
@@ -226,7 +227,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         to: Math.floor((options.events * (round + 1)) / (rounds + 1)),
       };
       resends += await publishSlice(producer, injector, users, range, published);
-      if (round < rounds) await schedule.round();
+      if (round < rounds) {
+        await schedule.round();
+        nodeFaults?.trigger();
+      }
     }
     const settled = await settle({
       store,

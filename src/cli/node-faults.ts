@@ -78,9 +78,14 @@ export class NodeFaults {
           resolve();
         };
       });
-      if (!this.#running) return;
+      if (this.#stopped()) return;
       await this.#fail(index % 2 === 0 ? 'kill' : 'pause');
     }
+  }
+
+  /** Whether `stop()` was called (while the loop waited). */
+  #stopped(): boolean {
+    return !this.#running;
   }
 
   /** The leader, or a node drawn at random when the broker names none that the cluster has. */
@@ -122,6 +127,11 @@ export class NodeFaults {
       atMs: Math.round(at - this.#started),
       backAfterMs: Math.round(performance.now() - at),
     });
+  }
+
+  /** The next failure now rather than at its time, unless one is under way (a chaos run's rounds). */
+  trigger(): void {
+    this.#wake?.();
   }
 
   /** Ends the schedule once the failure under way is over (its node back); throws if one went wrong. */

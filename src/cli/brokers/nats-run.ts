@@ -1,12 +1,13 @@
 import type { RunTransport } from '../run-transports.js';
 import { loadDriver } from '../stores.js';
+import type { jetstreamManager as jetstreamManagerOf } from '@nats-io/jetstream';
 import { NatsTransport } from '../../transport/nats/nats-transport.js';
 import { SILENT_LOGGER } from '../../core/logger.js';
 
 /** Stream names are upper case by convention: the namespace's stream prefix. */
 const streamPrefix = (namespace: string): string => namespace.toUpperCase().replace(/[^A-Z0-9_]/g, '_');
 
-type Manager = Awaited<ReturnType<typeof import('@nats-io/jetstream').jetstreamManager>>;
+type Manager = Awaited<ReturnType<typeof jetstreamManagerOf>>;
 
 /** Runs `use` with a JetStream manager on a connection of its own to `url` (one server or several, comma-separated). */
 async function withManager<T>(url: string, use: (jsm: Manager) => Promise<T>): Promise<T> {

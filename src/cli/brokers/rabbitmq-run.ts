@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ClusterState } from '../cluster-nodes.js';
 import type { RunTransport, RunTransportTarget } from '../run-transports.js';
@@ -16,8 +17,10 @@ import { SILENT_LOGGER } from '../../core/logger.js';
 const run = promisify(execFile);
 
 /**
- * The node leading the group's quorum queue, as `rabbitmqctl list_queues name leader` says on the first
- * node that answers (the nodes' own admin tool and cookie, from the cluster's description).
+ * The node leading the group's quorum queue, as `rabbitmq-queues quorum_status` says on the first node
+ * that answers (the nodes' own admin tools and cookie, from the cluster's description). It asks about
+ * that one queue: `rabbitmqctl list_queues` asks every queue of every node and, while a node was down
+ * or events flowed, did not answer within 20 s in a 50,000-event run.
  */
 async function quorumLeader(
   { namespace }: RunTransportTarget,
@@ -27,18 +30,22 @@ async function quorumLeader(
 ): Promise<string | undefined> {
   const admin = cluster.admin;
   if (admin === undefined) return undefined;
+  const tool = join(dirname(admin.command), 'rabbitmq-queues');
   const queue = new RabbitNames(namespace).work(group);
   for (const node of cluster.nodes) {
     if (node.name === undefined) continue;
     try {
-      const { stdout } = await run(admin.command, ['-n', node.name, '-q', 'list_queues', 'name', 'leader'], {
-        env: { ...process.env, ...admin.env },
-        timeout: 20_000,
-      });
-      for (const line of stdout.split('\n')) {
-        const [name, leader] = line.trim().split(/\s+/);
-        if (name === queue && leader !== undefined && leader !== '') return leader;
-      }
+      const { stdout } = await run(
+        tool,
+        ['-n', node.name, '-q', '--formatter', 'json', 'quorum_status', queue],
+        {
+          env: { ...process.env, ...admin.env },
+          timeout: 45_000,
+        },
+      );
+      const members = JSON.parse(stdout) as { 'Node Name'?: string; 'Raft State'?: string }[];
+      const leader = members.find((member) => member['Raft State'] === 'leader')?.['Node Name'];
+      if (leader !== undefined) return leader;
     } catch {
       // that node is down or busy: ask the next
     }
