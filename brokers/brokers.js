@@ -2,6 +2,7 @@
 // npm run brokers -- fetch|start|stop|status [kafka|rocketmq ...] [--json]
 // npm run brokers -- rocketmq-topic NAME... [--type NORMAL|FIFO|DELAY|TRANSACTION] [--queues N]
 // npm run brokers -- rocketmq-group NAME... [--orderly] [--retries N]
+// npm run brokers -- start|stop|status --cluster nats|rabbitmq|kafka [--json]
 //
 // Real Kafka and RocketMQ brokers, and ElasticMQ (an SQS-compatible server), on loopback for the tests, CI and users: Maven copies their jars into a
 // cache outside the repository (fetch), the brokers run with small heaps on scratch data until stopped.
@@ -10,8 +11,12 @@ import console from 'node:console';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import process from 'node:process';
+import { clusterStatus, startCluster, stopCluster } from './lib/cluster.js';
 import { elasticmq } from './lib/elasticmq.js';
 import { kafka } from './lib/kafka.js';
+import { kafkaCluster } from './lib/kafka-cluster.js';
+import { natsCluster } from './lib/nats-cluster.js';
+import { rabbitmqCluster } from './lib/rabbitmq-cluster.js';
 import { brokerLayout, configurationDigest } from './lib/layout.js';
 import {
   BrokersError,
@@ -26,11 +31,14 @@ import { rocketmq } from './lib/rocketmq.js';
 import { createGroup, createTopic } from './lib/rocketmq-admin.js';
 
 const BROKERS = { kafka, rocketmq, elasticmq };
+/** Three-node clusters for `oncemq chaos --cluster` (docs/brokers.md, "Clusters"). */
+const CLUSTERS = { nats: natsCluster, rabbitmq: rabbitmqCluster, kafka: kafkaCluster };
 const COMMANDS = ['fetch', 'start', 'stop', 'status'];
 const USAGE = [
   `usage: npm run brokers -- ${COMMANDS.join('|')} [${Object.keys(BROKERS).join('|')} ...] [--json]`,
   '       npm run brokers -- rocketmq-topic NAME... [--type NORMAL|FIFO|DELAY|TRANSACTION] [--queues N]',
   '       npm run brokers -- rocketmq-group NAME... [--orderly] [--retries N]',
+  '       npm run brokers -- start|stop|status --cluster nats|rabbitmq|kafka [--json]',
 ].join('\n');
 
 const say = (line) => console.log(`brokers: ${line}`);
@@ -158,7 +166,7 @@ function parse(argv) {
     const arg = argv[i];
     if (!arg.startsWith('--')) words.push(arg);
     else if (['--json', '--orderly'].includes(arg)) options[arg.slice(2)] = true;
-    else if (['--type', '--queues', '--retries'].includes(arg) && i + 1 < argv.length)
+    else if (['--type', '--queues', '--retries', '--cluster'].includes(arg) && i + 1 < argv.length)
       options[arg.slice(2)] = argv[++i];
     else throw new BrokersError(`unknown option ${arg}\n${USAGE}`);
   }
@@ -190,12 +198,33 @@ async function administer(command, names, options) {
   return 0;
 }
 
+/** start / stop / status of one three-node cluster. */
+async function clusterCommand(command, name, options) {
+  const cluster = CLUSTERS[name];
+  if (cluster === undefined) throw new BrokersError(`no cluster '${name}'\n${USAGE}`);
+  if (command === 'start') await startCluster(cluster, say);
+  else if (command === 'stop') await stopCluster(cluster, say);
+  else if (command === 'status') {
+    const report = clusterStatus(cluster);
+    if (options.json === true) console.log(JSON.stringify(report, null, 2));
+    else {
+      const nodes = report.nodes.map((node) =>
+        node.pid === null ? `${node.id} stopped` : `${node.id} pid ${node.pid} ${node.rssMiB} MiB`,
+      );
+      console.log(`cluster ${name}: ${report.running ? 'running' : 'not running'} (${nodes.join(', ')})`);
+    }
+    return report.running ? 0 : 3;
+  } else throw new BrokersError(`${command} --cluster is not a command\n${USAGE}`);
+  return 0;
+}
+
 async function main(argv) {
   const { words, options } = parse(argv);
   const [command, ...names] = words;
   if (command === 'rocketmq-topic' || command === 'rocketmq-group')
     return administer(command, names, options);
   if (command === undefined || !COMMANDS.includes(command)) throw new BrokersError(USAGE);
+  if (options.cluster !== undefined) return clusterCommand(command, options.cluster, options);
   for (const name of names) if (!(name in BROKERS)) throw new BrokersError(`no broker '${name}'\n${USAGE}`);
   const chosen = (names.length > 0 ? names : Object.keys(BROKERS)).map((name) => BROKERS[name]);
   const actions = { fetch, start, stop };

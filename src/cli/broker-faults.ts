@@ -1,4 +1,5 @@
 import { KEY_HEADER } from '../core/envelope.js';
+import { TransportUnavailableError } from '../core/errors.js';
 import { InjectedFault, type FaultInjector } from '../testing/fault-injector.js';
 import type { OutgoingMessage, Processor, PublishReceipt, Transport } from '../transport/transport.js';
 
@@ -34,8 +35,22 @@ export async function publishWithResends(
   injector: FaultInjector,
 ): Promise<{ readonly copies: number; readonly receipt: PublishReceipt }> {
   const key = message.key ?? '';
+  const giveUpAt = Date.now() + UNAVAILABLE_RETRY_MS;
   for (let attempt = 1; ; attempt++) {
-    const receipt = await transport.publish(message);
+    let receipt: PublishReceipt;
+    try {
+      receipt = await transport.publish(message);
+    } catch (error) {
+      // A broker unavailable for a moment (a cluster moving a partition's leader after a node failure,
+      // where the Kafka transport rejects the send): sent again with the same key, as an outbox relay
+      // does; whether the rejected send was stored or not, the consumers' ledger tells.
+      if (!(error instanceof TransportUnavailableError) || Date.now() > giveUpAt) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      continue;
+    }
     if (!injector.producerAckLost({ key, uniqueId: key, attempt })) return { copies: attempt, receipt };
   }
 }
+
+/** How long a publish is tried again while the broker is unavailable. */
+const UNAVAILABLE_RETRY_MS = 120_000;

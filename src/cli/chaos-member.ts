@@ -21,6 +21,8 @@ export interface ChaosMemberOptions {
   readonly name: string;
   /** Deliveries processed at once. */
   readonly concurrency: number;
+  /** Nodes of the clustered broker (replicas of what the transport creates). @default 1 */
+  readonly replicas?: number;
 }
 
 /**
@@ -39,7 +41,11 @@ export async function runChaosMember(options: ChaosMemberOptions): Promise<void>
   });
   const consumer = demoConsumer(store, new FaultInjector({ faults: [] }), new EffectChecker(), false);
   const { transport, subscription } = await subscribeThroughDrops(async () => {
-    const opened = await entry.open({ url: options.brokerUrl, namespace: options.namespace });
+    const opened = await entry.open({
+      url: options.brokerUrl,
+      namespace: options.namespace,
+      ...(options.replicas === undefined ? {} : { replicas: options.replicas }),
+    });
     try {
       const subscribed = await opened.subscribe(DEMO_GROUP, [DEMO_TOPIC], consumer.processor, {
         ...RUN_SUBSCRIBE,

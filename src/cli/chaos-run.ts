@@ -6,6 +6,9 @@ import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector } from '../testing/fault-injector.js';
 import type { Transport } from '../transport/transport.js';
 import { brokerRoute, type BrokerRoute } from './broker-route.js';
+import { ClusterNodes, readCluster } from './cluster-nodes.js';
+import { clusterRoute } from './cluster-route.js';
+import { NodeFaults, type NodeFault } from './node-faults.js';
 import { ChaosMembers } from './chaos-members.js';
 import { ChaosSchedule } from './chaos-schedule.js';
 import { DEMO_GROUP, DEMO_TOPIC, type PaymentSucceeded } from './demo-consumer.js';
@@ -14,6 +17,7 @@ import { openDemoStore, type DemoStore } from './demo-store.js';
 import { runTransport } from './run-transports.js';
 import { settle } from './settle.js';
 import { publishWithResends } from './broker-faults.js';
+import { UsageError } from './command.js';
 
 /** Stores chaos runs on: several processes must share them. */
 export const CHAOS_STORES = ['sqlite', 'postgres', 'mysql'] as const;
@@ -45,6 +49,20 @@ export interface ChaosOptions {
   /** Longest wait for every event to settle. @default max(2 min, 10 ms per event) */
   readonly timeoutMs?: number;
   readonly onProgress?: (done: number, total: number) => void;
+  /** A three-node cluster of the broker, whose nodes fail during the run (`--cluster`). */
+  readonly cluster?: ChaosClusterOptions;
+}
+
+/** Node failures of a run on a cluster started by `npm run brokers -- start --cluster`. */
+export interface ChaosClusterOptions {
+  /** The cluster's `cluster.json`. */
+  readonly file: string;
+  /** A node failure every this long, kill and pause in turn. */
+  readonly everyMs: number;
+  /** A killed node stays down this long. */
+  readonly downMs: number;
+  /** A paused node stays paused this long. */
+  readonly pauseMs: number;
 }
 
 export interface ChaosResult {
@@ -76,6 +94,12 @@ export interface ChaosResult {
   lostKeys: readonly string[];
   /** The members' last stderr lines, when the run failed. */
   memberErrors: readonly string[];
+  /** Nodes killed with SIGKILL and started again (runs on a cluster). */
+  nodeKills?: number;
+  /** Nodes paused with SIGSTOP past the cluster's timeouts, then resumed (runs on a cluster). */
+  nodePauses?: number;
+  /** Each node failure: which node, whether it led, when, and how long until it was back. */
+  nodeFaults?: readonly NodeFault[];
 }
 
 /** Messages the producer keeps in flight at once. */
@@ -138,9 +162,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let producer: Transport | undefined;
   let members: ChaosMembers | undefined;
   let schedule: ChaosSchedule | undefined;
+  let nodeFaults: NodeFaults | undefined;
   let failed = false;
   try {
-    route = await brokerRoute(entry, join(dir, 'broker.db'), options.brokerUrl);
+    let replicas = 1;
+    let nodes: ClusterNodes | undefined;
+    if (options.cluster === undefined) {
+      route = await brokerRoute(entry, join(dir, 'broker.db'), options.brokerUrl);
+    } else {
+      if (entry.cluster === undefined)
+        throw new UsageError(`--cluster is not available on ${options.transport}`);
+      nodes = new ClusterNodes(readCluster(options.cluster.file, options.transport));
+      replicas = nodes.state.nodes.length;
+      route = await clusterRoute(entry.cluster, nodes.state);
+    }
     store = await openDemoStore(options.store, {
       dir,
       connections: 4,
@@ -149,9 +184,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     });
     const users = Array.from({ length: Math.max(1, Math.ceil(options.events / 10)) }, (_, i) => `user-${i}`);
     await store.setup(users);
-    producer = await entry.open({ url: route.direct, namespace });
+    producer = await entry.open({ url: route.direct, namespace, replicas });
     members = new ChaosMembers([
       ...['--transport', options.transport, '--broker-url', route.proxied, '--store', options.store],
+      ...(replicas === 1 ? [] : ['--replicas', String(replicas)]),
       ...['--namespace', namespace, '--dir', dir, '--concurrency', String(options.concurrency ?? 16)],
       ...(options.storeUrl === undefined ? [] : ['--store-url', options.storeUrl]),
     ]);
@@ -167,8 +203,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     });
     const checker = new EffectChecker();
     const published = { checker, poisonKeys: [] as string[] };
+    if (options.cluster !== undefined && nodes !== undefined && entry.cluster !== undefined) {
+      const support = entry.cluster;
+      const state = nodes.state;
+      const target = { url: route.direct, namespace, replicas };
+      nodeFaults = new NodeFaults({
+        nodes,
+        leader: () => support.leader(target, DEMO_TOPIC, DEMO_GROUP, state),
+        seed: options.seed,
+        everyMs: options.cluster.everyMs,
+        downMs: options.cluster.downMs,
+        pauseMs: options.cluster.pauseMs,
+      });
+    }
     const started = performance.now();
     schedule.start();
+    nodeFaults?.start();
     const rounds = options.rounds ?? 2;
     let resends = 0;
     for (let round = 0; round <= rounds; round++) {
@@ -177,7 +227,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         to: Math.floor((options.events * (round + 1)) / (rounds + 1)),
       };
       resends += await publishSlice(producer, injector, users, range, published);
-      if (round < rounds) await schedule.round();
+      if (round < rounds) {
+        await schedule.round();
+        nodeFaults?.trigger();
+      }
     }
     const settled = await settle({
       store,
@@ -190,6 +243,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       ...(options.onProgress === undefined ? {} : { onProgress: options.onProgress }),
     });
     await schedule.stop();
+    await nodeFaults?.stop();
     const durationMs = performance.now() - started;
     await members.stop();
     for (const dead of settled.deadLetters) checker.deadLettered(dead.key, dead.reason);
@@ -225,21 +279,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       doubleKeys: report.doubleKeys,
       lostKeys: report.lostKeys,
       memberErrors: ok ? [] : members.stderr.slice(-10),
+      ...(nodeFaults === undefined
+        ? {}
+        : { nodeKills: nodeFaults.kills, nodePauses: nodeFaults.pauses, nodeFaults: nodeFaults.faults }),
     };
   } catch (error) {
     failed = true;
     throw error;
   } finally {
+    await nodeFaults?.stop().catch(() => undefined);
     await schedule?.stop();
     await members?.stop();
     await producer?.close();
-    await route?.close();
     // Nothing is on the broker before the producer opened. After a failed run, a failed clean-up
-    // (often the same unreachable broker) must not hide its error.
-    if (route !== undefined && producer !== undefined) {
-      await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]).catch((error: unknown) => {
-        if (!failed) throw error;
-      });
+    // (often the same unreachable broker) must not hide its error. The route closes after it: on a
+    // cluster reached through balancers, the harness's way to the broker is one of them.
+    try {
+      if (route !== undefined && producer !== undefined) {
+        await entry.cleanup({ url: route.direct, namespace }, [DEMO_GROUP]).catch((error: unknown) => {
+          if (!failed) throw error;
+        });
+      }
+    } finally {
+      await route?.close();
     }
     await store?.close();
     rmSync(dir, { recursive: true, force: true });

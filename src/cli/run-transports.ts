@@ -1,5 +1,6 @@
 import type { SubscribeOptions, Transport } from '../transport/transport.js';
 import { UsageError } from './command.js';
+import type { ClusterState } from './cluster-nodes.js';
 import type { ServiceName } from './connection.js';
 
 /** Where a run's transport connects, and the names it keeps to. */
@@ -13,6 +14,33 @@ export interface RunTransportTarget {
    * FIFO topics and orderly groups) opens its transport so. @default false
    */
   readonly ordered?: boolean;
+  /**
+   * Nodes of the clustered broker the run is on (`oncemq chaos --cluster`): a broker whose streams or
+   * topics have a replica count oncemq sets makes them with this many. @default 1
+   */
+  readonly replicas?: number;
+}
+
+/** How a run reaches a three-node cluster and finds the node a node failure should hit. */
+export interface RunClusterSupport {
+  /**
+   * `list`: the client takes every node's URL and moves to a surviving node itself (`url` joins them);
+   * `balancer`: the client takes one URL, a TCP balancer in front of the nodes (the run's proxy) spreads
+   * connections over them and skips a node that refuses.
+   */
+  readonly reach: 'list' | 'balancer';
+  /** One URL naming every node (reach `list`). */
+  url?(urls: readonly string[]): string;
+  /**
+   * The node leading the run's stream / quorum queue / partition of `topic` for `group`, by the name
+   * the broker gives it; undefined when none leads (an election under way).
+   */
+  leader(
+    target: RunTransportTarget,
+    topic: string,
+    group: string,
+    cluster: ClusterState,
+  ): Promise<string | undefined>;
 }
 
 /**
@@ -38,6 +66,8 @@ export interface RunTransport {
    * longer than the default, or no partition ever gets past its take-over. @default 1500
    */
   readonly orderedDropEveryMs?: number;
+  /** How runs use a three-node cluster of this broker; undefined: no cluster runs. */
+  readonly cluster?: RunClusterSupport;
   /** Opens a transport on the run's names, creating its topology as it subscribes and publishes. */
   open(target: RunTransportTarget): Promise<Transport>;
   /**

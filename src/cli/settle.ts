@@ -68,5 +68,20 @@ export async function settle(options: SettleOptions): Promise<Settled> {
       // the run kills database connections on purpose: poll again
     }
   }
-  return { complete: false, deadLetters: await list() };
+  return { complete: false, deadLetters: await listPatiently(list) };
+}
+
+/**
+ * The dead letters once more at the end, tried again for a while when the broker is unavailable for a
+ * moment (a cluster electing a leader after a node failure), so that the report still comes.
+ */
+async function listPatiently(list: () => Promise<readonly DeadLetter[]>): Promise<readonly DeadLetter[]> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await list();
+    } catch (error) {
+      if (attempt >= 30) throw error;
+      await sleep(1000);
+    }
+  }
 }

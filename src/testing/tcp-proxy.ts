@@ -19,6 +19,12 @@ export interface TcpProxyConfig {
   readonly targetPort: number;
   /** Port to listen on (loopback). @default a free one */
   readonly listenPort?: number;
+  /**
+   * More servers of the same service (the other nodes of a cluster): each new connection goes to the
+   * next server in turn, and to the one after it when that one refuses — a balancer in front of a
+   * cluster, so clients with one URL spread over the nodes and reach a surviving one. @default none
+   */
+  readonly moreTargets?: readonly { readonly host: string; readonly port: number }[];
 }
 
 /**
@@ -34,6 +40,8 @@ export class TcpProxy {
   #refusing = false;
   #stalled = false;
   readonly #held = new Map<Socket, { chunks: Buffer[]; keep: (chunk: Buffer) => void }>();
+  /** The next target a connection goes to, when there are several. */
+  #turn = 0;
   /** Connections dropped on purpose so far. */
   dropped = 0;
 
@@ -76,7 +84,36 @@ export class TcpProxy {
       client.destroy();
       return;
     }
-    const upstream = connect({ host: this.#config.targetHost, port: this.#config.targetPort });
+    const more = this.#config.moreTargets ?? [];
+    if (more.length === 0) {
+      this.#join(client, connect({ host: this.#config.targetHost, port: this.#config.targetPort }));
+      return;
+    }
+    const targets = [{ host: this.#config.targetHost, port: this.#config.targetPort }, ...more];
+    const first = this.#turn++ % targets.length;
+    client.pause();
+    client.on('error', () => undefined);
+    const dial = (tried: number): void => {
+      const target = targets[(first + tried) % targets.length];
+      if (tried >= targets.length || target === undefined || client.destroyed) {
+        client.destroy();
+        return;
+      }
+      const upstream = connect(target);
+      const refused = (): void => {
+        upstream.destroy();
+        dial(tried + 1);
+      };
+      upstream.once('error', refused).once('connect', () => {
+        upstream.off('error', refused);
+        this.#join(client, upstream);
+        client.resume();
+      });
+    };
+    dial(0);
+  }
+
+  #join(client: Socket, upstream: Socket): void {
     const pair = [client, upstream] as const;
     this.#pairs.add(pair);
     const close = (): void => {

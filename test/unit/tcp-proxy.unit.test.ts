@@ -127,3 +127,52 @@ describe('TcpProxy', () => {
     }
   });
 });
+
+/** A server that answers every connection with its own name, then closes it. */
+async function namedServer(name: string): Promise<{ server: Server; port: number }> {
+  const server = createServer((socket) => socket.end(name));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return { server, port: address.port };
+}
+
+function firstAnswer(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.once('data', (data) => {
+      socket.destroy();
+      resolve(data.toString());
+    });
+    socket.once('error', reject);
+    socket.once('close', () => reject(new Error('closed without an answer')));
+  });
+}
+
+describe('TcpProxy in front of a cluster (moreTargets)', () => {
+  it('sends each new connection to the next node, and past a node that refuses', async () => {
+    const a = await namedServer('a');
+    const b = await namedServer('b');
+    const gone = await namedServer('gone');
+    const gonePort = gone.port;
+    await new Promise((resolve) => gone.server.close(resolve)); // a node that is down: refuses
+    const proxy = await TcpProxy.start({
+      targetHost: '127.0.0.1',
+      targetPort: a.port,
+      moreTargets: [
+        { host: '127.0.0.1', port: gonePort },
+        { host: '127.0.0.1', port: b.port },
+      ],
+    });
+    try {
+      const answers: string[] = [];
+      for (let i = 0; i < 6; i++) answers.push(await firstAnswer(proxy.port));
+      // turns a, gone → b, b, a, gone → b, b: every connection reached a live node, both of them
+      expect(answers).toEqual(['a', 'b', 'b', 'a', 'b', 'b']);
+    } finally {
+      await proxy.close();
+      await new Promise((resolve) => a.server.close(resolve));
+      await new Promise((resolve) => b.server.close(resolve));
+    }
+  });
+});

@@ -38,6 +38,27 @@ async function dialThrough(url: string): Promise<Record<string, string>> {
  */
 export const KAFKA_RUN_TRANSPORT = Object.freeze<RunTransport>({
   service: 'kafka',
+  cluster: {
+    reach: 'list',
+    url: (urls) => `kafka://${urls.map((url) => new URL(url).host).join(',')}`,
+    leader: async ({ url, namespace }, topic) => {
+      const { Admin } = await loadKafkaDriver();
+      const admin = new Admin({
+        clientId: 'oncemq-run',
+        bootstrapBrokers: brokersOfUrl(url).map(address),
+        timeout: 5000,
+        retries: 0,
+      });
+      try {
+        const name = namespacedName(namespace, topic);
+        const metadata = await admin.metadata({ topics: [name] });
+        const leader = metadata.topics.get(name)?.partitions[0]?.leader;
+        return leader === undefined || leader < 0 ? undefined : String(leader);
+      } finally {
+        await admin.close();
+      }
+    },
+  },
   open: async ({ url, namespace }) => {
     const transport = new KafkaTransport({
       url,

@@ -9,7 +9,7 @@ export const chaosMemberCommand: Command = {
   hidden: true,
   summary: 'one consumer process of `oncemq chaos` (started by it)',
   usage: `Usage: oncemq chaos-member --transport T --broker-url URL --store S --namespace NS --dir DIR --name NAME
-  [--store-url URL] [--concurrency N]
+  [--store-url URL] [--concurrency N] [--replicas N]
 
 One consumer process of a chaos run; \`oncemq chaos\` starts it. Prints {"ready":true} once subscribed,
 drains and exits 0 on SIGTERM.`,
@@ -23,6 +23,7 @@ drains and exits 0 on SIGTERM.`,
       dir: { type: 'string' },
       name: { type: 'string' },
       concurrency: { type: 'string' },
+      replicas: { type: 'string' },
     });
     for (const option of REQUIRED) {
       if (values[option] === undefined) throw new UsageError(`--${option} is required`);
@@ -36,6 +37,7 @@ drains and exits 0 on SIGTERM.`,
       dir: values.dir ?? '',
       name: values.name ?? '',
       concurrency: positiveOption(values.concurrency, 'concurrency', 16),
+      replicas: positiveOption(values.replicas, 'replicas', 1),
     });
     return 0;
   },

@@ -1,5 +1,6 @@
 import { nonNegativeOption, parseOptions, positiveOption, UsageError, type Command } from '../command.js';
 import { CHAOS_STORES, runChaos, type ChaosResult } from '../chaos-run.js';
+import { defaultClusterFile } from '../cluster-nodes.js';
 import { progressReporter } from '../progress.js';
 import { RUN_TRANSPORT_NAMES } from '../run-transports.js';
 
@@ -31,6 +32,15 @@ the right balance per user, one ledger row per event. Exits 0 only when nothing 
                    ONCEMQ_MYSQL_URL, else the loopback server)
   --broker-url URL the broker of --transport (default ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
                    ONCEMQ_REDIS_URL, else the loopback server)
+  --cluster        on the three-node cluster \`npm run brokers -- start --cluster T\` started (nats,
+                   rabbitmq, kafka): the consumers spread over its nodes, streams / queues /
+                   topics get 3 replicas, and while events flow the leader of the run's stream,
+                   quorum queue or partition is killed with SIGKILL and started again, or paused
+                   with SIGSTOP past the cluster's timeouts and resumed, in turn
+  --cluster-file F its description (default: the one npm run brokers wrote)
+  --node-every MS  a node failure every MS (default 20000)
+  --node-down MS   a killed node stays down this long (default 5000)
+  --node-pause MS  a paused node stays paused this long (default 15000)
   --timeout MS     longest wait for every event to settle (default max(120000, 10 per event))
   --json           one JSON object on stdout (events, kills, connectionDrops, poolRestarts,
                    doubleEffects, lostEffects, deadLettered, durationMs, ok, …)
@@ -48,6 +58,9 @@ function summary(result: ChaosResult): string {
     line('consumers killed', result.kills),
     line('connections dropped', result.connectionDrops),
     line('pool restarts', result.poolRestarts),
+    ...(result.nodeFaults === undefined
+      ? []
+      : [line('nodes killed / paused', `${result.nodeKills ?? 0} / ${result.nodePauses ?? 0}`)]),
     line('effects', result.effects),
     line('dead-lettered', result.deadLettered),
     line('double effects', result.doubleEffects),
@@ -85,6 +98,11 @@ export const chaosCommand: Command = {
       url: { type: 'string' },
       'broker-url': { type: 'string' },
       timeout: { type: 'string' },
+      cluster: { type: 'boolean', default: false },
+      'cluster-file': { type: 'string' },
+      'node-every': { type: 'string' },
+      'node-down': { type: 'string' },
+      'node-pause': { type: 'string' },
       json: { type: 'boolean', default: false },
     });
     const transport = values.transport;
@@ -110,6 +128,16 @@ export const chaosCommand: Command = {
       ...(values.url === undefined ? {} : { storeUrl: values.url }),
       ...(values['broker-url'] === undefined ? {} : { brokerUrl: values['broker-url'] }),
       ...(timeout === undefined ? {} : { timeoutMs: timeout }),
+      ...(values.cluster
+        ? {
+            cluster: {
+              file: values['cluster-file'] ?? defaultClusterFile(transport),
+              everyMs: positiveOption(values['node-every'], 'node-every', 20_000),
+              downMs: nonNegativeOption(values['node-down'], 'node-down', 5000),
+              pauseMs: nonNegativeOption(values['node-pause'], 'node-pause', 15_000),
+            },
+          }
+        : {}),
       onProgress: (done, total) => {
         progress.update(done, total);
       },
