@@ -24,7 +24,12 @@ export interface TcpProxyConfig {
    * next server in turn, and to the one after it when that one refuses — a balancer in front of a
    * cluster, so clients with one URL spread over the nodes and reach a surviving one. @default none
    */
-  readonly moreTargets?: readonly { readonly host: string; readonly port: number }[];
+  readonly moreTargets?: readonly {
+    /** The server's host. */
+    readonly host: string;
+    /** The server's port. */
+    readonly port: number;
+  }[];
 }
 
 /**
