@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import { OrderedLane } from '../ordered/ordered-lane.js';
 import { ConfigError, errorText } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import { settleOutcome } from '../settler.js';
@@ -106,13 +106,8 @@ export class RabbitOrderedSubscription implements Subscription {
       ordering: this.#ordering,
       concurrency: this.#concurrency,
       logger: this.#ctx.settings.logger,
-      attempt: async (lane, envelope) =>
-        settleBeforeAnswer(
-          lane.gate,
-          await this.#processor.process(envelope),
-          lane.current(envelope.brokerId),
-          (delivery, outcome) => settleOutcome(this.#settler, delivery, outcome),
-        ),
+      processor: this.#processor,
+      settle: (delivery, outcome) => settleOutcome(this.#settler, delivery, outcome),
     });
   }
 
