@@ -78,6 +78,42 @@ function countsOf(test: TransportCase, skip: (note: string) => never): Partition
   return test.under.partitionCounts ?? skip(NO_COUNTS);
 }
 
+/** What both cases start from (see {@link changeSetup}). */
+interface ChangeSetup extends TransportCase {
+  readonly counts: PartitionCounts;
+  /** The count the second transport is configured with: twice the recorded one. */
+  readonly other: number;
+  readonly steps: Steps;
+  /** Subscriptions the case opened, closed at its end. */
+  readonly opened: Subscription[];
+  /** A transport configured with `other` partitions. */
+  readonly member: Transport;
+}
+
+/**
+ * The start of both cases: the group's first member records its partition count, steps 1 and 2 of
+ * every key are published under it and wait for the group, and a second transport is configured with
+ * twice that count. Skips without ordering or partition counts (and, with `drains`, where the count
+ * is fixed by the broker).
+ */
+async function changeSetup(
+  test: () => TransportCase,
+  skip: (note: string) => never,
+  drains: boolean,
+): Promise<ChangeSetup> {
+  const current = test();
+  const { transport, topic, group } = current;
+  const counts = countsOf(current, skip);
+  if (drains && counts.fixed !== undefined) skip(counts.fixed);
+  const other = counts.count * 2;
+  const steps = new Steps();
+  // The group's first member records its count; the messages wait for the group.
+  await (await transport.subscribe(group, [topic], steps.processor, { ordering: {} })).close();
+  await publishSteps(transport, topic, [1, 2]);
+  const member = await counts.member(topic, other);
+  return { ...current, counts, other, steps, opened: [], member };
+}
+
 /**
  * A change of an ordered group's partition count (ordering capability and the factory's
  * `partitionCounts`): refused with a `ConfigError` naming both counts, or drained with
@@ -87,16 +123,8 @@ export function describeTransportPartitionCountCases(test: () => TransportCase):
   it(
     'refuses a member configured with another partition count with a ConfigError naming both counts; nothing is consumed or lost',
     async (ctx) => {
-      const current = test();
-      const { transport, topic, group, delayMs, waitMs } = current;
-      const counts = countsOf(current, (note) => ctx.skip(note));
-      const other = counts.count * 2;
-      const steps = new Steps();
-      const opened: Subscription[] = [];
-      // The group's first member records its count; the messages wait for the group.
-      await (await transport.subscribe(group, [topic], steps.processor, { ordering: {} })).close();
-      await publishSteps(transport, topic, [1, 2]);
-      const member = await counts.member(topic, other);
+      const setup = await changeSetup(test, (note) => ctx.skip(note), false);
+      const { transport, topic, group, delayMs, waitMs, counts, other, steps, opened, member } = setup;
       try {
         const refused = await refusal(
           member.subscribe(group, [topic], steps.processor, { ordering: {} }),
@@ -136,17 +164,9 @@ export function describeTransportPartitionCountCases(test: () => TransportCase):
   it(
     "with ordering: { onPartitionChange: 'drain' }, moves the group to another count: each key's earlier messages run before its later ones, none lost, none doubled",
     async (ctx) => {
-      const current = test();
-      const { transport, topic, group, delayMs, waitMs } = current;
-      const counts = countsOf(current, (note) => ctx.skip(note));
-      if (counts.fixed !== undefined) ctx.skip(counts.fixed);
-      const other = counts.count * 2;
-      const steps = new Steps();
-      const opened: Subscription[] = [];
-      await (await transport.subscribe(group, [topic], steps.processor, { ordering: {} })).close();
-      // Published before the change, under the recorded count, and not consumed yet.
-      await publishSteps(transport, topic, [1, 2]);
-      const member = await counts.member(topic, other);
+      // Steps 1 and 2 are published before the change, under the recorded count, and not consumed yet.
+      const setup = await changeSetup(test, (note) => ctx.skip(note), true);
+      const { transport, topic, group, delayMs, waitMs, counts, other, steps, opened, member } = setup;
       try {
         opened.push(
           await member.subscribe(group, [topic], steps.processor, {

@@ -1,7 +1,7 @@
 import type { Admin } from '@platformatic/kafka';
 import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import { OrderedLane } from '../ordered/ordered-lane.js';
 import { settleOutcome } from '../settler.js';
 import type { OrderingOptions, Processor } from '../transport.js';
 import type { KafkaNames } from './kafka-names.js';
@@ -61,13 +61,8 @@ export class KafkaOrderedSubscription {
       ordering,
       concurrency,
       logger,
-      attempt: async (lane, envelope) =>
-        settleBeforeAnswer(
-          lane.gate,
-          await processor.process(envelope),
-          lane.current(envelope.brokerId),
-          (message, outcome) => settleOutcome(settler, { message, envelope }, outcome),
-        ),
+      processor,
+      settle: (message, outcome, envelope) => settleOutcome(settler, { message, envelope }, outcome),
     });
   }
 

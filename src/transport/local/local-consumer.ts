@@ -8,7 +8,7 @@ import type { Outcome } from '../../core/outcome.js';
 import { processAndSettleBatch } from '../settle-batch.js';
 import { settle, type DeliveryResult } from '../settler.js';
 import type { OrderingOptions, Processor } from '../transport.js';
-import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import { OrderedLane } from '../ordered/ordered-lane.js';
 import { retryTopic } from './local-schema.js';
 import type { BrokerStore, StoredMessage } from './local-store.js';
 import type { DeadLetterStore } from './local-dead-letters.js';
@@ -123,16 +123,11 @@ export class LocalConsumer {
             ordering,
             concurrency,
             logger: ctx.logger,
-            attempt: async (lane, envelope) =>
-              settleBeforeAnswer(
-                lane.gate,
-                await processor.process(envelope),
-                lane.current(envelope.brokerId),
-                (delivery, outcome) => {
-                  if (this.#settle(delivery, { outcome })) this.crash();
-                  return Promise.resolve();
-                },
-              ),
+            processor,
+            settle: (delivery, outcome) => {
+              if (this.#settle(delivery, { outcome })) this.crash();
+              return Promise.resolve();
+            },
           });
   }
 

@@ -2,19 +2,35 @@ import type { Envelope } from '../../core/envelope.js';
 import type { Logger } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { FinalOutcome } from '../settler.js';
-import type { OrderingOptions } from '../transport.js';
+import type { OrderingOptions, Processor } from '../transport.js';
 import { GateClosedError, OrderingGate } from './ordering-gate.js';
 
 /** One attempt at an ordered delivery: the processor's outcome, with a final one settled first. */
 export type LaneAttempt<D> = (lane: OrderedLane<D>, envelope: Envelope) => Promise<Outcome>;
 
-/** How a lane is built: its gate's ordering options and concurrency, and its attempt. */
-export interface LaneOptions<D> {
+/**
+ * Settles a held delivery with its final outcome, before the gate answers it; `envelope` is the one the
+ * attempt ran (a retry in place carries its new delivery count).
+ */
+export type LaneSettle<D> = (delivery: D, outcome: FinalOutcome, envelope: Envelope) => Promise<unknown>;
+
+/**
+ * What a lane runs for each attempt: the processor, its final outcomes settled through `settle` before
+ * the gate answers them ({@link settleBeforeAnswer}); or, for a broker whose attempt does more (NATS
+ * takes a member-wide slot, Redis Streams dead-letters past `maxDeliveries` without processing), its
+ * own `attempt`.
+ */
+export type LaneWork<D> =
+  { readonly processor: Processor; readonly settle: LaneSettle<D> } | { readonly attempt: LaneAttempt<D> };
+
+/** How a lane is built: its gate's ordering options and concurrency, and what it runs. */
+export type LaneOptions<D> = LaneWork<D> & LaneGateOptions;
+
+/** The gate's side of {@link LaneOptions}. */
+export interface LaneGateOptions {
   readonly ordering: OrderingOptions;
   readonly concurrency: number;
   readonly logger?: Logger;
-  /** Runs one attempt of a held delivery's envelope (see {@link settleBeforeAnswer}). */
-  readonly attempt: LaneAttempt<D>;
   /**
    * True where the broker hands unanswered deliveries back itself, in order, when the lane ends
    * (NATS naks them oldest first): a delivery whose gate closed before answering it stays held, and
@@ -40,7 +56,7 @@ export class OrderedLane<D> {
   readonly #left: (() => void) | undefined;
 
   constructor(options: LaneOptions<D>) {
-    const { attempt } = options;
+    const attempt = laneAttempt(options);
     this.#keepUnanswered = options.keepUnanswered ?? false;
     this.#left = options.left;
     this.gate = new OrderingGate(
@@ -131,6 +147,19 @@ export class OrderedLane<D> {
     if (list?.length === 0) this.#held.delete(brokerId);
     this.#left?.();
   }
+}
+
+/** The attempt `work` names, or the one built from its processor and settle. */
+function laneAttempt<D>(work: LaneWork<D>): LaneAttempt<D> {
+  if ('attempt' in work) return work.attempt;
+  const { processor, settle } = work;
+  return async (lane, envelope) =>
+    settleBeforeAnswer(
+      lane.gate,
+      await processor.process(envelope),
+      lane.current(envelope.brokerId),
+      (delivery, outcome) => settle(delivery, outcome, envelope),
+    );
 }
 
 /**

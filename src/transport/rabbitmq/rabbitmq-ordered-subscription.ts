@@ -1,14 +1,12 @@
-import { hostname } from 'node:os';
-import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import { OrderedLane } from '../ordered/ordered-lane.js';
 import { ConfigError, errorText } from '../../core/errors.js';
-import { wholeNumber } from '../config-checks.js';
 import { settleOutcome } from '../settler.js';
 import type { CheckedSubscribe } from '../subscribe-options.js';
-import type { OrderingOptions, Processor, Subscription } from '../transport.js';
+import type { OrderingOptions, Processor } from '../transport.js';
 import type { AmqpMessageLike } from './rabbitmq-driver.js';
 import type { RabbitChannel } from './rabbitmq-channel.js';
-import { RabbitSettler, withEnvelope, type EnvelopedDelivery } from './rabbitmq-settler.js';
-import { ConsumeAgain, type RabbitSubscriptionContext } from './rabbitmq-subscription.js';
+import { withEnvelope, type EnvelopedDelivery } from './rabbitmq-settler.js';
+import { RabbitMember, type RabbitSubscriptionContext } from './rabbitmq-member.js';
 import { DRAIN_FENCE_HEADER, type OrderedPlan } from './rabbitmq-ordered-topology.js';
 import { NOT_FOUND, replyCode } from './rabbitmq-topology.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -49,50 +47,25 @@ interface ChannelLane {
  * one of its key starts. When the channel is lost the gate is closed: what waited in it is left to
  * the broker, which delivers it again, in order, to whichever member is then active.
  */
-export class RabbitOrderedSubscription implements Subscription {
-  readonly group: string;
-  readonly topics: readonly string[];
-  readonly #ctx: RabbitSubscriptionContext;
-  readonly #processor: Processor;
+export class RabbitOrderedSubscription extends RabbitMember {
   readonly #ordering: OrderingOptions;
-  readonly #settler: RabbitSettler;
-  readonly #concurrency: number;
-  readonly #consumerName: string;
   readonly #lanes = new Set<ChannelLane>();
   #lane: ChannelLane | undefined;
-  #running = true;
-  readonly #recovery: ConsumeAgain;
-  #onClose: (() => void) | undefined;
-  /** Channels opened for this member so far (1 + recoveries). */
-  channels = 0;
 
   /** @internal made by the transport's `subscribe()`, after `checkSubscribe` */
   constructor(
     ctx: RabbitSubscriptionContext,
     subscribe: CheckedSubscribe,
     processor: Processor,
-    consumerName = `${hostname()}:${process.pid}`,
+    consumerName?: string,
   ) {
-    const { group } = subscribe;
-    this.#ctx = ctx;
-    this.group = group;
-    this.topics = subscribe.topics;
-    this.#processor = processor;
+    super(ctx, subscribe, processor, consumerName, MAX_ORDERED_CONCURRENCY);
     this.#ordering = subscribe.ordering ?? {};
-    this.#settler = new RabbitSettler(ctx.settings, ctx.topology, group);
-    this.#concurrency = wholeNumber(subscribe.concurrency, 'concurrency', 1, MAX_ORDERED_CONCURRENCY);
-    this.#consumerName = consumerName;
-    this.#recovery = new ConsumeAgain(
-      ctx,
-      group,
-      () => this.#running && this.#lane === undefined,
-      () => this.#consumeAgain(),
-    );
   }
 
-  /** @internal called by the transport to forget a closed subscription */
-  set onClose(fn: () => void) {
-    this.#onClose = fn;
+  /** @internal */
+  protected consuming(): boolean {
+    return this.#lane !== undefined;
   }
 
   /** Declares (or checks) the group's partitions and starts consuming; a failure here is the caller's. */
@@ -104,34 +77,30 @@ export class RabbitOrderedSubscription implements Subscription {
   #newLane(): OrderedLane<EnvelopedDelivery> {
     return new OrderedLane<EnvelopedDelivery>({
       ordering: this.#ordering,
-      concurrency: this.#concurrency,
-      logger: this.#ctx.settings.logger,
-      attempt: async (lane, envelope) =>
-        settleBeforeAnswer(
-          lane.gate,
-          await this.#processor.process(envelope),
-          lane.current(envelope.brokerId),
-          (delivery, outcome) => settleOutcome(this.#settler, delivery, outcome),
-        ),
+      concurrency: this.concurrency,
+      logger: this.ctx.settings.logger,
+      processor: this.processor,
+      settle: (delivery, outcome) => settleOutcome(this.settler, delivery, outcome),
     });
   }
 
   /**
    * Consuming again after a loss never starts a drain (a member left on an old count would move the
    * group back): a partition count changed under the member stops it, with the reason logged.
+   * @internal
    */
-  async #consumeAgain(): Promise<void> {
+  protected async consumeAgain(): Promise<void> {
     try {
       await this.#consume('refuse');
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error;
-      this.#ctx.settings.logger.error('oncemq: an ordered member stops: its group changed under it', {
+      this.ctx.settings.logger.error('oncemq: an ordered member stops: its group changed under it', {
         group: this.group,
         error: errorText(error),
       });
       this.failure = error;
-      this.#running = false;
-      this.#onClose?.();
+      this.running = false;
+      this.onClosed?.();
     }
   }
 
@@ -152,14 +121,14 @@ export class RabbitOrderedSubscription implements Subscription {
   }
 
   async #consumeOnce(onPartitionChange: 'refuse' | 'drain'): Promise<void> {
-    const { topology, connection, settings } = this.#ctx;
+    const { topology, connection, settings } = this.ctx;
     const plan = await topology.ordered.orderedGroup(this.group, this.topics, onPartitionChange);
     const channel = await connection.channel(`consume ${this.group} ordered`, settings.publishTimeoutMs);
     const lane: ChannelLane = { channel, ordered: this.#newLane(), plan, drained: new Set() };
     try {
       // A connection cut while these wait for their reply fails them with the transport's error.
       await channel.call('prefetch', (raw) =>
-        raw.prefetch(Math.min(65535, this.#concurrency * ORDERED_PREFETCH_PER_SLOT)),
+        raw.prefetch(Math.min(65535, this.concurrency * ORDERED_PREFETCH_PER_SLOT)),
       );
       this.channels++;
       // An old generation being drained first; the partitions once it is gone.
@@ -178,7 +147,7 @@ export class RabbitOrderedSubscription implements Subscription {
       await channel.close();
       throw error;
     }
-    if (!this.#running) {
+    if (!this.running) {
       lane.ordered.close();
       await channel.close();
       return;
@@ -193,7 +162,7 @@ export class RabbitOrderedSubscription implements Subscription {
     await lane.channel.call('consume', (raw) =>
       raw.consume(queue, (message) => this.#receive(lane, queue, message), {
         noAck: false,
-        consumerTag: `${this.#consumerName}#${this.channels}@${queue}`,
+        consumerTag: `${this.consumerName}#${this.channels}@${queue}`,
       }),
     );
   }
@@ -204,7 +173,7 @@ export class RabbitOrderedSubscription implements Subscription {
    * new generation start only after all of its old ones were settled.
    */
   async #afterDrain(lane: ChannelLane): Promise<void> {
-    const { topology, settings } = this.#ctx;
+    const { topology, settings } = this.ctx;
     try {
       for (;;) {
         if (!this.#current(lane)) return;
@@ -248,10 +217,10 @@ export class RabbitOrderedSubscription implements Subscription {
     lane.drained.add(queue);
     lane.channel.ack(message);
     try {
-      await this.#ctx.topology.ordered.deleteDrained(queue);
+      await this.ctx.topology.ordered.deleteDrained(queue);
     } catch (error) {
       lane.drained.delete(queue);
-      this.#ctx.settings.logger.warn('oncemq: deleting a drained partition queue failed', {
+      this.ctx.settings.logger.warn('oncemq: deleting a drained partition queue failed', {
         queue,
         error: errorText(error),
       });
@@ -264,8 +233,8 @@ export class RabbitOrderedSubscription implements Subscription {
       // A queue drained by this lane, or by the member active on it: expected.
       if (lane.drained.has(queue) || lane.plan.draining.includes(queue)) return;
       // The server cancelled a consumer (a queue deleted, a node lost): declare and consume again.
-      this.#ctx.topology.forget(queue);
-      this.#ctx.topology.ordered.forgetOrdered(this.group);
+      this.ctx.topology.forget(queue);
+      this.ctx.topology.ordered.forgetOrdered(this.group);
       void lane.channel.close();
       return;
     }
@@ -276,7 +245,7 @@ export class RabbitOrderedSubscription implements Subscription {
     const delivery = withEnvelope({ channel: lane.channel, message, queue, settled: false });
     // A closed lane leaves the delivery unacked: the broker delivers it again.
     lane.ordered.submit(delivery.envelope, delivery, (error) => {
-      this.#ctx.settings.logger.error('oncemq: an ordered delivery failed', {
+      this.ctx.settings.logger.error('oncemq: an ordered delivery failed', {
         group: this.group,
         error: errorText(error),
       });
@@ -288,7 +257,7 @@ export class RabbitOrderedSubscription implements Subscription {
     void lane.ordered.drained().then(() => this.#lanes.delete(lane));
     if (this.#lane !== lane) return;
     this.#lane = undefined;
-    if (this.#running) this.#recovery.start(why);
+    if (this.running) this.recovery.start(why);
   }
 
   /**
@@ -298,15 +267,15 @@ export class RabbitOrderedSubscription implements Subscription {
    * next member active while this one still runs a key's message.
    */
   async close(): Promise<void> {
-    if (!this.#running) return;
-    this.#running = false;
-    await this.#recovery.running;
+    if (!this.running) return;
+    this.running = false;
+    await this.recovery.running;
     const lanes = [...this.#lanes];
     for (const lane of lanes) lane.ordered.close();
     await Promise.all(lanes.map((lane) => lane.ordered.drained()));
     await Promise.all(lanes.map((lane) => lane.channel.close()));
     this.#lanes.clear();
     this.#lane = undefined;
-    this.#onClose?.();
+    this.onClosed?.();
   }
 }

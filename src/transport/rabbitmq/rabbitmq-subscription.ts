@@ -1,88 +1,19 @@
-import { hostname } from 'node:os';
 import type { Envelope } from '../../core/envelope.js';
 import { errorText } from '../../core/errors.js';
-import type { Processor, StartPosition, Subscription } from '../transport.js';
+import type { Processor, StartPosition } from '../transport.js';
 import type { CheckedSubscribe } from '../subscribe-options.js';
-import { wholeNumber } from '../config-checks.js';
 import type { AmqpMessageLike } from './rabbitmq-driver.js';
 import { settlesWithin, type RabbitChannel } from './rabbitmq-channel.js';
-import type { RabbitSettings } from './rabbitmq-config.js';
-import type { RabbitConnection } from './rabbitmq-connection.js';
-import { RabbitSettler, withEnvelope, type Delivery } from './rabbitmq-settler.js';
+import { withEnvelope, type Delivery } from './rabbitmq-settler.js';
+import { RabbitMember, type RabbitSubscriptionContext } from './rabbitmq-member.js';
 import { processAndSettleBatch } from '../settle-batch.js';
 import { settle, type DeliveryResult } from '../settler.js';
-import type { RabbitTopology } from './rabbitmq-topology.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** AMQP's prefetch count is an unsigned 16-bit number: concurrency and batch size stay within it. */
 export const MAX_PREFETCH = 65535;
 
 /** Most times in a row the failure backoff doubles. */
 const MAX_BACKOFF_DOUBLINGS = 4;
-
-/** What a subscription shares with its transport. */
-export interface RabbitSubscriptionContext {
-  readonly settings: RabbitSettings;
-  readonly connection: RabbitConnection;
-  readonly topology: RabbitTopology;
-}
-
-/**
- * Consumes again after a lost channel, while `lost()` says it is still needed (the member runs and
- * has no channel), waiting `reconnectDelay` first and twice as long after each failure. One loop at
- * a time per member.
- */
-export class ConsumeAgain {
-  readonly #ctx: RabbitSubscriptionContext;
-  readonly #group: string;
-  readonly #lost: () => boolean;
-  readonly #consume: () => Promise<void>;
-  #loop: Promise<void> | undefined;
-
-  constructor(
-    ctx: RabbitSubscriptionContext,
-    group: string,
-    lost: () => boolean,
-    consume: () => Promise<void>,
-  ) {
-    this.#ctx = ctx;
-    this.#group = group;
-    this.#lost = lost;
-    this.#consume = consume;
-  }
-
-  /** The loop running, if any (a closing member waits for it). */
-  get running(): Promise<void> | undefined {
-    return this.#loop;
-  }
-
-  /** Starts the loop unless one runs. */
-  start(why: string): void {
-    if (this.#loop !== undefined) return;
-    this.#ctx.settings.logger.warn('oncemq: RabbitMQ consumer lost; consuming again', {
-      group: this.#group,
-      why,
-    });
-    this.#loop = this.#run().finally(() => {
-      this.#loop = undefined;
-    });
-  }
-
-  async #run(): Promise<void> {
-    const { reconnectDelayMs, maxReconnectDelayMs, logger } = this.#ctx.settings;
-    let delay = reconnectDelayMs;
-    while (this.#lost()) {
-      await sleep(delay);
-      if (!this.#lost()) return;
-      try {
-        await this.#consume();
-      } catch (error) {
-        logger.warn('oncemq: could not consume again yet', { group: this.#group, error: errorText(error) });
-        delay = Math.min(delay * 2, maxReconnectDelayMs);
-      }
-    }
-  }
-}
 
 /**
  * One member of a group: a consumer on the group's work queue, on a confirm channel of its own.
@@ -91,15 +22,8 @@ export class ConsumeAgain {
  * consumer cancel), its unacked deliveries go back to the queue at the broker, the outcomes still
  * coming for them are dropped (their tags are dead), and a new channel re-declares and consumes.
  */
-export class RabbitSubscription implements Subscription {
-  readonly group: string;
-  readonly topics: readonly string[];
-  readonly #ctx: RabbitSubscriptionContext;
-  readonly #processor: Processor;
-  readonly #settler: RabbitSettler;
-  readonly #concurrency: number;
+export class RabbitSubscription extends RabbitMember {
   readonly #batchSize: number;
-  readonly #consumerName: string;
   readonly #from: StartPosition;
   readonly #tasks = new Set<Promise<void>>();
   readonly #backoffs = new Set<{ timer: NodeJS.Timeout; deliveries: readonly Delivery[] }>();
@@ -109,40 +33,17 @@ export class RabbitSubscription implements Subscription {
   #active = 0;
   #failures = 0;
   #pumpScheduled = false;
-  #running = true;
-  readonly #recovery: ConsumeAgain;
-  #onClose: (() => void) | undefined;
-  /** Channels opened for this member so far (1 + recoveries). */
-  channels = 0;
 
   /** @internal made by the transport's `subscribe()`, after `checkSubscribe` */
   constructor(
     ctx: RabbitSubscriptionContext,
     subscribe: CheckedSubscribe,
     processor: Processor,
-    consumerName = `${hostname()}:${process.pid}`,
+    consumerName?: string,
   ) {
-    const { group } = subscribe;
-    this.#ctx = ctx;
-    this.group = group;
-    this.topics = subscribe.topics;
-    this.#processor = processor;
-    this.#settler = new RabbitSettler(ctx.settings, ctx.topology, group);
-    this.#concurrency = wholeNumber(subscribe.concurrency, 'concurrency', 1, MAX_PREFETCH);
+    super(ctx, subscribe, processor, consumerName, MAX_PREFETCH);
     this.#batchSize = subscribe.batchSize;
-    this.#consumerName = consumerName;
     this.#from = subscribe.from;
-    this.#recovery = new ConsumeAgain(
-      ctx,
-      group,
-      () => this.#running && this.#channel === undefined,
-      () => this.#consume(),
-    );
-  }
-
-  /** @internal called by the transport to forget a closed subscription */
-  set onClose(fn: () => void) {
-    this.#onClose = fn;
   }
 
   /** Declares (or checks) the group's topology and starts consuming; a failure here is the caller's. */
@@ -150,14 +51,24 @@ export class RabbitSubscription implements Subscription {
     await this.#consume();
   }
 
+  /** @internal */
+  protected consuming(): boolean {
+    return this.#channel !== undefined;
+  }
+
+  /** @internal */
+  protected consumeAgain(): Promise<void> {
+    return this.#consume();
+  }
+
   async #consume(): Promise<void> {
-    const { topology, connection, settings } = this.#ctx;
+    const { topology, connection, settings } = this.ctx;
     await topology.group(this.group, this.topics, this.#from);
     const channel = await connection.channel(`consume ${this.group}`, settings.publishTimeoutMs);
     const work = topology.names.work(this.group);
     try {
       // A connection cut while these wait for their reply fails them with the transport's error.
-      await channel.call('prefetch', (raw) => raw.prefetch(this.#concurrency));
+      await channel.call('prefetch', (raw) => raw.prefetch(this.concurrency));
       this.channels++;
       const { consumerTag } = await channel.call('consume', (raw) =>
         raw.consume(
@@ -165,10 +76,10 @@ export class RabbitSubscription implements Subscription {
           (message) => {
             this.#receive(channel, message);
           },
-          { noAck: false, consumerTag: `${this.#consumerName}#${this.channels}` },
+          { noAck: false, consumerTag: `${this.consumerName}#${this.channels}` },
         ),
       );
-      if (!this.#running) {
+      if (!this.running) {
         await channel.close();
         return;
       }
@@ -186,7 +97,7 @@ export class RabbitSubscription implements Subscription {
   #receive(channel: RabbitChannel, message: AmqpMessageLike | null): void {
     if (message === null) {
       // The server cancelled the consumer (queue deleted, node lost): re-declare and consume again.
-      this.#ctx.topology.forget(this.#ctx.topology.names.work(this.group));
+      this.ctx.topology.forget(this.ctx.topology.names.work(this.group));
       this.#lost(channel, 'the server cancelled the consumer');
       void channel.close();
       return;
@@ -208,12 +119,12 @@ export class RabbitSubscription implements Subscription {
     this.#consumerTag = undefined;
     // Deliveries not started yet come again from the broker; those in progress finish as stale.
     this.#waiting = this.#waiting.filter((delivery) => delivery.channel !== channel);
-    if (this.#running) this.#recovery.start(why);
+    if (this.running) this.recovery.start(why);
   }
 
   #pump(): void {
-    while (this.#running && this.#waiting.length > 0 && this.#active < this.#concurrency) {
-      const room = Math.min(this.#batchSize, this.#concurrency - this.#active);
+    while (this.running && this.#waiting.length > 0 && this.#active < this.concurrency) {
+      const room = Math.min(this.#batchSize, this.concurrency - this.#active);
       const batch = this.#waiting.splice(0, room).filter((delivery) => delivery.channel.open);
       if (batch.length === 0) continue;
       this.#active += batch.length;
@@ -240,10 +151,10 @@ export class RabbitSubscription implements Subscription {
           envelope: enveloped.envelope,
           settle: async (result: DeliveryResult): Promise<void> => {
             try {
-              if ((await settle(this.#settler, enveloped, result)) !== 'unsettled') return;
+              if ((await settle(this.settler, enveloped, result)) !== 'unsettled') return;
               if ('error' in result) thrown ??= result.error;
             } catch (error) {
-              this.#ctx.settings.logger.error('oncemq: could not settle a delivery at RabbitMQ', {
+              this.ctx.settings.logger.error('oncemq: could not settle a delivery at RabbitMQ', {
                 group: this.group,
                 error: errorText(error),
               });
@@ -265,7 +176,7 @@ export class RabbitSubscription implements Subscription {
 
   /** `processBatch` for more than one delivery where the processor has it, else `process` of the one. */
   #processBatch(size: number): NonNullable<Processor['processBatch']> {
-    const processor = this.#processor;
+    const processor = this.processor;
     if (size > 1 && processor.processBatch !== undefined) {
       return (envelopes) => (processor.processBatch as NonNullable<Processor['processBatch']>)(envelopes);
     }
@@ -275,9 +186,9 @@ export class RabbitSubscription implements Subscription {
   /** A retry copy not due yet goes round again (false when it is due, or could not be parked). */
   async #parked(delivery: Delivery): Promise<boolean> {
     try {
-      return await this.#settler.parkUntilDue(delivery);
+      return await this.settler.parkUntilDue(delivery);
     } catch (error) {
-      this.#ctx.settings.logger.warn('oncemq: could not park a retry copy; processing it now', {
+      this.ctx.settings.logger.warn('oncemq: could not park a retry copy; processing it now', {
         group: this.group,
         error: errorText(error),
       });
@@ -290,7 +201,7 @@ export class RabbitSubscription implements Subscription {
    * after a backoff that grows with failures in a row, the deliveries go back to the queue.
    */
   #failed(deliveries: readonly Delivery[], error: unknown): void {
-    const { failureBackoffMs, logger } = this.#ctx.settings;
+    const { failureBackoffMs, logger } = this.ctx.settings;
     if (error !== undefined) {
       logger.error('oncemq: the processor threw; the deliveries stay unacked', {
         group: this.group,
@@ -325,15 +236,15 @@ export class RabbitSubscription implements Subscription {
    * progress to be settled, then closes the channel.
    */
   async close(): Promise<void> {
-    if (!this.#running) return;
-    this.#running = false;
+    if (!this.running) return;
+    this.running = false;
     const channel = this.#channel;
     if (channel !== undefined && this.#consumerTag !== undefined) {
       // Bounded like a close: a broker that stopped answering never holds the close here.
-      await settlesWithin(channel.raw.cancel(this.#consumerTag), this.#ctx.settings.closeTimeoutMs);
+      await settlesWithin(channel.raw.cancel(this.#consumerTag), this.ctx.settings.closeTimeoutMs);
     }
     this.#handBack(this.#waiting.splice(0), false);
-    await this.#recovery.running;
+    await this.recovery.running;
     while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
     for (const entry of [...this.#backoffs]) {
       clearTimeout(entry.timer);
@@ -342,6 +253,6 @@ export class RabbitSubscription implements Subscription {
     }
     await channel?.close();
     this.#channel = undefined;
-    this.#onClose?.();
+    this.onClosed?.();
   }
 }

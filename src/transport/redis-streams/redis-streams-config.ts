@@ -3,12 +3,8 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
-import {
-  DEFAULT_SUBSCRIBE_OPTIONS,
-  startPosition,
-  type StartPosition,
-  type SubscribeOptions,
-} from '../transport.js';
+import type { CheckedSubscribe } from '../subscribe-options.js';
+import { DEFAULT_SUBSCRIBE_OPTIONS, type StartPosition, type SubscribeOptions } from '../transport.js';
 import type { StreamClientInput } from './redis-streams-connection.js';
 import { SHARD_SLOTS, StreamKeys } from './redis-streams-names.js';
 
@@ -167,13 +163,18 @@ export const MIN_VISIBILITY_MS = 100;
 
 let members = 0;
 
-/** Checks subscribe options; the default consumer name is unique in this process. */
-export function resolveSubscribeSettings(options: RedisStreamsSubscribeOptions): SubscribeSettings {
-  const concurrency = wholeNumber(
-    options.concurrency ?? DEFAULT_SUBSCRIBE_OPTIONS.concurrency,
-    'concurrency',
-    1,
-  );
+/** Why an ordered group cannot start at the earliest message (`checkSubscribe`'s `noEarliest`). */
+export const ORDERED_NO_EARLIEST =
+  "an ordered group on Redis Streams reads its topics' shard streams, written only since the topic's first ordered group subscribed";
+
+/**
+ * The subscribe settings of a member, from the options `checkSubscribe` checked (`concurrency`,
+ * `batchSize`, `from`) and its own; the default consumer name is unique in this process.
+ */
+export function resolveSubscribeSettings(
+  options: RedisStreamsSubscribeOptions,
+  checked: Pick<CheckedSubscribe, 'concurrency' | 'batchSize' | 'from'>,
+): SubscribeSettings {
   const consumerName = options.consumerName ?? `${hostname()}:${process.pid}:${++members}`;
   if (typeof consumerName !== 'string' || !/^\S{1,200}$/.test(consumerName)) {
     throw new ConfigError(
@@ -182,19 +183,14 @@ export function resolveSubscribeSettings(options: RedisStreamsSubscribeOptions):
     );
   }
   return Object.freeze({
-    concurrency,
-    batchSize: wholeNumber(options.batchSize ?? concurrency, 'batchSize', 1),
+    concurrency: checked.concurrency,
+    batchSize: checked.batchSize,
     visibilityMs: durationMs(
       options.visibility ?? DEFAULT_SUBSCRIBE_OPTIONS.visibility,
       'visibility',
       MIN_VISIBILITY_MS,
     ),
     consumerName,
-    from: startPosition(
-      options,
-      options.ordering === undefined
-        ? undefined
-        : "an ordered group on Redis Streams reads its topics' shard streams, written only since the topic's first ordered group subscribed",
-    ),
+    from: checked.from,
   });
 }

@@ -6,7 +6,7 @@ import { Pause } from '../../core/pause.js';
 import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
 import { GateClosedError } from '../ordered/ordering-gate.js';
 import { PartitionLeases } from '../ordered/partition-leases.js';
-import type { FinalOutcome } from '../settler.js';
+import { settleOutcome, type FinalOutcome } from '../settler.js';
 import type { Subscription } from '../transport.js';
 import {
   deliveryLimitOutcome,
@@ -20,7 +20,7 @@ import { StreamLeaseStore } from './redis-streams-partition-leases.js';
 import { NotOwnerError, StreamPartitions, type ReadEntry } from './redis-streams-partitions.js';
 import { ReaderConnection } from './redis-streams-reader.js';
 import { LEAVE, TRIM } from './redis-streams-scripts.js';
-import { keepEntryAlive } from './redis-streams-settler.js';
+import { FencedStreamSettler, keepEntryAlive } from './redis-streams-settler.js';
 import type { StreamMember } from './redis-streams-subscription.js';
 import { ensureGroup } from './redis-streams-topology.js';
 
@@ -58,6 +58,7 @@ export class StreamOrderedSubscription implements Subscription {
   readonly #site: DeliverySite;
   readonly #connection: ReaderConnection;
   readonly #partitions: StreamPartitions;
+  readonly #settler: FencedStreamSettler;
   readonly #counts: StreamPartitionCount;
   readonly #leases: PartitionLeases<undefined>;
   readonly #lanes = new Set<StreamLane>();
@@ -109,6 +110,7 @@ export class StreamOrderedSubscription implements Subscription {
       },
       fenced: () => void this.#roundNow(),
     });
+    this.#settler = new FencedStreamSettler(this.#partitions, this.group);
     this.#counts = new StreamPartitionCount(member.commands, keys, this.group, logger);
     const store = new StreamLeaseStore(member.commands, {
       keys,
@@ -320,11 +322,7 @@ export class StreamOrderedSubscription implements Subscription {
 
   async #settleFinal(delivery: Delivery, outcome: FinalOutcome): Promise<void> {
     try {
-      if (outcome.action === 'ack') await this.#partitions.ack(delivery.stream, delivery.id);
-      else {
-        const { reason, error, key, deliveryCount } = outcome;
-        await this.#partitions.deadLetter(delivery, { group: this.group, reason, error, key, deliveryCount });
-      }
+      await settleOutcome(this.#settler, delivery, outcome);
     } catch (error) {
       if (error instanceof NotOwnerError) this.#restart(error.message);
       throw error;

@@ -4,6 +4,7 @@ import type { StreamCommands } from './redis-streams-commands.js';
 import type { Delivery } from './redis-streams-delivery.js';
 import { deadLetterFields, retryFields } from './redis-streams-entry.js';
 import type { StreamKeys } from './redis-streams-names.js';
+import type { StreamPartitions } from './redis-streams-partitions.js';
 import { replyNumber } from './redis-streams-replies.js';
 import { ACK, DEAD_LETTER, KEEP_ALIVE, RETRY } from './redis-streams-scripts.js';
 
@@ -153,5 +154,41 @@ export class StreamSettler implements Settler<Delivery> {
       group: this.group,
       brokerId: delivery.slot,
     });
+  }
+}
+
+/**
+ * Settles the deliveries of an ordered member through its partitions: an ack, or a dead letter stored
+ * with the ack in one script, each only while the member holds the partition's lease and the entry is
+ * pending for it (the fence); a refused settle rejects with `NotOwnerError`. An ordered delivery is
+ * never retried through the broker (the gate runs it again in place) and a failed one stays pending.
+ */
+export class FencedStreamSettler implements Settler<Delivery> {
+  constructor(
+    private readonly partitions: Pick<StreamPartitions, 'ack' | 'deadLetter'>,
+    private readonly group: string,
+  ) {}
+
+  /** Acks the entry under the fence. */
+  ack(delivery: Delivery): Promise<void> {
+    return this.partitions.ack(delivery.stream, delivery.id);
+  }
+
+  /** Refused: an ordered delivery is retried in place by its gate, never stored again. */
+  retry(delivery: Delivery): Promise<void> {
+    return Promise.reject(
+      new Error(`an ordered delivery is retried in place, not stored again: ${delivery.slot}`),
+    );
+  }
+
+  /** Stores the dead letter and acks the entry, in one script, under the fence. */
+  deadLetter(delivery: Delivery, outcome: DeadLetterOutcome): Promise<void> {
+    const { reason, error, key, deliveryCount } = outcome;
+    return this.partitions.deadLetter(delivery, { group: this.group, reason, error, key, deliveryCount });
+  }
+
+  /** Settles nothing: the entry stays pending for its partition's owner. */
+  fail(): Promise<void> {
+    return Promise.resolve();
   }
 }

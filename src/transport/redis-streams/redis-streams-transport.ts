@@ -2,7 +2,6 @@ import { tracePublish } from '../../telemetry/trace-publish.js';
 import { randomUUID } from 'node:crypto';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ConfigError, errorText, TransportClosedError } from '../../core/errors.js';
-import { validateGroup } from '../../core/group.js';
 import type { DeadLetters } from '../dead-letters.js';
 import { partitionOf } from '../partitions.js';
 import {
@@ -14,7 +13,9 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
+import { checkSubscribe } from '../subscribe-options.js';
 import {
+  ORDERED_NO_EARLIEST,
   resolveStreamSettings,
   resolveSubscribeSettings,
   type RedisStreamsSubscribeOptions,
@@ -174,19 +175,21 @@ export class RedisStreamsTransport implements Transport {
     options: RedisStreamsSubscribeOptions = {},
   ): Promise<StreamSubscription | StreamOrderedSubscription> {
     this.#open();
-    validateGroup(group);
-    if (!Array.isArray(topics) || topics.length === 0)
-      throw new ConfigError('topics', 'name at least one topic');
-    const unique = [...new Set(topics.map((topic) => validTopic(topic)))];
+    const own = toProcessor(processor);
+    const checked = checkSubscribe(group, topics, own, options, {
+      topic: (topic) => void validTopic(topic),
+      ...(options.ordering === undefined ? {} : { noEarliest: ORDERED_NO_EARLIEST }),
+    });
+    const unique = [...new Set(checked.topics)];
     // A copy names its topic in a retry stream's field: it must be one of the group's topics.
     const target = guardHeaders(
-      toProcessor(processor),
+      own,
       group,
       (envelope) =>
         checkDeliveryCount(envelope.headers) ?? checkNamedTopic(TOPIC_FIELD, envelope.topic, unique),
       this.settings.logger,
     );
-    const member = resolveSubscribeSettings(options);
+    const member = resolveSubscribeSettings(options, checked);
     const name = `${group}\u0000${member.consumerName}`;
     if (this.#members.has(name)) {
       throw new ConfigError(

@@ -1,5 +1,5 @@
 import type { Logger } from '../../core/logger.js';
-import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
+import { OrderedLane } from '../ordered/ordered-lane.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { OrderingOptions, Processor } from '../transport.js';
 import type { RocketMQDelivery } from './rocketmq-delivery.js';
@@ -25,13 +25,8 @@ export class RocketMQOrderedLane {
       ordering,
       concurrency,
       logger,
-      attempt: async (lane, envelope) =>
-        settleBeforeAnswer(
-          lane.gate,
-          await processor.process(envelope),
-          lane.current(envelope.brokerId),
-          (delivery, outcome) => delivery.settle({ outcome }),
-        ),
+      processor,
+      settle: (delivery, outcome) => delivery.settle({ outcome }),
     });
   }
 
