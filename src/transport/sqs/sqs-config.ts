@@ -15,8 +15,11 @@ export interface SqsTransportConfig {
   readonly region?: string;
   /** Credentials for the client. @default the AWS SDK's default provider chain */
   readonly credentials?: {
+    /** The access key id. */
     readonly accessKeyId: string;
+    /** The secret access key. */
     readonly secretAccessKey: string;
+    /** The session token of temporary credentials. */
     readonly sessionToken?: string;
   };
   /** An `SQSClient` of the application's own, used instead of one made from the fields above (not destroyed on close). */

@@ -8,10 +8,13 @@ import type { SqsAttributeValue, SqsRecord } from './sqs-message.js';
 
 /** A message attribute as Lambda writes it in an SQS event (lowercase, unlike the SDK's). */
 export interface SqsLambdaMessageAttribute {
+  /** The value of a `String` or `Number` attribute. */
   readonly stringValue?: string | undefined;
   /** Base64 of the bytes, for a `Binary` attribute. */
   readonly binaryValue?: string | undefined;
+  /** Reserved by SQS; not used. */
   readonly stringListValues?: readonly string[] | undefined;
+  /** Reserved by SQS; not used. */
   readonly binaryListValues?: readonly string[] | undefined;
   /** `String`, `Number`, `Binary`, or one of them with a custom suffix (`String.json`). */
   readonly dataType: string;
@@ -19,8 +22,11 @@ export interface SqsLambdaMessageAttribute {
 
 /** One record of a Lambda SQS event. */
 export interface SqsLambdaRecord {
+  /** SQS's id of the message (the `itemIdentifier` of a partial batch response). */
   readonly messageId: string;
+  /** The handle of this receive of the message. */
   readonly receiptHandle: string;
+  /** The message's body, as text. */
   readonly body: string;
   /**
    * The message's system attributes, as text: `ApproximateReceiveCount`, `SentTimestamp`,
@@ -28,17 +34,21 @@ export interface SqsLambdaRecord {
    * `MessageDeduplicationId`, `SequenceNumber`.
    */
   readonly attributes: Readonly<Record<string, string | undefined>>;
+  /** The message's own attributes, by name. */
   readonly messageAttributes: Readonly<Record<string, SqsLambdaMessageAttribute>>;
+  /** The MD5 digest of the body, in hex. */
   readonly md5OfBody?: string | undefined;
   /** Always `aws:sqs`. */
   readonly eventSource: string;
   /** `arn:aws:sqs:<region>:<account>:<queue name>`. */
   readonly eventSourceARN: string;
+  /** The queue's region. */
   readonly awsRegion?: string | undefined;
 }
 
 /** The event of an SQS-triggered invocation: up to the event source mapping's batch size of records. */
 export interface SqsLambdaEvent {
+  /** The records of the batch, in the order received. */
   readonly Records: readonly SqsLambdaRecord[];
 }
 
@@ -46,11 +56,13 @@ export interface SqsLambdaEvent {
 export interface LambdaContextLike {
   /** Time left before Lambda ends the invocation, in milliseconds. */
   getRemainingTimeInMillis(): number;
+  /** The invocation's request id (logged with what oncemq reports). */
   readonly awsRequestId?: string | undefined;
 }
 
 /** An item of a partial batch response: the `messageId` of a record to be delivered again. */
 export interface SqsBatchItemFailure {
+  /** The record's `messageId`. */
   readonly itemIdentifier: string;
 }
 
@@ -60,6 +72,7 @@ export interface SqsBatchItemFailure {
  * visibility timeout; every other record of the batch is deleted.
  */
 export interface SqsBatchResponse {
+  /** The records to be delivered again; empty when every record is done. */
   readonly batchItemFailures: SqsBatchItemFailure[];
 }
 

@@ -16,8 +16,11 @@ import { sqsEnvelope, type SqsRecord } from './sqs-message.js';
 
 /** A record the pipeline dead-lettered, handed to {@link SqsHandlerOptions.deadLetter}. */
 export interface SqsLambdaDeadLetter {
+  /** The Lambda record dead-lettered. */
   readonly record: SqsLambdaRecord;
+  /** The envelope the pipeline processed. */
   readonly envelope: Envelope;
+  /** The pipeline's outcome: its reason, error and key. */
   readonly outcome: DeadLetterOutcome;
 }
 
@@ -61,7 +64,9 @@ export type SqsLambdaHandler = (
  * and `leaseMs` are read where present.
  */
 export type SqsLambdaProcessor = Processor & {
+  /** The pipeline's ledger mode. */
   readonly mode?: 'transactional' | 'leased';
+  /** The pipeline's lease, in milliseconds. */
   readonly leaseMs?: number;
 };
 

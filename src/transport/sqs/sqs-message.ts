@@ -82,10 +82,15 @@ export interface SqsEnvelopeContext {
 
 /** The SendMessage fields of one message (the queue URL, or a batch entry's `Id`, added by the caller). */
 export interface SqsSendMessage {
+  /** The body as SQS stores it (text, or base64 of bytes that are not XML text). */
   MessageBody: string;
+  /** The message attributes: oncemq's headers and the producer's own. */
   MessageAttributes?: Record<string, SqsAttribute>;
+  /** The FIFO message group: the ordering key. */
   MessageGroupId?: string;
+  /** The FIFO deduplication id: the business key. */
   MessageDeduplicationId?: string;
+  /** Seconds before the message can be received (standard queues). */
   DelaySeconds?: number;
 }
 
@@ -243,7 +248,7 @@ export function publishHeaders(message: OutgoingMessage): Record<string, string>
 /**
  * The SendMessage fields of a publish. On a FIFO queue the message group is the ordering key (else
  * the business key, else a fresh id: no order to keep) and the deduplication id the business key (else
- * a fresh id), each as {@link fifoId} makes it; `deduplicationId` overrides it (a replay's own id, which
+ * a fresh id), each as `fifoId` makes it; `deduplicationId` overrides it (a replay's own id, which
  * the 5-minute window must not take for the original).
  */
 export function sqsPublishInput(
@@ -366,7 +371,10 @@ export interface SdkMessage {
     | undefined;
 }
 
-/** The normalised record of a message the SDK received (asked with every system and message attribute). */
+/**
+ * The normalised record of a message the SDK received (asked with every system and message attribute).
+ * @param message one message of a `ReceiveMessage` answer
+ */
 export function sqsRecordOf(message: SdkMessage): SqsRecord {
   const attributes: Record<string, string> = {};
   let other: Record<string, SqsAttributeValue> | undefined;
