@@ -4,9 +4,10 @@ import {
   ORDERING_KEY_HEADER,
   type Envelope,
 } from '../../core/envelope.js';
-import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import { errorText } from '../../core/errors.js';
 import type { SettleableDelivery } from '../settle-batch.js';
-import { settle, type DeliveryResult, type Settler } from '../settler.js';
+import type { DeliveryResult, Settler } from '../settler.js';
+import { SerialSettle } from '../serial-settle.js';
 import { MIN_INVISIBLE_MS } from './rocketmq-config.js';
 import type { MessageViewLike } from './rocketmq-driver.js';
 import type { RocketMQSettlerContext } from './rocketmq-settler.js';
@@ -44,8 +45,7 @@ export class RocketMQDelivery implements SettleableDelivery {
   readonly view: MessageViewLike;
   readonly envelope: Envelope;
   readonly #ctx: DeliveryContext;
-  #settled = false;
-  #chain: Promise<void> = Promise.resolve();
+  readonly #calls = new SerialSettle();
 
   constructor(ctx: DeliveryContext, view: MessageViewLike) {
     this.#ctx = ctx;
@@ -65,34 +65,21 @@ export class RocketMQDelivery implements SettleableDelivery {
       keepAlive: {
         everyMs: Math.max(250, Math.floor(ctx.visibilityMs / 3)),
         extend: () =>
-          this.#serial(async () => {
-            if (this.#settled) throw new TransportUnavailableError('the delivery is settled');
-            await ctx.consumer.changeInvisibleDuration(this.view, invisibleMs(ctx.visibilityMs));
-          }),
+          this.#calls.keepAlive(() =>
+            ctx.consumer.changeInvisibleDuration(this.view, invisibleMs(ctx.visibilityMs)),
+          ),
       },
     });
   }
 
-  #serial(step: () => Promise<void>): Promise<void> {
-    const next = this.#chain.then(step);
-    this.#chain = next.catch(() => undefined);
-    return next;
-  }
-
   /** Acts on the outcome at the broker. A failed settle is logged: the broker delivers the copy again. */
   settle(result: DeliveryResult): Promise<void> {
-    return this.#serial(async () => {
-      if (this.#settled) return;
-      this.#settled = true;
-      try {
-        await settle(this.#ctx.settler, this, result);
-      } catch (error) {
-        this.#ctx.logger.warn('oncemq: a RocketMQ settle failed; the broker delivers the message again', {
-          group: this.#ctx.group,
-          messageId: this.view.messageId,
-          error: errorText(error),
-        });
-      }
+    return this.#calls.settle(this.#ctx.settler, this, result, (error) => {
+      this.#ctx.logger.warn('oncemq: a RocketMQ settle failed; the broker delivers the message again', {
+        group: this.#ctx.group,
+        messageId: this.view.messageId,
+        error: errorText(error),
+      });
     });
   }
 

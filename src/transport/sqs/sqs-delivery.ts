@@ -1,9 +1,10 @@
 import { ChangeMessageVisibilityCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { Envelope } from '../../core/envelope.js';
-import { errorText, TransportUnavailableError } from '../../core/errors.js';
+import { errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import type { SettleableDelivery } from '../settle-batch.js';
-import { settle, type DeliveryResult, type Settler } from '../settler.js';
+import type { DeliveryResult, Settler } from '../settler.js';
+import { SerialSettle } from '../serial-settle.js';
 import { SQS_MAX_VISIBILITY_SECONDS } from './sqs-config.js';
 import { sqsEnvelope, type SqsRecord } from './sqs-message.js';
 import type { UnchargedRetries } from '../uncharged-retries.js';
@@ -33,8 +34,7 @@ export class SqsDelivery implements SettleableDelivery {
   readonly queueUrl: string;
   readonly envelope: Envelope;
   readonly #ctx: SqsDeliveryContext;
-  #settled = false;
-  #chain: Promise<void> = Promise.resolve();
+  readonly #calls = new SerialSettle();
 
   constructor(ctx: SqsDeliveryContext, queueUrl: string, topic: string, record: SqsRecord) {
     this.#ctx = ctx;
@@ -45,11 +45,7 @@ export class SqsDelivery implements SettleableDelivery {
       topic,
       keepAlive: {
         everyMs: Math.max(250, Math.floor((seconds * 1000) / 3)),
-        extend: () =>
-          this.#serial(async () => {
-            if (this.#settled) throw new TransportUnavailableError('the delivery is settled');
-            await this.changeVisibility(seconds);
-          }),
+        extend: () => this.#calls.keepAlive(() => this.changeVisibility(seconds)),
       },
     });
     const deliveryCount = Math.max(1, record.receiveCount - ctx.uncharged.count(record.messageId));
@@ -67,26 +63,14 @@ export class SqsDelivery implements SettleableDelivery {
     );
   }
 
-  #serial(step: () => Promise<void>): Promise<void> {
-    const next = this.#chain.then(step);
-    this.#chain = next.catch(() => undefined);
-    return next;
-  }
-
   /** Acts on the result at SQS. A failed settle is logged: SQS delivers the message again. */
   settle(result: DeliveryResult): Promise<void> {
-    return this.#serial(async () => {
-      if (this.#settled) return;
-      this.#settled = true;
-      try {
-        await settle(this.#ctx.settler, this, result);
-      } catch (error) {
-        this.#ctx.logger.warn('oncemq: an SQS settle failed; SQS delivers the message again', {
-          group: this.#ctx.group,
-          messageId: this.record.messageId,
-          error: errorText(error),
-        });
-      }
+    return this.#calls.settle(this.#ctx.settler, this, result, (error) => {
+      this.#ctx.logger.warn('oncemq: an SQS settle failed; SQS delivers the message again', {
+        group: this.#ctx.group,
+        messageId: this.record.messageId,
+        error: errorText(error),
+      });
     });
   }
 
