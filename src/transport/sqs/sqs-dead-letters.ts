@@ -88,11 +88,17 @@ export class SqsDeadLetters implements DeadLetters {
   async replay(group: string, ids: readonly string[]): Promise<number> {
     const wanted = new Set(ids);
     let replayed = 0;
+    // A refusal ends the replay once the scan has given back what it holds: thrown inside the scan, it
+    // would leave the page it was read in invisible, and the letters would vanish from a listing.
+    let refused: DeadLetter | undefined;
     await this.#scan(group, async (stored) => {
       const gone = new Set<string>();
       for (const { letter, message } of stored) {
-        if (!wanted.has(letter.id)) continue;
-        refuseCutReplay(letter);
+        if (!wanted.has(letter.id) || refused !== undefined) continue;
+        if (letter.cut !== undefined) {
+          refused = letter;
+          continue;
+        }
         const queueUrl = await this.#topology.groupQueue(letter.topic, group);
         const input = sqsPublishInput(
           { topic: letter.topic, body: letter.body, headers: withoutLogId(replayHeaders(letter)) },
@@ -109,6 +115,7 @@ export class SqsDeadLetters implements DeadLetters {
       }
       return gone;
     });
+    if (refused !== undefined) refuseCutReplay(refused);
     return replayed;
   }
 
