@@ -57,11 +57,13 @@ export {
 export { checkDeliveryCount, checkRetryDue, guardHeaders } from '../../src/transport/header-guard.js';
 export { TransportNamespace } from '../../src/transport/namespace.js';
 export { GateClosedError, OrderingGate } from '../../src/transport/ordered/ordering-gate.js';
+export { checkSubscribe } from '../../src/transport/subscribe-options.js';
 export { startPosition } from '../../src/transport/transport.js';
 export {
   BODY_ENCODING_HEADER,
   fifoId,
   PACKED_HEADERS_ATTRIBUTE,
+  SQS_MAX_MESSAGE_BYTES,
   sqsEnvelope,
   sqsPublishInput,
   sqsRecordOf,
