@@ -11,6 +11,8 @@ const DEFAULT_PORTS: Readonly<Record<string, number>> = Object.freeze({
   'redis:': 6379,
   'rediss:': 6379,
   'kafka:': 9092,
+  'http:': 80,
+  'https:': 443,
 });
 
 /** How a run reaches its broker: directly (setup, cleanup) and through a proxy it can cut (the consumers). */

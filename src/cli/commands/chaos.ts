@@ -31,7 +31,7 @@ the right balance per user, one ledger row per event. Exits 0 only when nothing 
   --url URL        the database of --store postgres|mysql (default ONCEMQ_POSTGRES_URL /
                    ONCEMQ_MYSQL_URL, else the loopback server)
   --broker-url URL the broker of --transport (default ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
-                   ONCEMQ_REDIS_URL, else the loopback server)
+                   ONCEMQ_REDIS_URL / ONCEMQ_SQS_ENDPOINT, else the loopback server)
   --cluster        on the three-node cluster \`npm run brokers -- start --cluster T\` started (nats,
                    rabbitmq, kafka): the consumers spread over its nodes, streams / queues /
                    topics get 3 replicas, and while events flow the leader of the run's stream,
