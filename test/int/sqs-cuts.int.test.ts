@@ -37,13 +37,17 @@ describe.skipIf(!broker.available)('SqsTransport: connections cut, deletes lost,
     await under.cleanup?.();
   });
 
-  it('sends every call through its endpoint (the proxy), not to the host of the queue URLs ElasticMQ returns', async () => {
+  it('sends every call through its endpoint (the proxy), not to the host of the queue URLs ElasticMQ returns; a call cut on every attempt is a TransportUnavailableError', async () => {
     under = await sqsUnderTest(broker.url);
     const topic = unique('via');
     await under.transport.publish({ topic, key: 'k-1', body: {} });
     under.proxy.refuse(true);
     under.proxy.dropConnections();
-    await expect(under.transport.publish({ topic, key: 'k-2', body: {} })).rejects.toThrow();
+    // Every attempt cut: a TransportUnavailableError, which a caller tries again after, as after an outage.
+    await expect(under.transport.publish({ topic, key: 'k-2', body: {} })).rejects.toMatchObject({
+      name: 'TransportUnavailableError',
+      message: expect.stringMatching(/connection to SQS at .* was cut/) as unknown,
+    });
     under.proxy.refuse(false);
     await under.transport.publish({ topic, key: 'k-3', body: {} });
   });
