@@ -54,6 +54,7 @@ export {
   DEAD_LETTER_SIZE_RESERVE,
   fitDeadLetter,
   refuseCutReplay,
+  sendDeadLetterThenAck,
 } from '../../src/transport/dead-letters.js';
 export { checkDeliveryCount, checkRetryDue, guardHeaders } from '../../src/transport/header-guard.js';
 export { brokersOfUrl, resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js';
