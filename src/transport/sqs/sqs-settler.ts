@@ -1,5 +1,5 @@
 import { DeleteMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
+import { sendDeadLetterThenAck } from '../dead-letters.js';
 import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import { visibilitySeconds, type SqsDelivery } from './sqs-delivery.js';
 import { sqsSendInput, SQS_MAX_MESSAGE_BYTES, unreadAttributes, withAttributes } from './sqs-message.js';
@@ -95,33 +95,21 @@ export class SqsSettler implements Settler<SqsDelivery> {
   }
 
   async deadLetter(delivery: SqsDelivery, outcome: DeadLetterOutcome): Promise<void> {
-    const { group } = this.#ctx;
-    const { reason, key } = outcome;
-    const error = 'error' in outcome ? outcome.error : undefined;
-    const copy = fitDeadLetter(
-      {
-        headers: deadLetterHeaders(delivery.envelope, {
-          group,
-          reason,
-          error,
-          key,
-          deliveryCount: outcome.deliveryCount,
-        }),
-        body: delivery.envelope.body,
-      },
+    await sendDeadLetterThenAck(
+      delivery.envelope,
+      this.#ctx.group,
+      outcome,
       // base64 makes a body that is not text a third larger.
       { maxBytes: Math.floor((SQS_MAX_MESSAGE_BYTES * 3) / 4) },
-    );
-    await this.#ctx.client.send(
-      new SendMessageCommand({
-        QueueUrl: await this.#ctx.deadLetterUrl(),
-        ...withAttributes(
-          sqsSendInput({ headers: copy.headers, body: copy.body }),
-          unreadAttributes(delivery.record, delivery.envelope),
+      async (copy) =>
+        this.#ctx.client.send(
+          new SendMessageCommand({
+            QueueUrl: await this.#ctx.deadLetterUrl(),
+            ...withAttributes(sqsSendInput(copy), unreadAttributes(delivery.record, delivery.envelope)),
+          }),
         ),
-      }),
+      () => this.ack(delivery),
     );
-    await this.ack(delivery);
   }
 
   async fail(delivery: SqsDelivery): Promise<void> {
