@@ -5,7 +5,7 @@ import {
   type RedisStreamsTransportConfig,
   type StreamConnection,
 } from 'oncemq/redis-streams';
-import { toStreamConnection } from '../../src/transport/redis-streams/redis-streams-connection.js';
+import { toStreamConnection } from '../../src/transport/redis-streams/redis-streams-driver.js';
 import { keyOf, outcomeFor } from '../support/internal.js';
 import { waitUntil } from '../support/local-points.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
