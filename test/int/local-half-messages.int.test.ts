@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Envelope, Logger } from 'oncemq';
 import type { LocalBroker, TransactionState } from 'oncemq/local';
-import { CHECK_MAX_TOPIC } from '../../src/transport/local/local-schema.js';
+import { CHECK_MAX_TOPIC } from '../../src/transport/local/local-names.js';
 import { scratchDir, sleep } from '../support/points.js';
 import { ackOutcome, testBroker, waitUntil } from '../support/local-points.js';
 

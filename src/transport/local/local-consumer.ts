@@ -9,7 +9,7 @@ import { processAndSettleBatch } from '../settle-batch.js';
 import { settle, type DeliveryResult } from '../settler.js';
 import type { OrderingOptions, Processor } from '../transport.js';
 import { OrderedLane } from '../ordered/ordered-lane.js';
-import { retryTopic } from './local-schema.js';
+import { retryTopic } from './local-names.js';
 import type { BrokerStore, StoredMessage } from './local-store.js';
 import type { DeadLetterStore } from './local-dead-letters.js';
 import type { LocalFaultHooks } from './local-fault-hooks.js';
