@@ -3,6 +3,7 @@ import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ClosedError, ConfigError, TransportUnavailableError } from '../../core/errors.js';
+import { configObject, OPTIONAL_CONFIG } from '../config-checks.js';
 import type { Logger } from '../../core/logger.js';
 import type { DeadLetter, DeadLetterQuery, DeadLetters } from '../dead-letters.js';
 import {
@@ -75,7 +76,7 @@ export class LocalBroker implements Transport {
   #closed = false;
 
   constructor(config: LocalBrokerConfig = {}) {
-    const resolved = resolveLocalBrokerConfig(config);
+    const resolved = resolveLocalBrokerConfig(configObject(config, 'config', OPTIONAL_CONFIG));
     this.path = resolved.path;
     this.address = resolved.address;
     this.queues = resolved.queues;

@@ -1,5 +1,6 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import { ClosedError } from '../../core/errors.js';
+import { configObject, OPTIONAL_CONFIG } from '../config-checks.js';
 import {
   toProcessor,
   type OutgoingMessage,
@@ -48,7 +49,7 @@ export class RabbitTransport implements Transport {
   #closed = false;
 
   constructor(config: RabbitTransportConfig = {}) {
-    this.settings = rabbitSettings(config);
+    this.settings = rabbitSettings(configObject(config, 'config', OPTIONAL_CONFIG));
     this.#connection = new RabbitConnection(this.settings);
     this.#topology = new RabbitTopology(
       this.settings,

@@ -1,5 +1,6 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import { ConfigError, TransportClosedError } from '../../core/errors.js';
+import { configObject } from '../config-checks.js';
 import type { DeadLetters } from '../dead-letters.js';
 import {
   toProcessor,
@@ -60,9 +61,7 @@ export class RedisStreamsTransport implements Transport {
   #closed = false;
 
   constructor(config: RedisStreamsTransportConfig) {
-    if (typeof config !== 'object' || (config as unknown) === null) {
-      throw new ConfigError('client', 'pass { client } with a node-redis or ioredis client');
-    }
+    configObject(config, 'client', 'pass { client } with a node-redis or ioredis client');
     this.settings = resolveStreamSettings(config);
     this.#connection = toStreamConnection(config.client);
     this.#commands = new StreamCommands(this.#connection, this.settings.timeoutMs);
