@@ -115,12 +115,17 @@ export class LocalConsumer {
     this.#settler = new LocalSettler(ctx, group, () => {
       this.#backoff = true;
     });
+    const { ordering } = ctx.settings;
     this.#ordered =
-      ctx.settings.ordering === undefined
+      ordering === undefined
         ? undefined
-        : new LocalOrderedSubscription<MemberDelivery>(ctx, processor, (delivery, result) => {
-            if (this.#settle(delivery, result)) this.crash();
-          });
+        : new LocalOrderedSubscription<MemberDelivery>(
+            { ...ctx.settings, ordering, logger: ctx.logger },
+            processor,
+            (delivery, result) => {
+              if (this.#settle(delivery, result)) this.crash();
+            },
+          );
   }
 
   #newMemberId(): string {

@@ -1,12 +1,22 @@
 import type { Envelope } from '../../core/envelope.js';
+import type { Logger } from '../../core/logger.js';
 import { OrderedLane } from '../ordered/ordered-lane.js';
 import type { DeliveryResult } from '../settler.js';
-import type { Processor } from '../transport.js';
-import type { ConsumerContext } from './local-consumer.js';
+import type { OrderingOptions, Processor } from '../transport.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Deliveries waiting in a member's lane, per message of a pull, before the member pulls again. */
 const ORDERED_PENDING_PER_PULL = 16;
+
+/** The member's settings its ordered consumption reads. */
+export interface LocalOrderedSettings {
+  readonly ordering: OrderingOptions;
+  /** Deliveries of different keys processed at once. */
+  readonly concurrency: number;
+  readonly pullBatchSize: number;
+  readonly pollIntervalMs: number;
+  readonly logger: Logger;
+}
 
 /**
  * The ordered consumption of one local member: every delivery it pulls is held in its lane, queued
@@ -16,23 +26,22 @@ const ORDERED_PENDING_PER_PULL = 16;
  * ends.
  */
 export class LocalOrderedSubscription<D extends { readonly envelope: Envelope }> {
-  readonly #ctx: ConsumerContext;
+  readonly #settings: LocalOrderedSettings;
   readonly #lane: OrderedLane<D>;
   readonly #settle: (delivery: D, result: DeliveryResult) => void;
 
   /** `settle` settles a delivery with its final outcome, or leaves it to come again after an error. */
   constructor(
-    ctx: ConsumerContext,
+    settings: LocalOrderedSettings,
     processor: Processor,
     settle: (delivery: D, result: DeliveryResult) => void,
   ) {
-    const { ordering, concurrency } = ctx.settings;
-    this.#ctx = ctx;
+    this.#settings = settings;
     this.#settle = settle;
     this.#lane = new OrderedLane<D>({
-      ordering: ordering ?? {},
-      concurrency,
-      logger: ctx.logger,
+      ordering: settings.ordering,
+      concurrency: settings.concurrency,
+      logger: settings.logger,
       processor,
       settle: (delivery, outcome) => {
         settle(delivery, { outcome });
@@ -56,7 +65,7 @@ export class LocalOrderedSubscription<D extends { readonly envelope: Envelope }>
         this.#settle(delivery, { error });
       });
     }
-    const { pullBatchSize, pollIntervalMs } = this.#ctx.settings;
+    const { pullBatchSize, pollIntervalMs } = this.#settings;
     const limit = pullBatchSize * ORDERED_PENDING_PER_PULL;
     while (this.#lane.gate.pending >= limit && running()) await sleep(pollIntervalMs);
   }
