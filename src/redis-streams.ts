@@ -13,15 +13,14 @@ export type {
 } from './transport/redis-streams/redis-streams-config.js';
 export { RedisStreamsTransport } from './transport/redis-streams/redis-streams-transport.js';
 export type { StreamSubscription } from './transport/redis-streams/redis-streams-subscription.js';
-export {
-  fromIoredisStreams,
-  fromNodeRedisStreams,
-} from './transport/redis-streams/redis-streams-connection.js';
+export { fromIoredisStreams, fromNodeRedisStreams } from './transport/redis-streams/redis-streams-driver.js';
 export type {
-  CommandArg,
   IoredisStreamsClientLike,
   NodeRedisStreamsClientLike,
-  SendOptions,
   StreamClientInput,
+} from './transport/redis-streams/redis-streams-driver.js';
+export type {
+  CommandArg,
+  SendOptions,
   StreamConnection,
 } from './transport/redis-streams/redis-streams-connection.js';

@@ -124,6 +124,39 @@ export function describeTransportOrderingCases(test: () => TransportCase): void 
     if (transport.capabilities.deadLetter) expect(await transport.deadLetters.list({ group })).toEqual([]);
   });
 
+  it('settles an acked ordered message for good: the next member of the group never gets it again', async (ctx) => {
+    const { transport, topic, group } = test();
+    if (!transport.capabilities.ordering) ctx.skip();
+    const keys = ['a', 'b', 'c'];
+    const per = 3;
+    let acked = 0;
+    const first = await test().subscribeProcessor(
+      group,
+      { process: (envelope) => (acked++, Promise.resolve(outcomeFor(envelope, 'ack', 0))) },
+      { ordering: {}, concurrency: 2 },
+    );
+    for (let seq = 0; seq < per; seq++) {
+      for (const orderingKey of keys) {
+        await transport.publish({ topic, key: `${orderingKey}-${seq}`, orderingKey, body: { seq } });
+      }
+    }
+    await test().waitFor(() => acked === keys.length * per, 'every message acked');
+    await first.close();
+    // The next member takes the partitions over with whatever the first left unsettled, ahead of
+    // later messages of the same keys: once each key's marker came, an unsettled one would have too.
+    const seen: string[] = [];
+    await test().subscribe(group, (envelope) => (seen.push(keyOf(envelope) ?? ''), 'ack'), {
+      ordering: {},
+      concurrency: 2,
+    });
+    for (const orderingKey of keys) {
+      await transport.publish({ topic, key: `${orderingKey}-marker`, orderingKey, body: {} });
+    }
+    await test().waitFor(() => seen.length >= keys.length, "each key's marker");
+    await sleep(300);
+    expect(seen.sort()).toEqual(keys.map((key) => `${key}-marker`));
+  });
+
   it('refuses ordered consumption when it cannot keep per-key order (no ordering capability)', async (ctx) => {
     const { transport, topic, group } = test();
     if (transport.capabilities.ordering) ctx.skip();

@@ -19,3 +19,17 @@ export function durationMs(value: Duration, field: string, minMs: number): numbe
   if (ms < minMs) throw new ConfigError(field, `must be at least ${minMs}ms, got ${ms}ms`);
   return Math.round(ms);
 }
+
+/**
+ * The config a transport's constructor was given, when it is an object; else a `ConfigError` naming
+ * `field` with `expected` (what to pass), rather than a `TypeError` from the first setting read.
+ */
+export function configObject<C>(config: C, field: string, expected: string): C {
+  if (typeof config !== 'object' || config === null) {
+    throw new ConfigError(field, `${expected}, got ${config === null ? 'null' : typeof config}`);
+  }
+  return config;
+}
+
+/** What a transport whose every setting has a default expects of its config. */
+export const OPTIONAL_CONFIG = 'pass an object of settings, or none for the defaults';

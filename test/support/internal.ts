@@ -64,7 +64,7 @@ export { PartitionOffsets } from '../../src/transport/kafka/kafka-partition-offs
 export { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';
 export { allocateQueues } from '../../src/transport/local/local-queue-allocation.js';
 export { stableHash } from '../../src/transport/local/local-queue-selector.js';
-export { CHECK_MAX_TOPIC } from '../../src/transport/local/local-schema.js';
+export { CHECK_MAX_TOPIC } from '../../src/transport/local/local-names.js';
 export { LocalSubscription } from '../../src/transport/local/local-subscription.js';
 export { TransportNamespace } from '../../src/transport/namespace.js';
 export { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
@@ -94,7 +94,7 @@ export {
 } from '../../src/transport/rabbitmq/rabbitmq-message.js';
 export { delayLevel, RabbitNames } from '../../src/transport/rabbitmq/rabbitmq-names.js';
 export { AMQP_MAX_HEADER_BYTES } from '../../src/transport/rabbitmq/rabbitmq-settler.js';
-export { toStreamConnection } from '../../src/transport/redis-streams/redis-streams-connection.js';
+export { toStreamConnection } from '../../src/transport/redis-streams/redis-streams-driver.js';
 export { RocketMQAdmin } from '../../src/transport/rocketmq/rocketmq-admin.js';
 export { parseRocketMQUrl, resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
 export { invisibleMs, ROCKETMQ_MAX_PROPERTY_BYTES } from '../../src/transport/rocketmq/rocketmq-delivery.js';

@@ -1,6 +1,7 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { Admin, Producer } from '@platformatic/kafka';
-import { ConfigError, TransportClosedError } from '../../core/errors.js';
+import { TransportClosedError } from '../../core/errors.js';
+import { configObject } from '../config-checks.js';
 import type { DeadLetters } from '../dead-letters.js';
 import { checkSubscribe } from '../subscribe-options.js';
 import {
@@ -68,10 +69,9 @@ export class KafkaTransport implements Transport {
   #closed = false;
 
   constructor(config: KafkaTransportConfig) {
-    if (typeof config !== 'object' || (config as unknown) === null) {
-      throw new ConfigError('url', 'pass { url: "kafka://host:9092" } or { brokers: ["host:9092"] }');
-    }
-    this.settings = resolveKafkaSettings(config);
+    this.settings = resolveKafkaSettings(
+      configObject(config, 'url', 'pass { url: "kafka://host:9092" } or { brokers: ["host:9092"] }'),
+    );
     this.deadLetters = this.settings.namespace.deadLetters(
       new KafkaDeadLetters(this.settings, () => this.#open()),
     );

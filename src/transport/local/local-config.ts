@@ -2,7 +2,6 @@ import { parseDuration, type Duration } from '../../core/duration.js';
 import { ConfigError } from '../../core/errors.js';
 import { wholeNumber } from '../config-checks.js';
 import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
-import { TOPIC_PATTERN } from './local-schema.js';
 import type { LocalFaultHooks } from './local-fault-hooks.js';
 import type { ConsumerSettings } from './local-consumer.js';
 import { roundRobinSelector, type QueueSelector } from './local-queue-selector.js';
@@ -82,16 +81,6 @@ export const DEFAULT_LOCAL_BROKER_CONFIG = Object.freeze({
   /** Wait for another process's write lock. */
   busyTimeout: '5s',
 } as const);
-
-export function validTopic(topic: string): string {
-  if (typeof topic !== 'string' || !TOPIC_PATTERN.test(topic)) {
-    throw new ConfigError(
-      'topic',
-      `${JSON.stringify(topic)} is not a valid topic; use 1 to 127 letters, digits or _ . : | -`,
-    );
-  }
-  return topic;
-}
 
 /** A local broker's configuration, checked, with its defaults. */
 export interface ResolvedLocalBrokerConfig {

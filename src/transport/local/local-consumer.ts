@@ -8,13 +8,13 @@ import type { Outcome } from '../../core/outcome.js';
 import { processAndSettleBatch } from '../settle-batch.js';
 import { settle, type DeliveryResult } from '../settler.js';
 import type { OrderingOptions, Processor } from '../transport.js';
-import { OrderedLane } from '../ordered/ordered-lane.js';
-import { retryTopic } from './local-schema.js';
+import { retryTopic } from './local-names.js';
 import type { BrokerStore, StoredMessage } from './local-store.js';
 import type { DeadLetterStore } from './local-dead-letters.js';
 import type { LocalFaultHooks } from './local-fault-hooks.js';
 import { allocateQueues, type QueueRef } from './local-queue-allocation.js';
 import { QueueCursors, type Cursor } from './local-queue-cursors.js';
+import { LocalOrderedSubscription } from './local-ordered-subscription.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Settings of a consumer, resolved by the broker from its config. */
@@ -91,7 +91,7 @@ export class LocalConsumer {
   #timers: NodeJS.Timeout[] = [];
   readonly #settler: LocalSettler;
   /** Ordered consumption only: where deliveries wait behind the earlier ones of their key. */
-  readonly #lane: OrderedLane<MemberDelivery> | undefined;
+  readonly #ordered: LocalOrderedSubscription<MemberDelivery> | undefined;
   readonly #onMembership = (group: string): void => {
     if (group === this.group) this.#rebalance = true;
   };
@@ -115,20 +115,17 @@ export class LocalConsumer {
     this.#settler = new LocalSettler(ctx, group, () => {
       this.#backoff = true;
     });
-    const { ordering, concurrency } = ctx.settings;
-    this.#lane =
+    const { ordering } = ctx.settings;
+    this.#ordered =
       ordering === undefined
         ? undefined
-        : new OrderedLane<MemberDelivery>({
-            ordering,
-            concurrency,
-            logger: ctx.logger,
+        : new LocalOrderedSubscription<MemberDelivery>(
+            { ...ctx.settings, ordering, logger: ctx.logger },
             processor,
-            settle: (delivery, outcome) => {
-              if (this.#settle(delivery, { outcome })) this.crash();
-              return Promise.resolve();
+            (delivery, result) => {
+              if (this.#settle(delivery, result)) this.crash();
             },
-          });
+          );
   }
 
   #newMemberId(): string {
@@ -219,8 +216,8 @@ export class LocalConsumer {
             const batch = this.#queues.take(cursor, this.#ctx.settings.pullBatchSize);
             if (batch.length === 0) continue;
             worked = true;
-            if (this.#lane === undefined) await this.#consume(cursor, batch);
-            else await this.#dispatchOrdered(this.#lane, cursor, batch);
+            if (this.#ordered === undefined) await this.#consume(cursor, batch);
+            else await this.#dispatchOrdered(this.#ordered, cursor, batch);
             this.#batches++;
             if (this.#backoff) {
               this.#backoff = false;
@@ -241,33 +238,32 @@ export class LocalConsumer {
       }
     } finally {
       // Ordered deliveries waiting for a retry stay unsettled (the next owner gets them); running ones end.
-      this.#lane?.close();
-      await this.#lane?.drained();
+      await this.#ordered?.close();
       this.#stop();
     }
   }
 
-  /**
-   * Ordered consumption: every delivery of the batch is held in the member's lane, queued behind the
-   * earlier ones of its key and settled when its final outcome comes, while the member goes on
-   * pulling; at most `pullBatchSize × 16` deliveries wait at once.
-   */
-  async #dispatchOrdered(
-    lane: OrderedLane<MemberDelivery>,
+  /** Ordered consumption: the batch goes into the member's lane (see {@link LocalOrderedSubscription}). */
+  #dispatchOrdered(
+    ordered: LocalOrderedSubscription<MemberDelivery>,
     cursor: Cursor,
     batch: readonly StoredMessage[],
   ): Promise<void> {
     const faults = this.#ctx.faults;
     const middle = batch[Math.floor(batch.length / 2)];
-    for (const message of batch) {
-      const delivery = this.#delivery(cursor, message);
-      if (message === middle && this.#options.onRebalanceFault && faults?.rebalance(delivery.envelope)) {
-        this.#options.onRebalanceFault();
-      }
-      lane.submit(delivery.envelope, delivery, (error) => this.#settle(delivery, { error }));
-    }
-    const limit = this.#ctx.settings.pullBatchSize * 16;
-    while (lane.gate.pending >= limit && this.#running) await sleep(this.#ctx.settings.pollIntervalMs);
+    return ordered.submit(
+      batch.map((message) => this.#delivery(cursor, message)),
+      (delivery) => {
+        if (
+          delivery.message === middle &&
+          this.#options.onRebalanceFault &&
+          faults?.rebalance(delivery.envelope)
+        ) {
+          this.#options.onRebalanceFault();
+        }
+      },
+      () => this.#running,
+    );
   }
 
   #stop(): void {

@@ -7,7 +7,7 @@ import {
   type DeadLetters,
   withoutDeadLetterHeaders,
 } from '../dead-letters.js';
-import { retryTopic } from './local-schema.js';
+import { retryTopic } from './local-names.js';
 import type { BrokerStore, StoredMessage } from './local-store.js';
 
 interface DeadLetterRow {

@@ -1,4 +1,4 @@
-import { CHECK_MAX_TOPIC } from './local-schema.js';
+import { CHECK_MAX_TOPIC } from './local-names.js';
 import type { BrokerStore, MessageToStore } from './local-store.js';
 
 /** A half (prepared) message waiting for its transaction's decision. */

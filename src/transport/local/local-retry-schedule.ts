@@ -1,4 +1,4 @@
-import { retryTopic } from './local-schema.js';
+import { retryTopic } from './local-names.js';
 import type { BrokerStore, StoredMessage } from './local-store.js';
 
 /**

@@ -90,14 +90,3 @@ export const BROKER_MIGRATIONS: readonly string[] = [
    );
    CREATE INDEX oncemq_half_messages_due ON oncemq_half_messages (producer_group, next_check_at);`,
 ];
-
-/** Topic a group's failed messages are re-stored in when their delay is due (RocketMQ's `%RETRY%group`). */
-export function retryTopic(group: string): string {
-  return `%RETRY%${group}`;
-}
-
-/** Topic of half messages still undecided after the most check-backs (RocketMQ's name). */
-export const CHECK_MAX_TOPIC = 'TRANS_CHECK_MAX_TIME_TOPIC';
-
-/** User topics: letters, digits and `_ . : | -`, 1 to 127 characters (`%` is kept for system topics). */
-export const TOPIC_PATTERN = /^[A-Za-z0-9_.:|-]{1,127}$/;

@@ -3,7 +3,7 @@ import { ConfigError, errorText } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import type { OutgoingMessage } from '../transport.js';
-import { CHECK_MAX_TOPIC } from './local-schema.js';
+import { CHECK_MAX_TOPIC } from './local-names.js';
 import type { HalfMessage } from './local-half-message-store.js';
 import {
   DEFAULT_TRANSACTION_PRODUCER_CONFIG,
@@ -13,6 +13,7 @@ import {
   type TransactionState,
 } from '../half-message.js';
 import type { LocalBroker } from './local-transport.js';
+import type { LocalPublisher } from './local-publisher.js';
 
 const view = (half: HalfMessage): HalfMessageView => ({
   id: half.id,
@@ -38,12 +39,18 @@ export class TransactionProducer {
   /** Check-backs before an undecided half message is moved aside. */
   readonly maxChecks: number;
   readonly #broker: LocalBroker;
+  readonly #publisher: LocalPublisher;
   readonly #check: TransactionProducerConfig['check'];
   readonly #logger: Logger;
   #timer: NodeJS.Timeout | undefined;
   #checking: Promise<number> | undefined;
 
-  constructor(broker: LocalBroker, config: TransactionProducerConfig, logger: Logger) {
+  constructor(
+    broker: LocalBroker,
+    publisher: LocalPublisher,
+    config: TransactionProducerConfig,
+    logger: Logger,
+  ) {
     if (typeof config.group !== 'string' || config.group === '')
       throw new ConfigError('group', 'name the producer group');
     if (typeof config.check !== 'function')
@@ -59,6 +66,7 @@ export class TransactionProducer {
       throw new ConfigError('maxChecks', `must be a whole number >= 1, got ${this.maxChecks}`);
     }
     this.#broker = broker;
+    this.#publisher = publisher;
     this.#check = config.check;
     this.#logger = logger;
   }
@@ -94,7 +102,7 @@ export class TransactionProducer {
   ): Promise<TransactionSendResult> {
     await this.#broker.init();
     const store = this.#broker.store;
-    const prepared = this.#broker.prepare(message);
+    const prepared = this.#publisher.prepare(message);
     const id = store.halfMessages.prepare(this.group, prepared, store.now() + this.checkIntervalMs);
     let state: TransactionState;
     try {
@@ -125,7 +133,11 @@ export class TransactionProducer {
     }
     const ended = this.#broker.store.halfMessages.end(id, state === 'COMMIT' ? 'commit' : 'rollback');
     if (state === 'COMMIT' && ended?.commitOffset != null) {
-      return { state, halfId: id, receipt: this.#broker.receipt(ended.commitOffset, topic, queue, uniqueId) };
+      return {
+        state,
+        halfId: id,
+        receipt: this.#publisher.receipt(ended.commitOffset, topic, queue, uniqueId),
+      };
     }
     return { state, halfId: id };
   }

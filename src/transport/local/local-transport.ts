@@ -1,23 +1,21 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
-import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, TransportUnavailableError } from '../../core/errors.js';
+import { configObject, OPTIONAL_CONFIG } from '../config-checks.js';
 import type { Logger } from '../../core/logger.js';
 import type { DeadLetter, DeadLetterQuery, DeadLetters } from '../dead-letters.js';
 import {
   toProcessor,
-  UNIQUE_ID_HEADER,
   type OutgoingMessage,
   type ProcessorLike,
   type PublishReceipt,
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import { CHECK_MAX_TOPIC, retryTopic } from './local-schema.js';
-import { resolveLocalBrokerConfig, validTopic, type LocalBrokerConfig } from './local-config.js';
+import { CHECK_MAX_TOPIC, retryTopic, validTopic } from './local-names.js';
+import { resolveLocalBrokerConfig, type LocalBrokerConfig } from './local-config.js';
 import { BrokerStore, type BrokerDatabaseLike, type StoredMessage } from './local-store.js';
 import { DeadLetterStore } from './local-dead-letters.js';
 import type { LocalFaultHooks } from './local-fault-hooks.js';
@@ -29,9 +27,9 @@ import {
   type LocalSubscribeOptions,
 } from './local-subscription.js';
 import { checkSubscribe } from '../subscribe-options.js';
-import type { QueueSelector } from './local-queue-selector.js';
 import type { TransactionProducerConfig } from '../half-message.js';
 import { TransactionProducer } from './local-transaction-producer.js';
+import { LocalPublisher } from './local-publisher.js';
 
 /** The local broker's dead-letter queue: the contract's, and replayed dead letters on request. */
 export interface LocalDeadLetters extends DeadLetters {
@@ -61,8 +59,7 @@ export class LocalBroker implements Transport {
   /** Queues of a topic this broker creates. */
   readonly queues: number;
   readonly #settings: ConsumerSettings;
-  readonly #sendAttempts: number;
-  readonly #selector: QueueSelector;
+  readonly #publisher: LocalPublisher;
   readonly #synchronous: 'normal' | 'full';
   readonly #busyTimeoutMs: number;
   readonly #faults: LocalFaultHooks | undefined;
@@ -79,20 +76,28 @@ export class LocalBroker implements Transport {
   #closed = false;
 
   constructor(config: LocalBrokerConfig = {}) {
-    const resolved = resolveLocalBrokerConfig(config);
+    const resolved = resolveLocalBrokerConfig(configObject(config, 'config', OPTIONAL_CONFIG));
     this.path = resolved.path;
     this.address = resolved.address;
     this.queues = resolved.queues;
     this.#queuesConfigured = resolved.queuesConfigured;
     this.#settings = resolved.settings;
-    this.#sendAttempts = resolved.sendAttempts;
-    this.#selector = resolved.selector;
     this.#synchronous = resolved.synchronous;
     this.#busyTimeoutMs = resolved.busyTimeoutMs;
     this.#faults = resolved.faults;
     this.#migrate = resolved.migrate;
     this.#logger = resolved.logger;
     this.#membership.setMaxListeners(0);
+    this.#publisher = new LocalPublisher({
+      open: () => this.#open(),
+      store: () => this.store,
+      brokerId: (offset) => this.brokerId(offset),
+      queueCount: (topic) => this.queueCount(topic),
+      selector: resolved.selector,
+      sendAttempts: resolved.sendAttempts,
+      faults: resolved.faults,
+      logger: resolved.logger,
+    });
   }
 
   /** Opens the file and runs migrations. Idempotent; the other methods call it. */
@@ -193,50 +198,9 @@ export class LocalBroker implements Transport {
     return count;
   }
 
-  /** @internal the receipt of a stored copy: its producer id is the unique id, its position the queue */
-  receipt(commitOffset: number, topic: string, queue: number, uniqueId: string): PublishReceipt {
-    return { brokerId: this.brokerId(commitOffset), topic, messageId: uniqueId, position: { queue } };
-  }
-
-  /** @internal headers, body and queue of a message about to be stored */
-  prepare(message: OutgoingMessage): {
-    topic: string;
-    queueId: number;
-    uniqueId: string;
-    headers: Record<string, string>;
-    body: Uint8Array;
-    bornAt: number;
-  } {
-    const topic = validTopic(message.topic);
-    const uniqueId = randomUUID();
-    const headers: Record<string, string> = { ...message.headers, [UNIQUE_ID_HEADER]: uniqueId };
-    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
-    const orderingKey = message.orderingKey ?? message.headers?.[ORDERING_KEY_HEADER];
-    if (orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = orderingKey;
-    const queueId = this.#selector(topic, this.queueCount(topic), orderingKey);
-    return { topic, queueId, uniqueId, headers, body: encodeBody(message.body), bornAt: this.store.now() };
-  }
-
   /** Publishes inside a producer span whose trace context travels in the headers (docs/observability.md). */
   publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    return tracePublish(this.name, message, (traced) => this.#publish(traced));
-  }
-
-  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    const store = await this.#open();
-    const prepared = this.prepare(message);
-    const orderingKey = prepared.headers[ORDERING_KEY_HEADER];
-    let queueId = prepared.queueId;
-    for (let attempt = 1; ; attempt++) {
-      const commitOffset = store.append({ ...prepared, queueId });
-      const receipt = this.receipt(commitOffset, prepared.topic, queueId, prepared.uniqueId);
-      const lost =
-        attempt < this.#sendAttempts &&
-        this.#faults?.producerAckLost({ key: message.key, uniqueId: prepared.uniqueId, attempt }) === true;
-      if (!lost) return receipt;
-      this.#logger.debug('oncemq: publish confirm lost; sending again', { brokerId: receipt.brokerId });
-      queueId = this.#selector(prepared.topic, this.queueCount(prepared.topic), orderingKey);
-    }
+    return tracePublish(this.name, message, (traced) => this.#publisher.publish(traced));
   }
 
   async subscribe(
@@ -283,7 +247,7 @@ export class LocalBroker implements Transport {
   /** A producer of transactional (half) messages with its check-back callback. */
   async createTransactionProducer(config: TransactionProducerConfig): Promise<TransactionProducer> {
     await this.#open();
-    const producer = new TransactionProducer(this, config, this.#logger);
+    const producer = new TransactionProducer(this, this.#publisher, config, this.#logger);
     this.#producers.add(producer);
     producer.start();
     return producer;

@@ -5,6 +5,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { configObject, OPTIONAL_CONFIG } from '../config-checks.js';
 import { redactUrl, unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import {
   DEFAULT_SUBSCRIBE_OPTIONS,
@@ -100,7 +101,7 @@ export class NatsTransport implements Transport {
   #closed = false;
 
   constructor(config: NatsTransportConfig = {}) {
-    this.#settings = resolveNatsSettings(config);
+    this.#settings = resolveNatsSettings(configObject(config, 'config', OPTIONAL_CONFIG));
     this.deadLetters = new NatsDeadLetters(async () => {
       const open = await this.#connect();
       await open.session.ready(this.#settings.requestTimeoutMs);

@@ -1,10 +1,8 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
-import { randomUUID } from 'node:crypto';
-import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
-import { ClosedError, errorText } from '../../core/errors.js';
+import { ClosedError } from '../../core/errors.js';
+import { configObject, OPTIONAL_CONFIG } from '../config-checks.js';
 import {
   toProcessor,
-  UNIQUE_ID_HEADER,
   type OutgoingMessage,
   type ProcessorLike,
   type PublishReceipt,
@@ -12,22 +10,17 @@ import {
   type Transport,
   type TransportCapabilities,
 } from '../transport.js';
-import type { RabbitChannel } from './rabbitmq-channel.js';
-import { UnconfirmedPublishError } from './rabbitmq-channel.js';
 import { rabbitSettings, type RabbitSettings, type RabbitTransportConfig } from './rabbitmq-config.js';
 import { RabbitConnection } from './rabbitmq-connection.js';
 import { RabbitDeadLetters } from './rabbitmq-dead-letters.js';
 import { guardHeaders } from '../header-guard.js';
-import { newBrokerId, rabbitHeaderCheck, TOPIC_HEADER } from './rabbitmq-message.js';
-import { RABBIT_SLOTS, RabbitNames, slotKey, validTopic } from './rabbitmq-names.js';
+import { rabbitHeaderCheck } from './rabbitmq-message.js';
+import { RabbitNames, validTopic } from './rabbitmq-names.js';
 import { RabbitOrderedSubscription } from './rabbitmq-ordered-subscription.js';
-import { partitionOf } from '../partitions.js';
+import { RabbitPublisher } from './rabbitmq-publisher.js';
 import { MAX_PREFETCH, RabbitSubscription } from './rabbitmq-subscription.js';
 import { checkSubscribe } from '../subscribe-options.js';
 import { RabbitTopology } from './rabbitmq-topology.js';
-
-/** Wait before the n-th new copy of an unconfirmed publish: n times this. */
-const PUBLISH_RETRY_MS = 50;
 
 /**
  * RabbitMQ through amqplib: a direct exchange whose routing keys are the topics; per group a durable
@@ -52,15 +45,11 @@ export class RabbitTransport implements Transport {
   readonly #connection: RabbitConnection;
   readonly #topology: RabbitTopology;
   readonly #subscriptions = new Set<RabbitSubscription | RabbitOrderedSubscription>();
-  #publisher: Promise<RabbitChannel> | undefined;
-  /** The publishing channel while it is open (what {@link #publisher} resolved to). */
-  #publisherOpen: RabbitChannel | undefined;
-  /** Topics whose topology is in place: their publishes go straight to the channel. */
-  readonly #readyTopics = new Set<string>();
+  readonly #publisher: RabbitPublisher;
   #closed = false;
 
   constructor(config: RabbitTransportConfig = {}) {
-    this.settings = rabbitSettings(config);
+    this.settings = rabbitSettings(configObject(config, 'config', OPTIONAL_CONFIG));
     this.#connection = new RabbitConnection(this.settings);
     this.#topology = new RabbitTopology(
       this.settings,
@@ -68,6 +57,14 @@ export class RabbitTransport implements Transport {
       new RabbitNames(this.settings.prefix),
     );
     this.deadLetters = new RabbitDeadLetters(this.settings, this.#connection, this.#topology);
+    this.#publisher = new RabbitPublisher({
+      settings: this.settings,
+      connection: this.#connection,
+      topology: this.#topology,
+      init: () => this.init(),
+      refuseClosed: () => this.#refuseClosed(),
+      closed: () => this.#closed,
+    });
   }
 
   /** Connects (and with topology `check`, checks the exchange). Idempotent; the other methods call it. */
@@ -103,85 +100,12 @@ export class RabbitTransport implements Transport {
 
   /**
    * Publishes to the exchange with the topic as routing key and resolves once the broker confirmed
-   * the stored copy. A copy whose confirm is lost (the channel closed, the broker nacked) is sent
-   * again as a new copy (a new broker id, the same key and unique id), at most `publishAttempts`
-   * times; an unroutable message (no queue or log bound to the topic) is refused at once.
+   * the stored copy, inside a producer span whose trace context travels in the headers
+   * (docs/observability.md). A copy whose confirm is lost is sent again as a new copy, at most
+   * `publishAttempts` times; an unroutable message (no queue or log bound to the topic) is refused at once.
    */
-  /** Publishes inside a producer span whose trace context travels in the headers (docs/observability.md). */
   publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    return tracePublish(this.name, message, (traced) => this.#publish(traced));
-  }
-
-  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    this.#refuseClosed();
-    const topic = validTopic(message.topic);
-    // The connection and the topic's topology are settled once; later publishes skip the awaits.
-    if (!this.#readyTopics.has(topic)) {
-      await this.init();
-      await this.#topology.topic(topic);
-      this.#readyTopics.add(topic);
-    }
-    const uniqueId = randomUUID();
-    // Object.assign, not a spread: V8 copies an object of hyphenated keys by spread some 30 times slower.
-    const headers: Record<string, string> = Object.assign({}, message.headers);
-    headers[UNIQUE_ID_HEADER] = uniqueId;
-    headers[TOPIC_HEADER] = topic;
-    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
-    const orderingKey = message.orderingKey ?? message.headers?.[ORDERING_KEY_HEADER];
-    if (orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = orderingKey;
-    // The slot an ordered group's partition takes it from: one ordering key, one slot.
-    const slot = slotKey(topic, partitionOf(orderingKey ?? uniqueId, RABBIT_SLOTS));
-    const bytes = encodeBody(message.body);
-    // A view of the caller's bytes, not a copy: amqplib copies a small body into its frame and has a
-    // large one written before the confirm, so the bytes are read before the publish settles.
-    const body = Buffer.isBuffer(bytes)
-      ? bytes
-      : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const timestamp = Math.floor(Date.now() / 1000);
-    const { exchange } = this.settings;
-    for (let attempt = 1; ; attempt++) {
-      const brokerId = newBrokerId();
-      try {
-        const channel = this.#publisherOpen ?? (await this.#publisherChannel());
-        await channel.publish(exchange, topic, body, {
-          messageId: brokerId,
-          headers,
-          timestamp,
-          BCC: slot,
-        });
-        return { brokerId, topic, messageId: uniqueId, position: { exchange } };
-      } catch (error) {
-        const retriable = !(error instanceof UnconfirmedPublishError) || error.reason !== 'unroutable';
-        if (!retriable || attempt >= this.settings.publishAttempts || this.#closed) throw error;
-        this.settings.logger.warn('oncemq: publish not confirmed; sending a new copy', {
-          topic,
-          attempt,
-          error: errorText(error),
-        });
-        // Not at once: what refused the copy (a queue being deleted, a full queue that rejects
-        // publishes) refuses one sent in the same millisecond as well.
-        await new Promise((resolve) => setTimeout(resolve, PUBLISH_RETRY_MS * attempt));
-      }
-    }
-  }
-
-  /** The shared publishing channel, opened again after it closed. */
-  #publisherChannel(): Promise<RabbitChannel> {
-    this.#publisher ??= this.#connection.channel('publish', this.settings.publishTimeoutMs).then(
-      (channel) => {
-        channel.onClose(() => {
-          this.#publisher = undefined;
-          if (this.#publisherOpen === channel) this.#publisherOpen = undefined;
-        });
-        if (channel.open) this.#publisherOpen = channel;
-        return channel;
-      },
-      (error: unknown) => {
-        this.#publisher = undefined;
-        throw error;
-      },
-    );
-    return this.#publisher;
+    return tracePublish(this.name, message, (traced) => this.#publisher.publish(traced));
   }
 
   /**
@@ -248,8 +172,7 @@ export class RabbitTransport implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.all([...this.#subscriptions].map((subscription) => subscription.close()));
-    const publisher = await this.#publisher?.catch(() => undefined);
-    await publisher?.close();
+    await this.#publisher.close();
     await this.#connection.close();
   }
 }

@@ -5,7 +5,7 @@ import { toLogger, type Logger, type LoggerLike } from '../../core/logger.js';
 import { durationMs, wholeNumber } from '../config-checks.js';
 import type { CheckedSubscribe } from '../subscribe-options.js';
 import { DEFAULT_SUBSCRIBE_OPTIONS, type StartPosition, type SubscribeOptions } from '../transport.js';
-import type { StreamClientInput } from './redis-streams-connection.js';
+import type { StreamClientInput } from './redis-streams-driver.js';
 import { SHARD_SLOTS, StreamKeys } from './redis-streams-names.js';
 
 /** Input of `new RedisStreamsTransport(config)`: the client, the key prefix, and timings. */

@@ -1,12 +1,9 @@
 import { tracePublish } from '../../telemetry/trace-publish.js';
-import { randomUUID } from 'node:crypto';
-import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
-import { ConfigError, errorText, TransportClosedError } from '../../core/errors.js';
+import { ConfigError, TransportClosedError } from '../../core/errors.js';
+import { configObject } from '../config-checks.js';
 import type { DeadLetters } from '../dead-letters.js';
-import { partitionOf } from '../partitions.js';
 import {
   toProcessor,
-  UNIQUE_ID_HEADER,
   type OutgoingMessage,
   type ProcessorLike,
   type PublishReceipt,
@@ -22,23 +19,16 @@ import {
   type RedisStreamsTransportConfig,
   type StreamSettings,
 } from './redis-streams-config.js';
-import { replyCode, StreamCommands } from './redis-streams-commands.js';
-import { toStreamConnection, type StreamConnection } from './redis-streams-connection.js';
-import { openStreamConnection } from './redis-streams-driver.js';
+import { StreamCommands } from './redis-streams-commands.js';
+import type { StreamConnection } from './redis-streams-connection.js';
+import { openStreamConnection, toStreamConnection } from './redis-streams-driver.js';
 import { StreamDeadLetters } from './redis-streams-dead-letters.js';
-import { checkHeaderNames, messageFields, TOPIC_FIELD } from './redis-streams-entry.js';
-import { SHARD_SLOTS, streamBrokerId, validTopic } from './redis-streams-names.js';
+import { TOPIC_FIELD } from './redis-streams-entry.js';
+import { validTopic } from './redis-streams-names.js';
 import { StreamOrderedSubscription } from './redis-streams-ordered-subscription.js';
-import { PUBLISH } from './redis-streams-ordered-scripts.js';
-import { replyText } from './redis-streams-replies.js';
+import { StreamPublisher } from './redis-streams-publisher.js';
 import { StreamSubscription } from './redis-streams-subscription.js';
 import { checkDeliveryCount, checkNamedTopic, guardHeaders } from '../header-guard.js';
-import { setTimeout as sleep } from 'node:timers/promises';
-
-/** A failure after which a publish is sent again: the connection broke before any reply came. */
-function resendable(error: unknown): boolean {
-  return error instanceof Error && error.cause !== undefined && replyCode(error) === undefined;
-}
 
 /**
  * Redis Streams as an oncemq transport (Redis 6.2+; node-redis or ioredis). A topic is a stream, a
@@ -63,6 +53,7 @@ export class RedisStreamsTransport implements Transport {
   readonly deadLetters: DeadLetters;
   readonly #connection: StreamConnection;
   readonly #commands: StreamCommands;
+  readonly #publisher: StreamPublisher;
   readonly #subscriptions = new Set<StreamSubscription | StreamOrderedSubscription>();
   /** `group` NUL `consumer` of every open subscription. */
   readonly #members = new Set<string>();
@@ -70,13 +61,12 @@ export class RedisStreamsTransport implements Transport {
   #closed = false;
 
   constructor(config: RedisStreamsTransportConfig) {
-    if (typeof config !== 'object' || (config as unknown) === null) {
-      throw new ConfigError('client', 'pass { client } with a node-redis or ioredis client');
-    }
+    configObject(config, 'client', 'pass { client } with a node-redis or ioredis client');
     this.settings = resolveStreamSettings(config);
     this.#connection = toStreamConnection(config.client);
     this.#commands = new StreamCommands(this.#connection, this.settings.timeoutMs);
     this.deadLetters = new StreamDeadLetters(() => this.#open(), this.settings.keys);
+    this.#publisher = new StreamPublisher(() => this.#open(), this.settings);
   }
 
   /**
@@ -105,63 +95,13 @@ export class RedisStreamsTransport implements Transport {
   }
 
   /**
-   * Stores the message in its topic's stream (`XADD`; the reply is the broker's confirm) and, while
-   * the topic has ordered groups, in the shard stream of its ordering key, in one script. When the
-   * connection breaks before the reply, the message is sent again (a new copy with the same key) up
-   * to `publishAttempts` times, backing off; a command that times out is not (it may still be stored), and fails.
+   * Stores the message in its topic's stream (and, while the topic has ordered groups, in its key's
+   * shard stream) and resolves with Redis's reply, inside a producer span whose trace context travels
+   * in the headers (docs/observability.md). A publish whose connection broke before the reply is sent
+   * again (a new copy with the same key) up to `publishAttempts` times; one that timed out is not.
    */
-  /** Publishes inside a producer span whose trace context travels in the headers (docs/observability.md). */
   publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    return tracePublish(this.name, message, (traced) => this.#publish(traced));
-  }
-
-  async #publish(message: OutgoingMessage): Promise<PublishReceipt> {
-    const commands = this.#open();
-    const topic = validTopic(message.topic);
-    const headers: Record<string, string> = { ...message.headers };
-    checkHeaderNames(headers);
-    const messageId = randomUUID();
-    headers[UNIQUE_ID_HEADER] = messageId;
-    if (message.key !== undefined) headers[KEY_HEADER] = message.key;
-    if (message.orderingKey !== undefined) headers[ORDERING_KEY_HEADER] = message.orderingKey;
-    const { keys } = this.settings;
-    const stream = keys.topic(topic);
-    // The shard an ordered group reads it from: by the ordering key's hash, else any (no order to keep).
-    const slot =
-      message.orderingKey === undefined
-        ? Math.floor(Math.random() * SHARD_SLOTS)
-        : partitionOf(message.orderingKey, SHARD_SLOTS);
-    const scriptKeys = [stream, keys.orderedGroups(topic), keys.shard(topic, slot)];
-    const args = [
-      this.settings.topology === 'check' ? '1' : '0',
-      ...messageFields(headers, encodeBody(message.body)),
-    ];
-    for (let attempt = 1; ; attempt++) {
-      let reply: unknown;
-      try {
-        reply = await commands.script(PUBLISH, scriptKeys, args);
-      } catch (error) {
-        if (attempt >= this.settings.publishAttempts || !resendable(error)) throw error;
-        this.settings.logger.warn(
-          'oncemq: a publish lost its connection before the confirm; sending it again',
-          {
-            topic,
-            attempt,
-            error: errorText(error),
-          },
-        );
-        await sleep(Math.min(1000, 50 * 2 ** (attempt - 1)));
-        continue;
-      }
-      const id = replyText(reply);
-      if (id === null) {
-        throw new ConfigError(
-          'topic',
-          `stream '${stream}' does not exist, and topology 'check' creates nothing`,
-        );
-      }
-      return { brokerId: streamBrokerId(stream, id), topic, messageId, position: { stream, id } };
-    }
+    return tracePublish(this.name, message, (traced) => this.#publisher.publish(traced));
   }
 
   /**

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { parseDuration } from '../../core/duration.js';
 import { encodeBody, KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ClosedError, ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { configObject, OPTIONAL_CONFIG } from '../config-checks.js';
 import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import { checkSubscribe } from '../subscribe-options.js';
 import {
@@ -90,7 +91,7 @@ export class RocketMQTransport implements Transport {
   #closed = false;
 
   constructor(config: RocketMQTransportConfig = {}) {
-    this.#settings = resolveRocketMQSettings(config);
+    this.#settings = resolveRocketMQSettings(configObject(config, 'config', OPTIONAL_CONFIG));
     this.deadLetters = this.#settings.names.deadLetters(
       new RocketMQDeadLetters(async () => {
         const open = await this.#open();

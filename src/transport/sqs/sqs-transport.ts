@@ -1,6 +1,7 @@
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { parseDuration } from '../../core/duration.js';
 import { ConfigError, errorText, TransportUnavailableError } from '../../core/errors.js';
+import { configObject, OPTIONAL_CONFIG } from '../config-checks.js';
 import { unreachableCause, unreachableMessage } from '../../core/unreachable.js';
 import { tracePublish } from '../../telemetry/trace-publish.js';
 import { UnchargedRetries } from '../uncharged-retries.js';
@@ -49,7 +50,7 @@ export class SqsTransport implements Transport {
   #closed = false;
 
   constructor(config: SqsTransportConfig = {}) {
-    this.#settings = sqsSettings(config);
+    this.#settings = sqsSettings(configObject(config, 'config', OPTIONAL_CONFIG));
     const settings = this.#settings;
     this.#ownClient = settings.client === undefined;
     this.#client =
