@@ -318,15 +318,28 @@ function describeLifecycleCases(test: () => TransportCase): void {
     await transport.publish({ topic, key: 'slow', body: {} });
     let started = 0;
     let finished = 0;
-    const subscription = await test().subscribe(group, async (): Promise<Answer> => {
+    let released = false;
+    const subscription = await test().subscribe(group, async (envelope: Envelope): Promise<Answer> => {
       started++;
-      await sleep(400);
+      // held past a short visibility, kept from the group's other members as a pipeline keeps it
+      while (!released) {
+        await sleep(Math.min(envelope.keepAlive?.everyMs ?? 100, 100));
+        await envelope.keepAlive?.extend();
+      }
       finished++;
       return 'ack';
     });
     await test().waitFor(() => started === 1, 'the slow delivery');
-    await subscription.close();
-    expect(finished).toBe(1);
+    // The handler goes on only once close() has had time to end: a close that did not wait for it
+    // (however long the broker's own shutdown takes, up to that time) would end before it finished.
+    let finishedAtClose: number | undefined;
+    const closing = subscription.close().then(() => {
+      finishedAtClose = finished;
+    });
+    await Promise.race([closing, sleep(3000)]);
+    released = true;
+    await closing;
+    expect(finishedAtClose).toBe(1);
     await test().subscribe(group, () => (started++, 'ack'));
     await sleep(800);
     expect(started).toBe(1);
