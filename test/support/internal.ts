@@ -62,10 +62,9 @@ export {
   BODY_ENCODING_HEADER,
   fifoId,
   PACKED_HEADERS_ATTRIBUTE,
-  sqsEnvelope,
   sqsPublishInput,
-  sqsRecordOf,
   sqsSendInput,
 } from '../../src/transport/sqs/sqs-message.js';
-export type { SqsRecord } from '../../src/transport/sqs/sqs-message.js';
+export { sqsEnvelope, sqsRecordOf } from '../../src/transport/sqs/sqs-record.js';
+export type { SqsRecord } from '../../src/transport/sqs/sqs-record.js';
 export { SqsNames } from '../../src/transport/sqs/sqs-names.js';

@@ -15,14 +15,8 @@ import {
   type DeadLetters,
 } from '../dead-letters.js';
 import type { SqsSettings } from './sqs-config.js';
-import {
-  LOG_ID_HEADER,
-  sqsEnvelope,
-  sqsPublishInput,
-  sqsRecordOf,
-  unreadAttributes,
-  withAttributes,
-} from './sqs-message.js';
+import { LOG_ID_HEADER, sqsPublishInput, withAttributes } from './sqs-message.js';
+import { sqsEnvelope, sqsRecordOf, unreadAttributes } from './sqs-record.js';
 import type { SqsTopology } from './sqs-topology.js';
 
 /** A replay is a new copy: it does not name the log message of the original. */

@@ -12,7 +12,7 @@ import {
   type SqsLambdaEvent,
   type SqsLambdaRecord,
 } from './sqs-lambda-event.js';
-import { sqsEnvelope, type SqsRecord } from './sqs-message.js';
+import { sqsEnvelope, type SqsRecord } from './sqs-record.js';
 
 /** A record the pipeline dead-lettered, handed to {@link SqsHandlerOptions.deadLetter}. */
 export interface SqsLambdaDeadLetter {

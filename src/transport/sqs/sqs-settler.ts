@@ -2,7 +2,8 @@ import { DeleteMessageBatchCommand, SendMessageCommand, type SQSClient } from '@
 import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
 import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import { visibilitySeconds, type SqsDelivery } from './sqs-delivery.js';
-import { sqsSendInput, SQS_MAX_MESSAGE_BYTES, unreadAttributes, withAttributes } from './sqs-message.js';
+import { sqsSendInput, SQS_MAX_MESSAGE_BYTES, withAttributes } from './sqs-message.js';
+import { unreadAttributes } from './sqs-record.js';
 import type { UnchargedRetries } from '../uncharged-retries.js';
 
 /** What a subscription's settler acts through. */

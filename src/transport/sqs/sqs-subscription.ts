@@ -6,7 +6,7 @@ import { DeliverySlots } from '../delivery-slots.js';
 import { processAndSettleBatch } from '../settle-batch.js';
 import type { Processor, Subscription } from '../transport.js';
 import { SqsDelivery, visibilitySeconds, type SqsDeliveryContext } from './sqs-delivery.js';
-import { sqsRecordOf } from './sqs-message.js';
+import { sqsRecordOf } from './sqs-record.js';
 import type { SqsOrderedLane } from './sqs-ordered-subscription.js';
 
 /** Most messages one `ReceiveMessage` returns. */
