@@ -68,3 +68,4 @@ export {
 export { sqsEnvelope, sqsRecordOf } from '../../src/transport/sqs/sqs-record.js';
 export type { SqsRecord } from '../../src/transport/sqs/sqs-record.js';
 export { SqsNames } from '../../src/transport/sqs/sqs-names.js';
+export { SqsBatchSends, SQS_BATCH_ATTEMPTS } from '../../src/transport/sqs/sqs-send-batch.js';
