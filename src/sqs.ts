@@ -21,6 +21,7 @@ export {
   sqsHandler,
 } from './transport/sqs/sqs-lambda-handler.js';
 export type {
+  SqsDeadLetterStore,
   SqsHandlerOptions,
   SqsLambdaDeadLetter,
   SqsLambdaHandler,

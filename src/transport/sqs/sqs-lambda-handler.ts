@@ -24,6 +24,12 @@ export interface SqsLambdaDeadLetter {
   readonly outcome: DeadLetterOutcome;
 }
 
+/** Where {@link sqsHandler} can store a dead letter: an `SqsTransport`'s `deadLetters`. */
+export interface SqsDeadLetterStore {
+  /** Stores the letter; resolves once it is stored. */
+  store(letter: SqsLambdaDeadLetter): Promise<void>;
+}
+
 /** Options of {@link sqsHandler}. */
 export interface SqsHandlerOptions {
   /**
@@ -31,11 +37,16 @@ export interface SqsHandlerOptions {
    * - `'redrive'` — it is reported failed, so it comes again until the queue's redrive policy
    *   (`maxReceiveCount`) moves it to the queue's dead-letter queue; every receive answers
    *   `dead-letter` again without running the handler. The reason is in the log and the outcome only.
+   * - an `SqsTransport`'s `deadLetters` — the letter is stored in the group's dead-letter queue of
+   *   that transport's namespace, as the transport's own consumer stores one (reason, error, attempt as
+   *   message attributes) with the queue the record came from: `oncemq dlq list|replay|purge
+   *   --transport sqs` sees it beside the transport's, and a replay sends it back to that queue. Once
+   *   stored the record is reported done and Lambda deletes it; a failed send reports it failed.
    * - a function — it stores the dead letter (an SQS queue of your own, with the reason); once it
    *   resolves the record is reported done and Lambda deletes it. A rejection reports it failed.
    * @default 'redrive'
    */
-  readonly deadLetter?: 'redrive' | ((letter: SqsLambdaDeadLetter) => Promise<void>);
+  readonly deadLetter?: 'redrive' | SqsDeadLetterStore | ((letter: SqsLambdaDeadLetter) => Promise<void>);
   /**
    * The longest one step of work may take: a step (the batch, or one record) is started only while
    * at least `lease + reserve` of the invocation is left, so that no claim's lease outlives the
@@ -185,7 +196,11 @@ async function settled(
       return false;
     case 'dead-letter':
       if (deadLetter === 'redrive') return false;
-      return deadLetter({ record, envelope, outcome }).then(
+      return (
+        typeof deadLetter === 'function'
+          ? deadLetter({ record, envelope, outcome })
+          : deadLetter.store({ record, envelope, outcome })
+      ).then(
         () => true,
         () => false,
       );

@@ -1,9 +1,7 @@
-import { DeleteMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
+import { DeleteMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import { visibilitySeconds, type SqsDelivery } from './sqs-delivery.js';
-import { sqsSendInput, SQS_MAX_MESSAGE_BYTES, withAttributes } from './sqs-message.js';
-import { unreadAttributes } from './sqs-record.js';
+import { sendDeadLetter } from './sqs-dead-letters.js';
 import type { UnchargedRetries } from '../uncharged-retries.js';
 
 /** What a subscription's settler acts through. */
@@ -96,32 +94,11 @@ export class SqsSettler implements Settler<SqsDelivery> {
   }
 
   async deadLetter(delivery: SqsDelivery, outcome: DeadLetterOutcome): Promise<void> {
-    const { group } = this.#ctx;
-    const { reason, key } = outcome;
-    const error = 'error' in outcome ? outcome.error : undefined;
-    const copy = fitDeadLetter(
-      {
-        headers: deadLetterHeaders(delivery.envelope, {
-          group,
-          reason,
-          error,
-          key,
-          deliveryCount: outcome.deliveryCount,
-        }),
-        body: delivery.envelope.body,
-      },
-      // base64 makes a body that is not text a third larger.
-      { maxBytes: Math.floor((SQS_MAX_MESSAGE_BYTES * 3) / 4) },
-    );
-    await this.#ctx.client.send(
-      new SendMessageCommand({
-        QueueUrl: await this.#ctx.deadLetterUrl(),
-        ...withAttributes(
-          sqsSendInput({ headers: copy.headers, body: copy.body }),
-          unreadAttributes(delivery.record, delivery.envelope),
-        ),
-      }),
-    );
+    await sendDeadLetter(this.#ctx.client, await this.#ctx.deadLetterUrl(), {
+      record: delivery.record,
+      envelope: delivery.envelope,
+      outcome,
+    });
     await this.ack(delivery);
   }
 
