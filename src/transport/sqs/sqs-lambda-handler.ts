@@ -1,6 +1,8 @@
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import type { Envelope } from '../../core/envelope.js';
 import { ConfigError } from '../../core/errors.js';
+import { toLogger, type LoggerLike } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { DeadLetterOutcome } from '../settler.js';
 import type { Processor } from '../transport.js';
@@ -12,6 +14,11 @@ import {
   type SqsLambdaEvent,
   type SqsLambdaRecord,
 } from './sqs-lambda-event.js';
+import {
+  defaultLambdaSqsClient,
+  SqsLambdaRetryDelays,
+  type SqsLambdaRetry,
+} from './sqs-lambda-retry-delay.js';
 import { sqsEnvelope, type SqsRecord } from './sqs-record.js';
 
 /** A record the pipeline dead-lettered, handed to {@link SqsHandlerOptions.deadLetter}. */
@@ -62,6 +69,24 @@ export interface SqsHandlerOptions {
   readonly batchSize?: number;
   /** The envelopes' topic. @default the queue's name, from the record's `eventSourceARN` */
   readonly topic?: string;
+  /**
+   * When a record reported failed for a retry comes back:
+   * - `'visibility'` — after the retry's `delayMs` (the retry policy's delay, a `busy` key's wait):
+   *   the record's visibility is set to it with `ChangeMessageVisibility` before Lambda gets the answer,
+   *   in whole seconds, at most 11 h 40 min (SQS's 12 h count from the event source's receive, which
+   *   was up to a batching window and a function timeout earlier); a longer delay is served as that. A
+   *   change that fails is logged, and that record comes back after the queue's visibility timeout.
+   * - `'queue'` — after the queue's visibility timeout, whatever the delay (no SQS call).
+   * @default 'visibility'
+   */
+  readonly retryDelay?: 'visibility' | 'queue';
+  /**
+   * The SQS client of the visibility changes. @default one made on the first retry, from the function's
+   * environment (its region and role, as Lambda sets them)
+   */
+  readonly client?: SQSClient;
+  /** Where the handler logs what it could not do (a visibility change that failed). @default the console logger */
+  readonly logger?: LoggerLike;
 }
 
 /** What {@link sqsHandler} returns: a Lambda handler of SQS events with a partial batch response. */
@@ -112,6 +137,11 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
     throw new ConfigError('sqsHandler.batchSize', `expected a whole number >= 1, got ${batchSize}`);
   }
   const deadLetter = options.deadLetter ?? 'redrive';
+  let client = options.client;
+  const delays =
+    (options.retryDelay ?? 'visibility') === 'visibility'
+      ? new SqsLambdaRetryDelays(() => (client ??= defaultLambdaSqsClient()), toLogger(options.logger))
+      : undefined;
 
   return async (event, context) => {
     const records = event.Records;
@@ -137,6 +167,7 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
     // FIFO: once a record of a group fails, the group's later records are not run (Lambda keeps a
     // group's order only if they come again after it).
     const blockedGroups = new Set<string>();
+    const retries: SqsLambdaRetry[] = [];
     let next = 0;
     while (next < records.length) {
       if (context.getRemainingTimeInMillis() < budgetMs) break;
@@ -164,6 +195,9 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
               envelopes[index] as Envelope,
               deadLetter,
             ));
+          if (outcome?.action === 'retry') {
+            retries.push({ record: records[index] as SqsLambdaRecord, delayMs: outcome.delayMs });
+          }
           if (!done) {
             failed.add(index);
             const group = normalised[index]?.messageGroupId;
@@ -172,6 +206,8 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
         }),
       );
     }
+    // A retry comes back after its delay, not the queue's visibility timeout.
+    if (retries.length > 0) await delays?.delay(retries);
     // Out of time: the records not started come again, untouched.
     for (; next < records.length; next++) failed.add(next);
     return {
