@@ -1,6 +1,6 @@
 import { ConfigError } from '../../core/errors.js';
 import { SqsTransport } from '../../transport/sqs/sqs-transport.js';
-import type { Transport } from '../../transport/transport.js';
+import type { DeadLetters } from '../../transport/dead-letters.js';
 
 /**
  * The SQS transport for `oncemq dlq`. `--url` is the endpoint (`http://127.0.0.1:9324`; `https://sqs.<region>.amazonaws.com`
@@ -8,7 +8,7 @@ import type { Transport } from '../../transport/transport.js';
  * Credentials come from the AWS SDK's provider chain; a local endpoint without `AWS_ACCESS_KEY_ID` gets
  * placeholder ones (ElasticMQ takes any). Listing creates nothing: a missing dead-letter queue is an error.
  */
-export function openSqsForTool(url: string): Promise<Transport> {
+export function openSqsForTool(url: string): Promise<SqsTransport> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -30,4 +30,16 @@ export function openSqsForTool(url: string): Promise<Transport> {
         : {}),
     }),
   );
+}
+
+/**
+ * A queue that an SQS redrive policy fills, for `oncemq dlq --queue`: its messages as dead letters
+ * (`SqsTransport.redriveDeadLetters`). Creates nothing; a queue that is not there is an error.
+ */
+export async function openSqsQueueForTool(
+  url: string,
+  queue: string,
+): Promise<{ deadLetters: DeadLetters; close(): Promise<void> }> {
+  const transport = await openSqsForTool(url);
+  return { deadLetters: transport.redriveDeadLetters(queue), close: () => transport.close() };
 }
