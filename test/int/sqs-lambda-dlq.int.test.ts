@@ -1,32 +1,19 @@
 // sqsHandler's dead letters in the transport's own dead-letter queue, read by `oncemq dlq --transport sqs`.
 import { randomUUID } from 'node:crypto';
 import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SqsTransport } from 'oncemq/sqs';
 import { LambdaEventSource } from '../../bench/lambda-event-source.js';
 import { EffectsDatabase, oncemqRuntime } from '../../bench/sqs-lambda-runtimes.js';
 import { createQueue, deleteQueue, sendMessages } from '../../bench/sqs-queues.js';
 import { findElasticMQ } from '../support/brokers.js';
-import { dlqCommand, outcomeFor, waitFor } from '../support/internal.js';
+import { runDlq } from '../support/dlq-cli.js';
+import { outcomeFor, waitFor } from '../support/internal.js';
 import { findPostgres } from '../support/postgres.js';
 import { deleteQueues, ELASTICMQ_CREDENTIALS, QUICK_SQS, sqsClient } from '../support/sqs.js';
 
 const sqs = await findElasticMQ();
 const postgres = await findPostgres();
-
-/** Runs `oncemq dlq ...args` and returns its exit code and what it printed. */
-async function dlq(...args: string[]): Promise<{ code: number; out: string }> {
-  const lines: string[] = [];
-  const log = vi.spyOn(console, 'log').mockImplementation((...parts: unknown[]) => {
-    lines.push(parts.map(String).join(' '));
-  });
-  try {
-    const code = await dlqCommand.run(args);
-    return { code, out: lines.join('\n') };
-  } finally {
-    log.mockRestore();
-  }
-}
 
 interface Listed {
   id: string;
@@ -99,7 +86,7 @@ describe.skipIf(!sqs.available || !postgres.available)(
       expect(invocation.deleted).toHaveLength(1);
 
       const url = `${sqs.url}?namespace=${namespace}`;
-      const list = await dlq('list', '--transport', 'sqs', '--url', url, '--group', 'points', '--json');
+      const list = await runDlq('list', '--transport', 'sqs', '--url', url, '--group', 'points', '--json');
       expect(list.code).toBe(0);
       const letters = JSON.parse(list.out) as Listed[];
       const lambdaName = lambdaQueue.slice(lambdaQueue.lastIndexOf('/') + 1);
@@ -113,7 +100,7 @@ describe.skipIf(!sqs.available || !postgres.available)(
       expect(fromLambda).toMatchObject({ deliveryCount: 1, body: 'not json' });
       expect(fromLambda.error).toMatch(/JSON/);
 
-      const replay = await dlq(
+      const replay = await runDlq(
         'replay',
         '--transport',
         'sqs',

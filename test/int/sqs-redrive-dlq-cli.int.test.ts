@@ -8,26 +8,12 @@ import {
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { findElasticMQ } from '../support/brokers.js';
-import { dlqCommand } from '../support/internal.js';
+import { runDlq } from '../support/dlq-cli.js';
 import { deleteQueues, sqsClient } from '../support/sqs.js';
 
 const service = await findElasticMQ();
-
-/** Runs `oncemq dlq ...args` and returns its exit code and what it printed. */
-async function dlq(...args: string[]): Promise<{ code: number; out: string }> {
-  const lines: string[] = [];
-  const log = vi.spyOn(console, 'log').mockImplementation((...parts: unknown[]) => {
-    lines.push(parts.map(String).join(' '));
-  });
-  try {
-    const code = await dlqCommand.run(args);
-    return { code, out: lines.join('\n') };
-  } finally {
-    log.mockRestore();
-  }
-}
 
 describe.skipIf(!service.available)('oncemq dlq --transport sqs --queue (a redrive policy’s queue)', () => {
   let client: SQSClient;
@@ -76,7 +62,7 @@ describe.skipIf(!service.available)('oncemq dlq --transport sqs --queue (a redri
   it('lists what the redrive policy moved, with its reason and source, and replays it to the source queue', async () => {
     await redriven('{"id":1}', 'evt-1');
     await redriven('{"id":2}', 'evt-2');
-    const list = await dlq('list', '--transport', 'sqs', '--url', service.url, '--queue', dead, '--json');
+    const list = await runDlq('list', '--transport', 'sqs', '--url', service.url, '--queue', dead, '--json');
     expect(list.code).toBe(0);
     const letters = JSON.parse(list.out) as {
       id: string;
@@ -97,7 +83,7 @@ describe.skipIf(!service.available)('oncemq dlq --transport sqs --queue (a redri
     }
 
     const first = letters.find((letter) => letter.key === 'evt-1');
-    const replay = await dlq(
+    const replay = await runDlq(
       'replay',
       '--transport',
       'sqs',
@@ -114,23 +100,23 @@ describe.skipIf(!service.available)('oncemq dlq --transport sqs --queue (a redri
     expect(
       back.Messages?.map((message) => [message.Body, message.MessageAttributes?.['oncemq-key']?.StringValue]),
     ).toEqual([['{"id":1}', 'evt-1']]);
-    const rest = await dlq('list', '--transport', 'sqs', '--url', service.url, '--queue', dead, '--json');
+    const rest = await runDlq('list', '--transport', 'sqs', '--url', service.url, '--queue', dead, '--json');
     expect((JSON.parse(rest.out) as { key: string }[]).map((letter) => letter.key)).toEqual(['evt-2']);
 
-    const purge = await dlq('purge', '--transport', 'sqs', '--url', service.url, '--queue', dead, '--all');
+    const purge = await runDlq('purge', '--transport', 'sqs', '--url', service.url, '--queue', dead, '--all');
     expect(purge).toMatchObject({ code: 0, out: 'purged 1 of 1' });
   }, 60_000);
 
   it('says a queue that is not there is missing, and creates nothing', async () => {
     const missing = `${prefix}-nothere`;
-    await expect(dlq('list', '--transport', 'sqs', '--url', service.url, '--queue', missing)).rejects.toThrow(
-      `there is no queue ${missing}`,
-    );
+    await expect(
+      runDlq('list', '--transport', 'sqs', '--url', service.url, '--queue', missing),
+    ).rejects.toThrow(`there is no queue ${missing}`);
     await expect(client.send(new GetQueueUrlCommand({ QueueName: missing }))).rejects.toThrow();
   });
 
   it('refuses --queue on another transport', async () => {
-    await expect(dlq('list', '--transport', 'local', '--queue', dead)).rejects.toThrow(
+    await expect(runDlq('list', '--transport', 'local', '--queue', dead)).rejects.toThrow(
       '--queue is for --transport sqs only',
     );
   });
