@@ -51,6 +51,8 @@ export interface SqsDeadLetterInput {
   readonly record: SqsRecord;
   readonly envelope: Envelope;
   readonly outcome: DeadLetterOutcome;
+  /** The group dead-lettering it: the subscription's, or for Lambda the pipeline's (its outcome's). */
+  readonly group: string;
   /** The queue a replay goes back to, when it is not the group's queue of the topic (a Lambda's). */
   readonly sourceQueue?: string | undefined;
 }
@@ -69,7 +71,7 @@ export async function sendDeadLetter(
   const { record, envelope, outcome } = input;
   const error = 'error' in outcome ? outcome.error : undefined;
   const headers = deadLetterHeaders(envelope, {
-    group: outcome.group,
+    group: input.group,
     reason: outcome.reason,
     error,
     key: outcome.key,
@@ -198,6 +200,7 @@ export class SqsDeadLetters implements DeadLetters {
       record: normaliseLambdaRecord(letter.record),
       envelope: letter.envelope,
       outcome: letter.outcome,
+      group: letter.outcome.group,
       sourceQueue: queueNameOfArn(letter.record.eventSourceARN),
     });
   }

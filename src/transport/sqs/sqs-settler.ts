@@ -98,6 +98,7 @@ export class SqsSettler implements Settler<SqsDelivery> {
       record: delivery.record,
       envelope: delivery.envelope,
       outcome,
+      group: this.#ctx.group,
     });
     await this.ack(delivery);
   }
