@@ -17,11 +17,17 @@ const LEDGER_ONLY = {
   message: 'a ledger imports core and the SQL client shapes only',
 };
 const NO_CLI = { regex: up('cli|nest|testing'), message: 'only the command line imports the command line' };
+const NO_SOURCE = {
+  regex: up('src'),
+  message:
+    "tests and examples import what users import ('oncemq', 'oncemq/<entry>'); internals go through test/support/internal.ts",
+};
 
-/** One `no-restricted-imports` block per zone: its files may not import what matches `forbid`. */
+/** One `no-restricted-imports` block per zone: its files (but `ignores`) may not import what matches `forbid`. */
 function importZones(zones) {
-  return zones.map(({ files, forbid }) => ({
+  return zones.map(({ files, ignores = [], forbid }) => ({
     files,
+    ignores,
     rules: { 'no-restricted-imports': ['error', { patterns: forbid }] },
   }));
 }
@@ -65,6 +71,7 @@ export default tseslint.config(
       files: ['src/outbox/**', 'src/consumer/**', 'src/telemetry/**', 'src/orm/**', 'src/http/**'],
       forbid: [NO_CLI],
     },
+    { files: ['test/**', 'examples/**'], ignores: ['test/support/internal.ts'], forbid: [NO_SOURCE] },
   ]),
   {
     files: ['**/*.js'],

@@ -3,15 +3,41 @@ import { TcpProxy } from '../testing/tcp-proxy.js';
 import { resolveServiceUrl } from './connection.js';
 import { GRPC_PROXY_PARAMETER, type RunTransport } from './run-transports.js';
 
-/** Ports of the URL schemes a run's broker may have, when the URL names none. */
+/** Ports of the URL schemes a run's broker or database may have, when the URL names none. */
 const DEFAULT_PORTS: Readonly<Record<string, number>> = Object.freeze({
+  'postgres:': 5432,
+  'postgresql:': 5432,
+  'mysql:': 3306,
   'amqp:': 5672,
   'amqps:': 5671,
   'nats:': 4222,
   'redis:': 6379,
   'rediss:': 6379,
   'kafka:': 9092,
+  'http:': 80,
+  'https:': 443,
 });
+
+/** The port a service URL names, or its scheme's default; undefined for a path (the local broker's file). */
+export function urlPort(url: string): number | undefined {
+  if (!URL.canParse(url)) return undefined;
+  const parsed = new URL(url);
+  const port = Number(parsed.port || DEFAULT_PORTS[parsed.protocol] || 0);
+  return port > 0 ? port : undefined;
+}
+
+/**
+ * The ports a run's members dial to reach the broker: the route's, and the CONNECT proxy a `grpc`
+ * route names in its URL.
+ */
+export function routePorts(route: Pick<BrokerRoute, 'direct' | 'proxied'>): number[] {
+  const proxy = URL.canParse(route.proxied)
+    ? new URL(route.proxied).searchParams.get(GRPC_PROXY_PARAMETER)
+    : null;
+  return [route.proxied, route.direct, ...(proxy === null ? [] : [proxy])]
+    .map(urlPort)
+    .filter((port): port is number => port !== undefined);
+}
 
 /** How a run reaches its broker: directly (setup, cleanup) and through a proxy it can cut (the consumers). */
 export interface BrokerRoute {
@@ -53,7 +79,7 @@ export async function brokerRoute(
   const target = new URL(direct);
   const proxy = await TcpProxy.start({
     targetHost: target.hostname.replace(/^\[|\]$/g, ''),
-    targetPort: Number(target.port || DEFAULT_PORTS[target.protocol] || 0),
+    targetPort: urlPort(direct) ?? 0,
   });
   const proxied = new URL(direct);
   proxied.hostname = '127.0.0.1';

@@ -26,6 +26,7 @@ interface Member {
  */
 export class ChaosMembers {
   readonly #args: readonly string[];
+  readonly #place: (index: number) => Promise<readonly string[]>;
   readonly #members: Member[] = [];
   /** Members killed and not yet subscribed again. */
   readonly #restarting = new Set<Member>();
@@ -34,8 +35,17 @@ export class ChaosMembers {
   /** Processes killed so far. */
   kills = 0;
 
-  constructor(args: readonly string[]) {
+  /**
+   * `args`: the `chaos-member` options every member gets. `place`: the command that runs member
+   * `index` (the `index` of `member-<index>`) somewhere else, such as one of the run's test hosts,
+   * once that place can start it (a host cut off the network cannot).
+   */
+  constructor(
+    args: readonly string[],
+    place: (index: number) => Promise<readonly string[]> = () => Promise.resolve([]),
+  ) {
     this.#args = args;
+    this.#place = place;
   }
 
   /** Starts `count` members and waits until each has subscribed. */
@@ -47,7 +57,10 @@ export class ChaosMembers {
   /** Starts a member and waits until it subscribed, starting it again when a start fails. */
   async #startMember(name: string): Promise<Member> {
     for (let attempt = 1; ; attempt++) {
-      const { member, ready } = this.#spawn(name);
+      const { member, ready } = this.#spawn(
+        name,
+        await this.#place(Number(name.slice(name.lastIndexOf('-') + 1))),
+      );
       try {
         await ready;
         return member;
@@ -64,8 +77,9 @@ export class ChaosMembers {
     return this.#members.length;
   }
 
-  #spawn(name: string): { member: Member; ready: Promise<void> } {
-    const child = spawn(process.execPath, [CLI, 'chaos-member', ...this.#args, '--name', name], {
+  #spawn(name: string, prefix: readonly string[]): { member: Member; ready: Promise<void> } {
+    const [command, ...before] = [...prefix, process.execPath];
+    const child = spawn(command, [...before, CLI, 'chaos-member', ...this.#args, '--name', name], {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const exited = new Promise<number | null>((resolve) => child.once('close', resolve));

@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector } from '../testing/fault-injector.js';
 import type { Transport } from '../transport/transport.js';
-import { brokerRoute, type BrokerRoute } from './broker-route.js';
+import { brokerRoute, routePorts, urlPort, type BrokerRoute } from './broker-route.js';
+import { resolveServiceUrl } from './connection.js';
+import { TestHosts } from './test-hosts.js';
 import { ClusterNodes, readCluster } from './cluster-nodes.js';
 import { clusterRoute } from './cluster-route.js';
 import { NodeFaults, type NodeFault } from './node-faults.js';
@@ -51,6 +53,18 @@ export interface ChaosOptions {
   readonly onProgress?: (done: number, total: number) => void;
   /** A three-node cluster of the broker, whose nodes fail during the run (`--cluster`). */
   readonly cluster?: ChaosClusterOptions;
+  /** Members on several test hosts (network namespaces) whose links are cut during the run (`--hosts`). */
+  readonly hosts?: ChaosHostsOptions;
+}
+
+/** Test hosts of a run: the members spread over them, one host's link cut at a time. */
+export interface ChaosHostsOptions {
+  /** Hosts (network namespaces); member `i` runs on host `i mod count`. */
+  readonly count: number;
+  /** A host cut off every this long (on average). */
+  readonly cutEveryMs: number;
+  /** A cut host stays off the network this long. */
+  readonly cutForMs: number;
 }
 
 /** Node failures of a run on a cluster started by `npm run brokers -- start --cluster`. */
@@ -100,6 +114,10 @@ export interface ChaosResult {
   nodePauses?: number;
   /** Each node failure: which node, whether it led, when, and how long until it was back. */
   nodeFaults?: readonly NodeFault[];
+  /** Test hosts the members ran on (runs with `--hosts`). */
+  hosts?: number;
+  /** Times a host's link was taken down (runs with `--hosts`). */
+  hostCuts?: number;
 }
 
 /** Messages the producer keeps in flight at once. */
@@ -163,6 +181,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let members: ChaosMembers | undefined;
   let schedule: ChaosSchedule | undefined;
   let nodeFaults: NodeFaults | undefined;
+  let hosts: TestHosts | undefined;
   let failed = false;
   try {
     let replicas = 1;
@@ -185,12 +204,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const users = Array.from({ length: Math.max(1, Math.ceil(options.events / 10)) }, (_, i) => `user-${i}`);
     await store.setup(users);
     producer = await entry.open({ url: route.direct, namespace, replicas });
-    members = new ChaosMembers([
-      ...['--transport', options.transport, '--broker-url', route.proxied, '--store', options.store],
-      ...(replicas === 1 ? [] : ['--replicas', String(replicas)]),
-      ...['--namespace', namespace, '--dir', dir, '--concurrency', String(options.concurrency ?? 16)],
-      ...(options.storeUrl === undefined ? [] : ['--store-url', options.storeUrl]),
-    ]);
+    if (options.hosts !== undefined) {
+      if (entry.service === undefined || (options.store !== 'postgres' && options.store !== 'mysql')) {
+        throw new UsageError(
+          '--hosts needs a broker server and --store postgres or mysql: hosts share them over the network',
+        );
+      }
+      const storePort = urlPort(resolveServiceUrl(options.store, options.storeUrl).url);
+      hosts = await TestHosts.create(options.hosts.count, [
+        ...routePorts(route),
+        ...(storePort === undefined ? [] : [storePort]),
+      ]);
+    }
+    const onHosts = hosts;
+    members = new ChaosMembers(
+      [
+        ...['--transport', options.transport, '--broker-url', route.proxied, '--store', options.store],
+        ...(replicas === 1 ? [] : ['--replicas', String(replicas)]),
+        ...['--namespace', namespace, '--dir', dir, '--concurrency', String(options.concurrency ?? 16)],
+        ...(options.storeUrl === undefined ? [] : ['--store-url', options.storeUrl]),
+      ],
+      onHosts === undefined ? undefined : (index) => onHosts.place(index),
+    );
     await members.start(options.consumers);
     schedule = new ChaosSchedule({
       members,
@@ -219,6 +254,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const started = performance.now();
     schedule.start();
     nodeFaults?.start();
+    if (options.hosts !== undefined) {
+      hosts?.startCuts({
+        everyMs: options.hosts.cutEveryMs,
+        forMs: options.hosts.cutForMs,
+        seed: options.seed,
+      });
+    }
     const rounds = options.rounds ?? 2;
     let resends = 0;
     for (let round = 0; round <= rounds; round++) {
@@ -230,6 +272,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       if (round < rounds) {
         await schedule.round();
         nodeFaults?.trigger();
+        if (options.hosts !== undefined) hosts?.cut(round, options.hosts.cutForMs);
       }
     }
     const settled = await settle({
@@ -245,6 +288,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await schedule.stop();
     await nodeFaults?.stop();
     const durationMs = performance.now() - started;
+    // a host still cut off comes back before the members stop: the run measured up to the settle
+    await hosts?.stopCuts();
     await members.stop();
     for (const dead of settled.deadLetters) checker.deadLettered(dead.key, dead.reason);
     for (const [key, count] of await store.grantsPerEvent()) checker.effect(key, count);
@@ -282,14 +327,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       ...(nodeFaults === undefined
         ? {}
         : { nodeKills: nodeFaults.kills, nodePauses: nodeFaults.pauses, nodeFaults: nodeFaults.faults }),
+      ...(hosts === undefined ? {} : { hosts: hosts.size, hostCuts: hosts.cuts }),
     };
   } catch (error) {
     failed = true;
     throw error;
   } finally {
     await nodeFaults?.stop().catch(() => undefined);
-    await schedule?.stop();
+    // a failed restart was thrown above where the run reached its end; here it must not skip the rest
+    await schedule?.stop().catch(() => undefined);
+    await hosts?.stopCuts();
     await members?.stop();
+    await hosts?.close();
     await producer?.close();
     // Nothing is on the broker before the producer opened. After a failed run, a failed clean-up
     // (often the same unreachable broker) must not hide its error. The route closes after it: on a

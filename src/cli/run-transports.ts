@@ -87,6 +87,7 @@ const RUN_TRANSPORTS: Readonly<Record<string, () => Promise<RunTransport>>> = Ob
   'redis-streams': async () => (await import('./brokers/redis-streams-run.js')).REDIS_STREAMS_RUN_TRANSPORT,
   kafka: async () => (await import('./brokers/kafka-run.js')).KAFKA_RUN_TRANSPORT,
   rocketmq: async () => (await import('./brokers/rocketmq-run.js')).ROCKETMQ_RUN_TRANSPORT,
+  sqs: async () => (await import('./brokers/sqs-run.js')).SQS_RUN_TRANSPORT,
 });
 
 /**

@@ -17,8 +17,13 @@ export interface TcpProxyConfig {
   readonly targetHost: string;
   /** Its port. */
   readonly targetPort: number;
-  /** Port to listen on (loopback). @default a free one */
+  /** Port to listen on. @default a free one */
   readonly listenPort?: number;
+  /**
+   * Address to listen on: another one than loopback serves clients on another network (the end of a
+   * veth link to a network namespace). @default '127.0.0.1'
+   */
+  readonly listenHost?: string;
   /**
    * More servers of the same service (the other nodes of a cluster): each new connection goes to the
    * next server in turn, and to the one after it when that one refuses — a balancer in front of a
@@ -55,7 +60,7 @@ export class TcpProxy {
     this.#config = config;
   }
 
-  /** Starts a proxy on 127.0.0.1 that forwards every connection to the target. */
+  /** Starts a proxy on 127.0.0.1 (or `listenHost`) that forwards every connection to the target. */
   static async start(config: TcpProxyConfig): Promise<TcpProxy> {
     const server = createServer();
     const proxy = new TcpProxy(server, config);
@@ -64,7 +69,7 @@ export class TcpProxy {
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(config.listenPort ?? 0, '127.0.0.1', () => {
+      server.listen(config.listenPort ?? 0, config.listenHost ?? '127.0.0.1', () => {
         server.off('error', reject);
         resolve();
       });

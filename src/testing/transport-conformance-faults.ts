@@ -9,6 +9,7 @@ export function describeTransportFaultCases(test: () => TransportCase): void {
     const { under, group, transport, topic } = test();
     const drop = under.dropConnections;
     if (drop === undefined) ctx.skip();
+    if (under.acksOutliveCuts !== undefined) ctx.skip(under.acksOutliveCuts);
     const receipt = await transport.publish({ topic, key: 'lost-ack', body: {} });
     const seen: Envelope[] = [];
     let subscribed: () => void = () => undefined;

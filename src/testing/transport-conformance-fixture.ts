@@ -14,6 +14,13 @@ export interface TransportUnderTest {
    */
   readonly dropConnections?: (subscriptions: readonly Subscription[]) => Promise<void>;
   /**
+   * Why a cut cannot lose an ack sent after it, where it cannot: the ack is a call of its own that the
+   * client sends on a new connection, and the handle it names is not bound to the one cut (SQS: each
+   * call is an HTTP request, and a receipt handle outlives the connection it came on). The lost-ack case
+   * skips saying this; the other cut cases run. Absent: the lost-ack case runs with `dropConnections`.
+   */
+  readonly acksOutliveCuts?: string;
+  /**
    * Another transport on the same broker and in the same namespace as `transport`, with clients of its
    * own, as another process of the application would have: cases whose members of one group must not
    * share clients (racing to create what a new group needs) subscribe through peers. The case closes

@@ -6,6 +6,7 @@
 import { DELIVERY_COUNT_HEADER, KEY_HEADER, readDeliveryCount, type Envelope } from '../core/envelope.js';
 import { errorText, OncemqError } from '../core/errors.js';
 import type { DeadLetterReason } from '../core/outcome.js';
+import type { DeadLetterOutcome } from './settler.js';
 
 /** One dead-lettered message, as listed. */
 export interface DeadLetter {
@@ -301,6 +302,27 @@ export function fitDeadLetter(copy: DeadLetterCopy, limit: DeadLetterSizeLimit):
   const used = headerBytes(headers);
   if (used > maxHeaderBytes) throw new DeadLetterTooLargeError(used, limit.maxBytes);
   return { headers, body: copy.body.subarray(0, Math.min(copy.body.length, maxBytes - used)) };
+}
+
+/**
+ * The dead-letter settle of a broker whose dead letter is a message it sends (RocketMQ, SQS): the copy of
+ * `envelope` with `outcome`'s reason, error, key and attempt, fitted to `limit` ({@link fitDeadLetter}),
+ * goes to `send`, which resolves once the broker confirmed it; only then does `ack` let the original go.
+ * A copy that cannot be stored, or a send that fails, throws before the ack: the original comes again.
+ */
+export async function sendDeadLetterThenAck(
+  envelope: Envelope,
+  group: string,
+  outcome: DeadLetterOutcome,
+  limit: DeadLetterSizeLimit,
+  send: (copy: DeadLetterCopy) => Promise<unknown>,
+  ack: () => Promise<void>,
+): Promise<void> {
+  const { reason, key, deliveryCount } = outcome;
+  const error = 'error' in outcome ? outcome.error : undefined;
+  const headers = deadLetterHeaders(envelope, { group, reason, error, key, deliveryCount });
+  await send(fitDeadLetter({ headers, body: envelope.body }, limit));
+  await ack();
 }
 
 /** A replay refused: the dead letter was stored cut, so its copy would be a different message. */

@@ -39,8 +39,8 @@ export interface SubscribeRules {
 /**
  * Checks a subscribe's group, topics and options the same way on every broker: a valid group, at
  * least one topic (each checked by the broker's rule), a whole `concurrency` ≥ 1, a `batchSize` no
- * larger than `concurrency` (a batch is held at once) nor the broker's limit, a known start position,
- * and valid ordering options. Every refusal is a `ConfigError` naming the field.
+ * larger than `concurrency` (a batch is held at once) nor the broker's limit (unset: the smaller of
+ * the two), a known start position, and valid ordering options. Every refusal is a `ConfigError` naming the field.
  */
 export function checkSubscribe(
   group: string,
@@ -73,7 +73,13 @@ export function checkSubscribe(
   const batchSize =
     processor.processBatch === undefined || ordering !== undefined
       ? 1
-      : wholeNumber(options.batchSize ?? concurrency, 'batchSize', 1, rules.maxBatchSize);
+      : wholeNumber(
+          // Unasked, a batch is as large as the concurrency allows, within the broker's limit.
+          options.batchSize ?? Math.min(concurrency, rules.maxBatchSize ?? concurrency),
+          'batchSize',
+          1,
+          rules.maxBatchSize,
+        );
   if (batchSize > concurrency) {
     throw new ConfigError(
       'batchSize',

@@ -42,6 +42,7 @@ const RUNS = [
   { transport: 'redis-streams', store: 'postgres', database: await findPostgres() },
   { transport: 'kafka', store: 'postgres', database: await findPostgres() },
   { transport: 'rocketmq', store: 'mysql', database: await mysqlService() },
+  { transport: 'sqs', store: 'postgres', database: await findPostgres() },
 ] as const;
 
 for (const { transport, store, database } of RUNS) {
@@ -77,7 +78,7 @@ describe('oncemq chaos options', () => {
     const noTransport = await oncemq(['chaos', '--store', 'sqlite']);
     expect(noTransport.code).toBe(2);
     expect(noTransport.stderr).toContain(
-      '--transport must be one of local, rabbitmq, nats, redis-streams, kafka, rocketmq',
+      '--transport must be one of local, rabbitmq, nats, redis-streams, kafka, rocketmq, sqs',
     );
     const tiered = await oncemq(['chaos', '--transport', 'local', '--store', 'tiered']);
     expect(tiered.code).toBe(2);

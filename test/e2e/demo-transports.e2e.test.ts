@@ -24,7 +24,7 @@ interface DemoJson {
   ok: boolean;
 }
 
-for (const transport of ['rabbitmq', 'nats', 'redis-streams', 'kafka', 'rocketmq']) {
+for (const transport of ['rabbitmq', 'nats', 'redis-streams', 'kafka', 'rocketmq', 'sqs']) {
   const broker = await findRunBroker(transport);
   describe.skipIf(!broker.available)(`oncemq demo --transport ${transport}`, () => {
     it('applies every event once through dropped connections, resent publishes and acks lost after commit (exit 0)', async () => {
@@ -61,7 +61,7 @@ describe('oncemq demo --transport', () => {
     const run = await oncemq(['demo', '--transport', 'carrier-pigeon', '--events', '10']);
     expect(run.code).toBe(2);
     expect(run.stderr).toContain(
-      "--transport 'carrier-pigeon' is not available; use local, rabbitmq, nats, redis-streams, kafka, rocketmq",
+      "--transport 'carrier-pigeon' is not available; use local, rabbitmq, nats, redis-streams, kafka, rocketmq, sqs",
     );
   });
 });

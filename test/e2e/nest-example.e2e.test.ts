@@ -12,10 +12,9 @@ import { promisify } from 'node:util';
 import amqplib from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_RABBITMQ_DELAY_LEVELS } from 'oncemq/rabbitmq';
-import { parseDuration, waitFor } from '../support/internal.js';
-import { RabbitNames } from '../../src/transport/rabbitmq/rabbitmq-names.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
 import { deleteTopology, findRabbit, scratchPrefix } from '../support/rabbitmq.js';
+import { parseDuration, RabbitNames, waitFor } from '../support/internal.js';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));

@@ -11,17 +11,21 @@ import {
   type Subscription,
 } from 'oncemq';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { errorText } from '../support/internal.js';
 import { TransportUnavailableError } from 'oncemq';
-import { createAdmin, loadKafkaDriver, openRecordStream } from '../../src/transport/kafka/kafka-driver.js';
-import { resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js';
-import { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';
 import { KafkaTransport } from 'oncemq/kafka';
 import { findKafka } from '../support/brokers.js';
 import { deleteTopics, kafkaAdmin, proxiedKafka, type ProxiedKafka } from '../support/kafka.js';
 import { ackOutcome, outcomeBase, waitUntil } from '../support/local-points.js';
 import { sleep } from '../support/points.js';
 import { findPostgres, pointsSchema } from '../support/postgres.js';
+import {
+  createAdmin,
+  errorText,
+  KafkaTopology,
+  loadKafkaDriver,
+  openRecordStream,
+  resolveKafkaSettings,
+} from '../support/internal.js';
 
 const kafka = await findKafka();
 const postgres = await findPostgres();

@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Envelope, Logger } from 'oncemq';
 import type { LocalBroker, TransactionState } from 'oncemq/local';
-import { CHECK_MAX_TOPIC } from '../../src/transport/local/local-schema.js';
 import { scratchDir, sleep } from '../support/points.js';
 import { ackOutcome, testBroker, waitUntil } from '../support/local-points.js';
+import { CHECK_MAX_TOPIC } from '../support/internal.js';
 
 describe('transactional (half) messages on the local broker', () => {
   let scratch: ReturnType<typeof scratchDir>;

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { DEFAULT_LOCAL_BROKER_CONFIG, LocalBroker, type LocalBrokerConfig } from 'oncemq/local';
-import { LocalSubscription } from '../../src/transport/local/local-subscription.js';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { scratchDir } from '../support/points.js';
+import { LocalSubscription } from '../support/internal.js';
 
 describeTransportConformance('local', () => {
   const scratch = scratchDir();

@@ -2,10 +2,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { TransportUnavailableError } from 'oncemq';
-import { NatsConfirms } from '../../src/transport/nats/nats-confirms.js';
 import { deleteStreams, directConnection, NATS_SERVICE, natsNamespace } from '../support/nats.js';
 import { sleep } from '../support/points.js';
 import { findService } from '../support/services.js';
+import { NatsConfirms } from '../support/internal.js';
 
 const service = await findService(NATS_SERVICE);
 const encoder = new TextEncoder();

@@ -5,10 +5,14 @@ import { jetstream } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import { DELIVERY_COUNT_HEADER, KEY_HEADER, type Envelope } from 'oncemq';
-import { RETRY_DUE_HEADER, RETRY_TOPIC_HEADER } from '../../src/transport/nats/nats-names.js';
-import { outcomeFor, waitFor } from '../support/internal.js';
 import { directConnection, NATS_SERVICE, natsTestBed, type NatsUnderTest } from '../support/nats.js';
 import { findService } from '../support/services.js';
+import {
+  outcomeFor,
+  NATS_RETRY_DUE_HEADER as RETRY_DUE_HEADER,
+  NATS_RETRY_TOPIC_HEADER as RETRY_TOPIC_HEADER,
+  waitFor,
+} from '../support/internal.js';
 
 const service = await findService(NATS_SERVICE);
 

@@ -7,12 +7,17 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Envelope, Subscription } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
 import { TcpProxy } from 'oncemq/testing';
-import { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
-import { partitionConsumer } from '../../src/transport/nats/nats-names.js';
-import { readOrderingRecord } from '../../src/transport/nats/nats-partition-count.js';
-import { outcomeFor, sleep, unique, waitFor } from '../support/internal.js';
 import { findService } from '../support/services.js';
 import { adminOf, NATS_SERVICE, natsUnderTest, QUICK_NATS, type NatsUnderTest } from '../support/nats.js';
+import {
+  outcomeFor,
+  partitionConsumer,
+  readOrderingRecord,
+  resolveNatsSettings,
+  sleep,
+  unique,
+  waitFor,
+} from '../support/internal.js';
 
 const nats = await findService(NATS_SERVICE);
 

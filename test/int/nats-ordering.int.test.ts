@@ -8,12 +8,6 @@ import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Envelope, Subscription } from 'oncemq';
 import { NatsTransport, type NatsTransportConfig } from 'oncemq/nats';
-import { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
-import { loadNatsDriver } from '../../src/transport/nats/nats-driver.js';
-import { leaseStream, leaseSubject, partitionConsumer } from '../../src/transport/nats/nats-names.js';
-import { PartitionLease } from '../../src/transport/nats/nats-partition-lease.js';
-import { NatsTopology } from '../../src/transport/nats/nats-topology.js';
-import { outcomeFor, sleep, unique, waitFor } from '../support/internal.js';
 import { runOrderedScenario } from '../support/ordered-orders.js';
 import { findPostgres } from '../support/postgres.js';
 import { findService } from '../support/services.js';
@@ -25,6 +19,19 @@ import {
   QUICK_NATS,
   type NatsUnderTest,
 } from '../support/nats.js';
+import {
+  leaseStream,
+  leaseSubject,
+  loadNatsDriver,
+  NatsTopology,
+  outcomeFor,
+  partitionConsumer,
+  PartitionLease,
+  resolveNatsSettings,
+  sleep,
+  unique,
+  waitFor,
+} from '../support/internal.js';
 
 const nats = await findService(NATS_SERVICE);
 const postgres = await findPostgres();

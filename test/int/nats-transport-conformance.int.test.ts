@@ -1,7 +1,6 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { DEFAULT_NATS_TRANSPORT_CONFIG, NatsTransport } from 'oncemq/nats';
-import { JETSTREAM_MAX_HEADER_BYTES } from '../../src/transport/nats/nats-transport.js';
 import {
   NATS_SERVICE,
   QUICK_NATS,
@@ -12,6 +11,7 @@ import {
 } from '../support/nats.js';
 import { findService } from '../support/services.js';
 import { natsForeign } from '../support/foreign.js';
+import { JETSTREAM_MAX_HEADER_BYTES } from '../support/internal.js';
 
 const service = await findService(NATS_SERVICE);
 

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLedger } from 'oncemq/postgres';
-import { liveRowsSelect } from '../../src/ledger/postgres/postgres-partitions.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
+import { liveRowsSelect } from '../support/internal.js';
 
 const service = await findPostgres();
 const DAY = 86_400_000;

@@ -6,12 +6,9 @@ import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from 'oncemq/testing';
 import { type Logger, SILENT_LOGGER } from 'oncemq';
-import { outcomeFor, waitFor } from '../support/internal.js';
 import { RabbitTransport } from 'oncemq/rabbitmq';
-import { RabbitChannel } from '../../src/transport/rabbitmq/rabbitmq-channel.js';
-import { rabbitSettings } from '../../src/transport/rabbitmq/rabbitmq-config.js';
-import { RabbitConnection } from '../../src/transport/rabbitmq/rabbitmq-connection.js';
 import { deleteTopology, findRabbit, scratchPrefix, throughProxy } from '../support/rabbitmq.js';
+import { outcomeFor, RabbitChannel, RabbitConnection, rabbitSettings, waitFor } from '../support/internal.js';
 
 const service = await findRabbit();
 

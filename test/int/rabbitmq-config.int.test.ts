@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from 'oncemq';
 import { DEFAULT_RABBITMQ_DELAY_LEVELS, RabbitTransport } from 'oncemq/rabbitmq';
-import { delayLevel, RabbitNames } from '../../src/transport/rabbitmq/rabbitmq-names.js';
+import { delayLevel, RabbitNames } from '../support/internal.js';
 
 describe('RabbitMQ transport configuration', () => {
   it.each([

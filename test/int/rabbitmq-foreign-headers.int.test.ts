@@ -5,9 +5,14 @@ import amqplib from 'amqplib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DELIVERY_COUNT_HEADER, KEY_HEADER, type Envelope } from 'oncemq';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
-import { RETRY_DUE_HEADER, TOPIC_HEADER } from '../../src/transport/rabbitmq/rabbitmq-message.js';
-import { outcomeFor, sleep, waitFor } from '../support/internal.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
+import {
+  outcomeFor,
+  RABBIT_RETRY_DUE_HEADER as RETRY_DUE_HEADER,
+  sleep,
+  RABBIT_TOPIC_HEADER as TOPIC_HEADER,
+  waitFor,
+} from '../support/internal.js';
 
 const service = await findRabbit();
 

@@ -5,9 +5,14 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { KEY_HEADER, TransportUnavailableError, UNIQUE_ID_HEADER, type Envelope } from 'oncemq';
 import type { RabbitTransport } from 'oncemq/rabbitmq';
 import { UnconfirmedPublishError, type RabbitSubscription } from 'oncemq/rabbitmq';
-import { TOPIC_HEADER } from '../../src/transport/rabbitmq/rabbitmq-message.js';
-import { type Answer, outcomeFor, sleep, waitFor } from '../support/internal.js';
 import { findRabbit, rabbitWorld, type RabbitWorld } from '../support/rabbitmq.js';
+import {
+  outcomeFor,
+  sleep,
+  RABBIT_TOPIC_HEADER as TOPIC_HEADER,
+  waitFor,
+  type Answer,
+} from '../support/internal.js';
 
 const service = await findRabbit();
 

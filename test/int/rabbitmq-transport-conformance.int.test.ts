@@ -1,9 +1,9 @@
 import { describe, it } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
 import { DEFAULT_RABBIT_TRANSPORT_CONFIG } from 'oncemq/rabbitmq';
-import { AMQP_MAX_HEADER_BYTES } from '../../src/transport/rabbitmq/rabbitmq-settler.js';
 import { findRabbit, rabbitWorld, scratchPrefix } from '../support/rabbitmq.js';
 import { rabbitForeign } from '../support/foreign.js';
+import { AMQP_MAX_HEADER_BYTES } from '../support/internal.js';
 
 const service = await findRabbit();
 

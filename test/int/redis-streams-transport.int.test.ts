@@ -5,12 +5,11 @@ import {
   type RedisStreamsTransportConfig,
   type StreamConnection,
 } from 'oncemq/redis-streams';
-import { toStreamConnection } from '../../src/transport/redis-streams/redis-streams-connection.js';
-import { keyOf, outcomeFor } from '../support/internal.js';
 import { waitUntil } from '../support/local-points.js';
 import { REDIS_CLIENT_KINDS, REDIS_SERVICE } from '../support/redis.js';
 import { gate, streamsEachTest, type ProxiedStreams } from '../support/redis-streams.js';
 import { findService } from '../support/services.js';
+import { keyOf, outcomeFor, toStreamConnection } from '../support/internal.js';
 
 const service = await findService(REDIS_SERVICE);
 

@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Envelope } from 'oncemq';
-import { dlqCommand, outcomeFor } from '../support/internal.js';
 import { RocketMQTransport } from 'oncemq/rocketmq';
-import { RocketMQAdmin } from '../../src/transport/rocketmq/rocketmq-admin.js';
 import { findRocketMQ } from '../support/brokers.js';
 import { waitUntil } from '../support/local-points.js';
 import { QUICK_ROCKETMQ } from '../support/rocketmq.js';
+import { dlqCommand, outcomeFor, RocketMQAdmin } from '../support/internal.js';
 
 const broker = await findRocketMQ();
 

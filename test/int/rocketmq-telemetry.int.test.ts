@@ -1,11 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RocketMQAdmin } from '../../src/transport/rocketmq/rocketmq-admin.js';
-import { parseRocketMQUrl } from '../../src/transport/rocketmq/rocketmq-config.js';
 import { SILENT_LOGGER } from 'oncemq';
-import { clientLogger, loadRocketMQDriver } from '../../src/transport/rocketmq/rocketmq-driver.js';
 import { findRocketMQ } from '../support/brokers.js';
 import { ConnectProxy, routeGrpcThrough } from '../support/connect-proxy.js';
 import { sleep } from '../support/points.js';
+import { clientLogger, loadRocketMQDriver, parseRocketMQUrl, RocketMQAdmin } from '../support/internal.js';
 
 const broker = await findRocketMQ();
 

@@ -1,10 +1,9 @@
 import { describe } from 'vitest';
 import { describeTransportConformance } from 'oncemq/conformance';
-import { ROCKETMQ_MAX_PROPERTY_BYTES } from '../../src/transport/rocketmq/rocketmq-delivery.js';
 import { findRocketMQ } from '../support/brokers.js';
 import { rocketmqUnderTest } from '../support/rocketmq.js';
 import { rocketmqForeign } from '../support/foreign.js';
-import { parseRocketMQUrl } from '../../src/transport/rocketmq/rocketmq-config.js';
+import { parseRocketMQUrl, ROCKETMQ_MAX_PROPERTY_BYTES } from '../support/internal.js';
 
 const broker = await findRocketMQ();
 

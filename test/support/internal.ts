@@ -4,8 +4,8 @@
  * everything else from here, so this file is the one list of internals the tests depend on.
  */
 export { dlqCommand } from '../../src/cli/commands/dlq.js';
-export { resolveServiceUrl, SERVICE_CONNECTIONS } from '../../src/cli/connection.js';
 export { ConnectionCuts, cutGaps } from '../../src/cli/connection-cuts.js';
+export { resolveServiceUrl, SERVICE_CONNECTIONS } from '../../src/cli/connection.js';
 export { openDashboardSources } from '../../src/cli/dashboard/cli-sources.js';
 export type { DashboardTargets } from '../../src/cli/dashboard/cli-sources.js';
 export type { DashboardState, ResetAnswer } from '../../src/cli/dashboard/dashboard-api.js';
@@ -32,6 +32,7 @@ export { planBatch } from '../../src/ledger/batch-claim.js';
 export { fitMetadata, MAX_OWNER_LENGTH } from '../../src/ledger/claim-request.js';
 export { runClaimTransaction } from '../../src/ledger/mysql/mysql-transaction.js';
 export { ownerToken } from '../../src/ledger/owner-token.js';
+export { liveRowsSelect } from '../../src/ledger/postgres/postgres-partitions.js';
 export { RedisBatcher } from '../../src/ledger/redis/redis-batch.js';
 export { CallDeadlines } from '../../src/ledger/redis/redis-like.js';
 export { redisKey } from '../../src/ledger/redis/redis-record.js';
@@ -53,15 +54,57 @@ export {
   DEAD_LETTER_SIZE_RESERVE,
   fitDeadLetter,
   refuseCutReplay,
+  sendDeadLetterThenAck,
 } from '../../src/transport/dead-letters.js';
 export { checkDeliveryCount, checkRetryDue, guardHeaders } from '../../src/transport/header-guard.js';
+export { brokersOfUrl, resolveKafkaSettings } from '../../src/transport/kafka/kafka-config.js';
+export { createAdmin, loadKafkaDriver, openRecordStream } from '../../src/transport/kafka/kafka-driver.js';
+export { KafkaNames } from '../../src/transport/kafka/kafka-names.js';
+export { PartitionOffsets } from '../../src/transport/kafka/kafka-partition-offsets.js';
+export { KafkaTopology } from '../../src/transport/kafka/kafka-topology.js';
+export { allocateQueues } from '../../src/transport/local/local-queue-allocation.js';
+export { stableHash } from '../../src/transport/local/local-queue-selector.js';
+export { CHECK_MAX_TOPIC } from '../../src/transport/local/local-schema.js';
+export { LocalSubscription } from '../../src/transport/local/local-subscription.js';
 export { TransportNamespace } from '../../src/transport/namespace.js';
+export { resolveNatsSettings } from '../../src/transport/nats/nats-config.js';
+export { NatsConfirms } from '../../src/transport/nats/nats-confirms.js';
+export { CountWatch } from '../../src/transport/nats/nats-count-watch.js';
+export { loadNatsDriver } from '../../src/transport/nats/nats-driver.js';
+export {
+  leaseStream,
+  leaseSubject,
+  partitionConsumer,
+  RETRY_DUE_HEADER as NATS_RETRY_DUE_HEADER,
+  RETRY_TOPIC_HEADER as NATS_RETRY_TOPIC_HEADER,
+} from '../../src/transport/nats/nats-names.js';
+export { readOrderingRecord } from '../../src/transport/nats/nats-partition-count.js';
+export { PartitionLease } from '../../src/transport/nats/nats-partition-lease.js';
+export { NatsTopology } from '../../src/transport/nats/nats-topology.js';
+export { JETSTREAM_MAX_HEADER_BYTES } from '../../src/transport/nats/nats-transport.js';
 export { GateClosedError, OrderingGate } from '../../src/transport/ordered/ordering-gate.js';
-export { startPosition } from '../../src/transport/transport.js';
+export { NOT_RENEWED, PartitionLeases, TAKEN_OVER } from '../../src/transport/ordered/partition-leases.js';
+export type { LeaseRound, LeaseStore } from '../../src/transport/ordered/partition-leases.js';
+export { RabbitChannel } from '../../src/transport/rabbitmq/rabbitmq-channel.js';
+export { rabbitSettings } from '../../src/transport/rabbitmq/rabbitmq-config.js';
+export { RabbitConnection } from '../../src/transport/rabbitmq/rabbitmq-connection.js';
+export {
+  RETRY_DUE_HEADER as RABBIT_RETRY_DUE_HEADER,
+  TOPIC_HEADER as RABBIT_TOPIC_HEADER,
+} from '../../src/transport/rabbitmq/rabbitmq-message.js';
+export { delayLevel, RabbitNames } from '../../src/transport/rabbitmq/rabbitmq-names.js';
+export { AMQP_MAX_HEADER_BYTES } from '../../src/transport/rabbitmq/rabbitmq-settler.js';
+export { toStreamConnection } from '../../src/transport/redis-streams/redis-streams-connection.js';
+export { RocketMQAdmin } from '../../src/transport/rocketmq/rocketmq-admin.js';
+export { parseRocketMQUrl, resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
+export { invisibleMs, ROCKETMQ_MAX_PROPERTY_BYTES } from '../../src/transport/rocketmq/rocketmq-delivery.js';
+export { clientLogger, loadRocketMQDriver } from '../../src/transport/rocketmq/rocketmq-driver.js';
+export { checkSubscribe } from '../../src/transport/subscribe-options.js';
 export {
   BODY_ENCODING_HEADER,
   fifoId,
   PACKED_HEADERS_ATTRIBUTE,
+  SQS_MAX_MESSAGE_BYTES,
   sqsPublishInput,
   sqsSendInput,
 } from '../../src/transport/sqs/sqs-message.js';
@@ -69,3 +112,5 @@ export { sqsEnvelope, sqsRecordOf } from '../../src/transport/sqs/sqs-record.js'
 export type { SqsRecord } from '../../src/transport/sqs/sqs-record.js';
 export { SqsNames } from '../../src/transport/sqs/sqs-names.js';
 export { SqsBatchSends, SQS_BATCH_ATTEMPTS } from '../../src/transport/sqs/sqs-send-batch.js';
+export { startPosition } from '../../src/transport/transport.js';
+export { UnchargedRetries } from '../../src/transport/uncharged-retries.js';

@@ -1,4 +1,4 @@
-import { findKafka, findRocketMQ } from './brokers.js';
+import { findElasticMQ, findKafka, findRocketMQ } from './brokers.js';
 import { findRabbit } from './rabbitmq.js';
 import { NATS_SERVICE } from './nats.js';
 import { REDIS_SERVICE } from './redis.js';
@@ -17,6 +17,8 @@ export async function findRunBroker(transport: string): Promise<Service> {
       return findKafka();
     case 'rocketmq':
       return findRocketMQ();
+    case 'sqs':
+      return findElasticMQ();
     default:
       return { url: '', available: true, reason: '' };
   }

@@ -8,7 +8,8 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { ForeignMessage, ForeignProducer, TransportFactory } from 'oncemq/conformance';
 import { SqsTransport, type SqsTransportConfig } from 'oncemq/sqs';
-import { SqsNames } from './internal.js';
+import { TcpProxy } from 'oncemq/testing';
+import { SQS_MAX_MESSAGE_BYTES, SqsNames } from './internal.js';
 
 type TransportUnderTest = Awaited<ReturnType<TransportFactory>>;
 
@@ -88,19 +89,36 @@ export function sqsQueuePrefix(namespace: string, topic: string, fifo: boolean):
   return new SqsNames(namespace, fifo).groupPrefix(topic);
 }
 
-/** An SQS transport on ElasticMQ for one conformance case, in a namespace of its own (its queues deleted after). */
-export function sqsUnderTest(endpoint: string, config: SqsTransportConfig = {}): Promise<TransportUnderTest> {
+/** An SQS transport under test, with the proxy its calls go through and its namespace. */
+export interface SqsUnderTest extends TransportUnderTest {
+  readonly transport: SqsTransport;
+  readonly proxy: TcpProxy;
+  readonly namespace: string;
+}
+
+/**
+ * An SQS transport on ElasticMQ for one conformance case, in a namespace of its own (its queues deleted
+ * after). Every transport it makes reaches ElasticMQ through one TCP proxy, so `dropConnections` cuts
+ * every HTTP connection of the transport, its peers and their subscriptions (long polls in flight
+ * included); the SDK sends the calls it had on them again on new connections.
+ */
+export async function sqsUnderTest(endpoint: string, config: SqsTransportConfig = {}): Promise<SqsUnderTest> {
+  const target = new URL(endpoint);
+  const proxy = await TcpProxy.start({ targetHost: target.hostname, targetPort: Number(target.port || 80) });
+  const proxied = `http://127.0.0.1:${proxy.port}`;
   const namespace = config.namespace ?? `t${randomUUID().slice(0, 8)}`;
   const make = (ns: string): SqsTransport =>
     new SqsTransport({
-      endpoint,
+      endpoint: proxied,
       credentials: ELASTICMQ_CREDENTIALS,
       ...QUICK_SQS,
       ...config,
       namespace: ns,
     });
   const others: string[] = [];
-  return Promise.resolve({
+  return {
+    proxy,
+    namespace,
     transport: make(namespace),
     peer: () => Promise.resolve(make(namespace)),
     otherNamespace: () => {
@@ -109,7 +127,17 @@ export function sqsUnderTest(endpoint: string, config: SqsTransportConfig = {}):
       return Promise.resolve(make(other));
     },
     foreign: foreignProducer(endpoint, namespace, config.fifo ?? false),
+    dropConnections: () => {
+      proxy.dropConnections();
+      return Promise.resolve();
+    },
+    acksOutliveCuts:
+      'SQS: a delete is an HTTP request of its own, sent again on a new connection after a cut, and a receipt handle is not bound to a connection (test/int/sqs-cuts.int.test.ts loses the delete to an outage instead)',
+    // SQS's limit, body and attributes together: the transport holds publishes and dead letters to it
+    // (ElasticMQ's `sqs-limits = strict` counts the body only).
+    maxMessageBytes: SQS_MAX_MESSAGE_BYTES,
     async cleanup() {
+      await proxy.close();
       const client = sqsClient(endpoint);
       try {
         for (const ns of [namespace, ...others]) await deleteQueues(client, `${ns}_`);
@@ -117,5 +145,5 @@ export function sqsUnderTest(endpoint: string, config: SqsTransportConfig = {}):
         client.destroy();
       }
     },
-  });
+  };
 }

@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { brokersOfUrl } from '../../src/transport/kafka/kafka-config.js';
-import { KafkaNames } from '../../src/transport/kafka/kafka-names.js';
-import { PartitionOffsets } from '../../src/transport/kafka/kafka-partition-offsets.js';
+import { brokersOfUrl, KafkaNames, PartitionOffsets } from '../support/internal.js';
 
 describe('Kafka partition offsets', () => {
   it('commits only the contiguous prefix of finished records, whatever order they finish in', () => {

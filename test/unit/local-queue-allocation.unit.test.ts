@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { roundRobinSelector } from 'oncemq/local';
-import { allocateQueues } from '../../src/transport/local/local-queue-allocation.js';
-import { stableHash } from '../../src/transport/local/local-queue-selector.js';
+import { allocateQueues, stableHash } from '../support/internal.js';
 
 const queues = Array.from({ length: 5 }, (_, queueId) => ({ topic: 't', queueId }));
 

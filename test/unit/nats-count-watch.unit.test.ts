@@ -2,7 +2,7 @@
 // count bounds what it runs, a drain finished (or another count recorded) stops it, saying why.
 import { describe, expect, it } from 'vitest';
 import { type Logger, SILENT_LOGGER } from 'oncemq';
-import { CountWatch } from '../../src/transport/nats/nats-count-watch.js';
+import { CountWatch } from '../support/internal.js';
 
 const message = (stream: string, seq: number) => ({ seq, info: { stream } });
 

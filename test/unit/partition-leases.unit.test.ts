@@ -1,12 +1,12 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_LOGGER } from '../../src/core/console-logger.js';
+import { DEFAULT_LOGGER } from 'oncemq';
 import {
   NOT_RENEWED,
   PartitionLeases,
   TAKEN_OVER,
   type LeaseRound,
   type LeaseStore,
-} from '../../src/transport/ordered/partition-leases.js';
+} from '../support/internal.js';
 
 /** A lease store in memory: what each partition answers is set by the test. */
 class ScriptedStore implements LeaseStore<'clean'> {

@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from 'oncemq';
-import { parseRocketMQUrl, resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
-import { invisibleMs } from '../../src/transport/rocketmq/rocketmq-delivery.js';
-import { RocketMQTransport } from '../../src/transport/rocketmq/rocketmq-transport.js';
-import { UnchargedRetries } from '../../src/transport/uncharged-retries.js';
+import { RocketMQTransport } from 'oncemq/rocketmq';
+import {
+  invisibleMs,
+  parseRocketMQUrl,
+  resolveRocketMQSettings,
+  UnchargedRetries,
+} from '../support/internal.js';
 
 describe('RocketMQ transport configuration', () => {
   it('reads the proxy endpoint, the name server and the namespace from the URL', () => {

@@ -3,9 +3,12 @@ import { ConfigError } from 'oncemq';
 import { KafkaTransport } from 'oncemq/kafka';
 import { RocketMQTransport } from 'oncemq/rocketmq';
 import type { Envelope } from 'oncemq';
-import { startPosition, TransportNamespace } from '../support/internal.js';
-import { rabbitSettings } from '../../src/transport/rabbitmq/rabbitmq-config.js';
-import { resolveRocketMQSettings } from '../../src/transport/rocketmq/rocketmq-config.js';
+import {
+  rabbitSettings,
+  resolveRocketMQSettings,
+  startPosition,
+  TransportNamespace,
+} from '../support/internal.js';
 
 describe('namespaces', () => {
   it('names topics and groups at the broker with the namespace first, and gives the application its own names back', () => {

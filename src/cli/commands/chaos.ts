@@ -22,6 +22,8 @@ the right balance per user, one ledger row per event. Exits 0 only when nothing 
   --events N       payment events to publish (default 1000)
   --consumers K    consumer processes (default 3)
   --seed S         seed of the resends, the poison messages and the members killed (default 1)
+  --resend-rate R  chance that the producer sends an event again with the same key, as after a lost
+                   publish confirm (default 0.02)
   --kill-every MS  a random consumer killed every MS while events flow (default 4000; 0: only the
                    rounds below)
   --drop-every MS  broker connections cut every MS (default 2000)
@@ -31,7 +33,7 @@ the right balance per user, one ledger row per event. Exits 0 only when nothing 
   --url URL        the database of --store postgres|mysql (default ONCEMQ_POSTGRES_URL /
                    ONCEMQ_MYSQL_URL, else the loopback server)
   --broker-url URL the broker of --transport (default ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
-                   ONCEMQ_REDIS_URL, else the loopback server)
+                   ONCEMQ_REDIS_URL / ONCEMQ_SQS_ENDPOINT, else the loopback server)
   --cluster        on the three-node cluster \`npm run brokers -- start --cluster T\` started (nats,
                    rabbitmq, kafka): the consumers spread over its nodes, streams / queues /
                    topics get 3 replicas, and while events flow the leader of the run's stream,
@@ -41,6 +43,13 @@ the right balance per user, one ledger row per event. Exits 0 only when nothing 
   --node-every MS  a node failure every MS (default 20000)
   --node-down MS   a killed node stays down this long (default 5000)
   --node-pause MS  a paused node stays paused this long (default 15000)
+  --hosts N        the consumers on N test hosts of this machine (network namespaces joined by veth
+                   links; needs Linux, root and iproute2; --store postgres or mysql): each host
+                   reaches the broker and the database over its link only, and while events flow
+                   one host at a time is cut off (its link down: connections hang, nothing resets)
+                   for longer than the broker's ack wait, then brought back
+  --cut-every MS   a host cut off every MS (default 15000)
+  --cut-for MS     a cut host stays off this long (default 40000)
   --timeout MS     longest wait for every event to settle (default max(120000, 10 per event))
   --json           one JSON object on stdout (events, kills, connectionDrops, poolRestarts,
                    doubleEffects, lostEffects, deadLettered, durationMs, ok, …)
@@ -58,6 +67,9 @@ function summary(result: ChaosResult): string {
     line('consumers killed', result.kills),
     line('connections dropped', result.connectionDrops),
     line('pool restarts', result.poolRestarts),
+    ...(result.hosts === undefined
+      ? []
+      : [line('hosts / cut off', `${result.hosts} / ${result.hostCuts ?? 0}`)]),
     ...(result.nodeFaults === undefined
       ? []
       : [line('nodes killed / paused', `${result.nodeKills ?? 0} / ${result.nodePauses ?? 0}`)]),
@@ -80,6 +92,15 @@ function summary(result: ChaosResult): string {
   return lines.join('\n');
 }
 
+/** A chance between 0 and 1. */
+function rateOption(text: string): number {
+  const rate = Number(text);
+  if (text.trim() === '' || !Number.isFinite(rate) || rate < 0 || rate > 1) {
+    throw new UsageError(`--resend-rate must be a number from 0 to 1, got '${text}'`);
+  }
+  return rate;
+}
+
 export const chaosCommand: Command = {
   name: 'chaos',
   summary: 'consumer processes killed, connections cut, pools restarted; effects checked',
@@ -91,6 +112,7 @@ export const chaosCommand: Command = {
       events: { type: 'string' },
       consumers: { type: 'string' },
       seed: { type: 'string', default: '1' },
+      'resend-rate': { type: 'string' },
       'kill-every': { type: 'string' },
       'drop-every': { type: 'string' },
       'pool-every': { type: 'string' },
@@ -103,6 +125,9 @@ export const chaosCommand: Command = {
       'node-every': { type: 'string' },
       'node-down': { type: 'string' },
       'node-pause': { type: 'string' },
+      hosts: { type: 'string' },
+      'cut-every': { type: 'string' },
+      'cut-for': { type: 'string' },
       json: { type: 'boolean', default: false },
     });
     const transport = values.transport;
@@ -113,6 +138,9 @@ export const chaosCommand: Command = {
     if (store === undefined || !(CHAOS_STORES as readonly string[]).includes(store)) {
       throw new UsageError(`--store must be one of ${CHAOS_STORES.join(', ')}`);
     }
+    if (values.hosts !== undefined && values.cluster) {
+      throw new UsageError('--hosts and --cluster do not go together: the hosts reach one broker server');
+    }
     const progress = progressReporter('settled');
     const timeout = values.timeout === undefined ? undefined : positiveOption(values.timeout, 'timeout', 1);
     const result = await runChaos({
@@ -121,6 +149,7 @@ export const chaosCommand: Command = {
       events: positiveOption(values.events, 'events', 1000),
       consumers: positiveOption(values.consumers, 'consumers', 3),
       seed: values.seed,
+      ...(values['resend-rate'] === undefined ? {} : { resendRate: rateOption(values['resend-rate']) }),
       killEveryMs: nonNegativeOption(values['kill-every'], 'kill-every', 4000),
       dropEveryMs: nonNegativeOption(values['drop-every'], 'drop-every', 2000),
       poolEveryMs: nonNegativeOption(values['pool-every'], 'pool-every', 3000),
@@ -138,6 +167,15 @@ export const chaosCommand: Command = {
             },
           }
         : {}),
+      ...(values.hosts === undefined
+        ? {}
+        : {
+            hosts: {
+              count: positiveOption(values.hosts, 'hosts', 2),
+              cutEveryMs: positiveOption(values['cut-every'], 'cut-every', 15_000),
+              cutForMs: positiveOption(values['cut-for'], 'cut-for', 40_000),
+            },
+          }),
       onProgress: (done, total) => {
         progress.update(done, total);
       },

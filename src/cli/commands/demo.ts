@@ -30,7 +30,7 @@ then between publish and mark (relay-crash) and restarted; a consumer group with
 (ordering key: the order id) moves each order's shipment through created → paid → shipped. An event
 applied in another state is counted in outOfOrder. Exits 0 only when outOfOrder, doubleEffects and
 lostEffects are 0 and every order is shipped. Needs a transport with per-key ordering: local, rabbitmq,
-redis-streams, kafka or rocketmq (FIFO topics made for the run).
+redis-streams, kafka, rocketmq (FIFO topics made for the run) or sqs (FIFO queues made for the run).
 
 webhooks: a webhook sender delivers one payment.succeeded event per --events (default 1000), signed
 with Standard Webhooks, to --consumers node:http receivers behind the HTTP edge (oncemq/http, key:
@@ -61,7 +61,7 @@ its 2xx. No broker: --transport is refused. Exits 0 only with 0 double and 0 los
                    (crash-after-commit, consumer-ack-loss); rebalance is the local broker's only.
                    Queues, streams or keys live under a name made for the run, deleted after it.
   --broker-url URL the broker of --transport (default: ONCEMQ_RABBITMQ_URL / ONCEMQ_NATS_URL /
-                   ONCEMQ_REDIS_URL, else the loopback server)
+                   ONCEMQ_REDIS_URL / ONCEMQ_SQS_ENDPOINT, else the loopback server)
   --naive          consume without oncemq, to see what the faults do to a plain consumer (payments;
                    webhooks: receivers that check the signature and apply every delivery)
   --json           print one JSON object on stdout instead of the table; orders adds outOfOrder,

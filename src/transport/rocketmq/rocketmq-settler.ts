@@ -1,5 +1,5 @@
 import type { Logger } from '../../core/logger.js';
-import { deadLetterHeaders, fitDeadLetter } from '../dead-letters.js';
+import { sendDeadLetterThenAck } from '../dead-letters.js';
 import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import type { SimpleConsumerLike } from './rocketmq-driver.js';
 import {
@@ -51,33 +51,25 @@ export class RocketMQSettler implements Settler<RocketMQDelivery> {
   /** Writes the dead-letter copy with its reason to `%DLQ%<group>`, confirmed, then acks the original. */
   async deadLetter(delivery: RocketMQDelivery, outcome: DeadLetterOutcome): Promise<void> {
     const { group, publisher } = this.#ctx;
-    const { reason, key } = outcome;
-    const error = 'error' in outcome ? outcome.error : undefined;
-    // Properties too large to store as they are (the original's near the proxy's limit): stored without the
-    // original's own. The body is the original's, which the broker took: its limit counts the body alone.
-    const copy = fitDeadLetter(
-      {
-        headers: deadLetterHeaders(delivery.envelope, {
-          group,
-          reason,
-          error,
-          key,
-          deliveryCount: outcome.deliveryCount,
-        }),
-        body: delivery.envelope.body,
-      },
+    await sendDeadLetterThenAck(
+      delivery.envelope,
+      group,
+      outcome,
+      // Properties too large to store as they are (the original's near the proxy's limit): stored without the
+      // original's own. The body is the original's, which the broker took: its limit counts the body alone.
       {
         maxBytes: ROCKETMQ_MAX_MESSAGE_BYTES + ROCKETMQ_MAX_PROPERTY_BYTES,
         maxHeaderBytes: ROCKETMQ_MAX_PROPERTY_BYTES,
       },
+      (copy) =>
+        publisher.send({
+          topic: deadLetterTopic(group),
+          body: Buffer.from(copy.body),
+          properties: copy.headers,
+          keys: delivery.view.keys,
+        }),
+      () => this.ack(delivery),
     );
-    await publisher.send({
-      topic: deadLetterTopic(group),
-      body: Buffer.from(copy.body),
-      properties: copy.headers,
-      keys: delivery.view.keys,
-    });
-    await this.ack(delivery);
   }
 
   /** The processor threw: the message becomes visible again after the failure backoff, uncounted by oncemq. */

@@ -61,12 +61,13 @@ export interface SqsDeadLetterInput {
  * Sends the dead letter of a delivery to a dead-letter queue: its headers and body with the reason,
  * error, topic, key and attempt (the dead-letter headers) as message attributes, cut to
  * fit SQS's 256 KiB where it must; the attributes of another producer that have no text header kept as
- * they came. Resolves once SQS stored it.
+ * they came. Once SQS stored it, `ack` lets the original go (a failed send throws before it).
  */
 export async function sendDeadLetter(
   client: SQSClient,
   queueUrl: string,
   input: SqsDeadLetterInput,
+  ack: () => Promise<void> = () => Promise.resolve(),
 ): Promise<void> {
   const { record, envelope, outcome } = input;
   const error = 'error' in outcome ? outcome.error : undefined;
@@ -92,6 +93,7 @@ export async function sendDeadLetter(
       ),
     }),
   );
+  await ack();
 }
 
 /** A dead letter read from the queue, with the handle that deletes it. */
@@ -151,11 +153,17 @@ export class SqsDeadLetters implements DeadLetters {
   async replay(group: string, ids: readonly string[]): Promise<number> {
     const wanted = new Set(ids);
     let replayed = 0;
+    // A refusal ends the replay once the scan has given back what it holds: thrown inside the scan, it
+    // would leave the page it was read in invisible, and the letters would vanish from a listing.
+    let refused: DeadLetter | undefined;
     await this.#scan(group, async (stored) => {
       const gone = new Set<string>();
       for (const { letter, message } of stored) {
-        if (!wanted.has(letter.id)) continue;
-        refuseCutReplay(letter);
+        if (!wanted.has(letter.id) || refused !== undefined) continue;
+        if (letter.cut !== undefined) {
+          refused = letter;
+          continue;
+        }
         const queueUrl = await this.#replayQueue(letter, group);
         const input = sqsPublishInput(
           { topic: letter.topic, body: letter.body, headers: replayCopyHeaders(replayHeaders(letter)) },
@@ -172,6 +180,7 @@ export class SqsDeadLetters implements DeadLetters {
       }
       return gone;
     });
+    if (refused !== undefined) refuseCutReplay(refused);
     return replayed;
   }
 

@@ -1,54 +1,11 @@
-import type { Logger } from '../../core/logger.js';
-import { OrderedLane, settleBeforeAnswer } from '../ordered/ordered-lane.js';
-import type { OrderingOptions, Processor } from '../transport.js';
+import { LeasedLane } from '../ordered/leased-lane.js';
 import type { SqsDelivery } from './sqs-delivery.js';
 
 /**
  * The ordered path of an SQS subscription on FIFO queues: the deliveries its receive loop hands
- * over go through one {@link OrderedLane}, queued behind the earlier ones of their ordering key and
+ * over go through one {@link LeasedLane}, queued behind the earlier ones of their ordering key and
  * retried in place (kept invisible meanwhile); a final outcome is settled at the broker before the
  * key's next delivery starts. A delivery still waiting when the lane closes stays unsettled: the
  * broker hands it out again once its invisibility ends, in its message group's order.
  */
-export class SqsOrderedLane {
-  readonly #lane: OrderedLane<SqsDelivery>;
-
-  constructor(processor: Processor, ordering: OrderingOptions, concurrency: number, logger: Logger) {
-    this.#lane = new OrderedLane<SqsDelivery>({
-      ordering,
-      concurrency,
-      logger,
-      attempt: async (lane, envelope) =>
-        settleBeforeAnswer(
-          lane.gate,
-          await processor.process(envelope),
-          lane.current(envelope.brokerId),
-          (delivery, outcome) => delivery.settle({ outcome }),
-        ),
-    });
-  }
-
-  /** Runs `delivery` in its key's order; resolves once it is settled, or left to the broker by a close. */
-  handle(delivery: SqsDelivery): Promise<void> {
-    return new Promise((resolve) => {
-      this.#lane.submit(
-        delivery.envelope,
-        delivery,
-        (error) => {
-          void delivery.settle({ error });
-        },
-        resolve,
-      );
-    });
-  }
-
-  /** Stops retrying: deliveries waiting behind their key or for a retry stay unsettled. */
-  close(): void {
-    this.#lane.close();
-  }
-
-  /** Resolves once no delivery is pending in the lane. */
-  drained(): Promise<void> {
-    return this.#lane.drained();
-  }
-}
+export class SqsOrderedLane extends LeasedLane<SqsDelivery> {}

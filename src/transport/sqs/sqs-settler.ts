@@ -94,13 +94,12 @@ export class SqsSettler implements Settler<SqsDelivery> {
   }
 
   async deadLetter(delivery: SqsDelivery, outcome: DeadLetterOutcome): Promise<void> {
-    await sendDeadLetter(this.#ctx.client, await this.#ctx.deadLetterUrl(), {
-      record: delivery.record,
-      envelope: delivery.envelope,
-      outcome,
-      group: this.#ctx.group,
-    });
-    await this.ack(delivery);
+    await sendDeadLetter(
+      this.#ctx.client,
+      await this.#ctx.deadLetterUrl(),
+      { record: delivery.record, envelope: delivery.envelope, outcome, group: this.#ctx.group },
+      () => this.ack(delivery),
+    );
   }
 
   async fail(delivery: SqsDelivery): Promise<void> {

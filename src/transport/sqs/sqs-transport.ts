@@ -28,6 +28,9 @@ import { SqsTopology } from './sqs-topology.js';
 /** FIFO queues drop a message whose deduplication id they saw in the last 5 minutes. */
 const FIFO_DEDUP_WINDOW_MS = 5 * 60_000;
 
+/** Socket errors of a connection cut under a call (the SDK sends the call again, up to its attempts). */
+const CUT_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE']);
+
 const SQS_UNREACHABLE_HINT = 'start ElasticMQ with `npm run brokers -- start`, or check endpoint and region';
 
 /**
@@ -74,8 +77,19 @@ export class SqsTransport implements Transport {
     });
   }
 
-  /** An endpoint that cannot be reached, as one line naming it and what to run; any other error as it is. */
+  /**
+   * An endpoint that cannot be reached, as one line naming it and what to run; a connection cut under a
+   * call the SDK's retries did not get through, as a `TransportUnavailableError` too (the caller tries
+   * again, as after any outage); any other error as it is.
+   */
   readonly #unreachable = (error: unknown): never => {
+    const cut = (error as { code?: unknown } | null)?.code;
+    if (typeof cut === 'string' && CUT_CODES.has(cut)) {
+      throw new TransportUnavailableError(
+        `the connection to SQS at ${this.#settings.endpoint ?? `sqs.${this.#settings.region}.amazonaws.com`} was cut (${cut}) on every attempt of a call; try again`,
+        { cause: error },
+      );
+    }
     const down = unreachableCause(error);
     if (down === undefined) throw error;
     throw new TransportUnavailableError(
