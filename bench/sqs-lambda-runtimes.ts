@@ -16,6 +16,7 @@ import pg from 'pg';
 import { createClient } from 'redis';
 import { createPipeline, type Pipeline } from '../src/consumer/pipeline.js';
 import type { Outcome } from '../src/core/outcome.js';
+import type { RetryPolicyConfig } from '../src/core/retry-policy.js';
 import type { PgClientLike } from '../src/ledger/postgres/postgres-client.js';
 import { PostgresLedger } from '../src/ledger/postgres/postgres-ledger.js';
 import { sqsHandler, type SqsHandlerOptions } from '../src/transport/sqs/sqs-lambda-handler.js';
@@ -109,6 +110,8 @@ export interface OncemqRuntimeConfig {
   readonly onOutcome?: (outcome: Outcome) => void;
   /** Connections of the environment's pool. @default 2 */
   readonly connections?: number;
+  /** The pipeline's retry policy. @default the pipeline's */
+  readonly retry?: RetryPolicyConfig;
 }
 
 let environments = 0;
@@ -126,6 +129,7 @@ export function oncemqRuntime(config: OncemqRuntimeConfig): () => Promise<Lambda
       key: { jsonPath: 'eventId' },
       lease: config.lease ?? '5s',
       ...(config.mode === undefined ? {} : { mode: config.mode }),
+      ...(config.retry === undefined ? {} : { retry: config.retry }),
       handler: async (event, ctx) => {
         if ((config.workMs ?? 0) > 0) await new Promise((resolve) => setTimeout(resolve, config.workMs));
         await ctx.tx.query(db.insert, [event.eventId, event.userId]);

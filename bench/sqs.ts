@@ -2,6 +2,8 @@
  * SQS → handler → PostgreSQL write, side by side (docs/bench.md, docs/transports/lambda.md):
  * - `raw:sqs` — the SDK by hand: receive 10, claim each event id and write its effect in one
  *   transaction per received batch, delete the batch;
+ * - `oncemq:sqs` — oncemq's SQS transport (`subscribe`) driving a pipeline on the PostgreSQL ledger,
+ *   batches of 10 (bench/sqs-transport-row.ts);
  * - `oncemq:sqs:lambda` — `sqsHandler` over a pipeline on the PostgreSQL ledger, under the local
  *   Lambda event source (bench/lambda-event-source.ts);
  * - `peer:powertools:sqs` — Powertools' `BatchProcessor` + `makeIdempotent` with its Redis (cache)
@@ -36,6 +38,7 @@ import {
   sendMessages,
   sqsClient,
 } from './sqs-queues.js';
+import { sqsTransportRow } from './sqs-transport-row.js';
 
 const VISIBILITY_SECONDS = 30;
 const TIMEOUT_MS = 30_000;
@@ -223,7 +226,7 @@ async function faultRun(
 export const suite: Suite = {
   name: 'sqs',
   description:
-    'SQS → handler → PostgreSQL: the raw SDK, oncemq under a local Lambda event source, Powertools batch + idempotency (Redis); then a fault run',
+    "SQS → handler → PostgreSQL: the raw SDK, oncemq's SQS transport, oncemq under a local Lambda event source, Powertools batch + idempotency (Redis); then a fault run",
   async run({ flags }) {
     const messages = wholeFlag(flags, 'messages', 2000);
     const repetitions = wholeFlag(flags, 'repetitions', 3);
@@ -240,6 +243,7 @@ export const suite: Suite = {
       const keyPrefix = `oncemq-bench-${runId}`;
       const rows = [
         row('raw:sqs', pollers, sqsUrl, rawLoop(db)),
+        sqsTransportRow({ db, sqsUrl, pollers, publish }),
         row('oncemq:sqs:lambda', pollers, sqsUrl, lambdaLoop(oncemqRuntime({ db }))),
         row(
           'peer:powertools:sqs',

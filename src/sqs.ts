@@ -7,21 +7,21 @@ export { SqsTransport } from './transport/sqs/sqs-transport.js';
 export type { SqsTransportConfig } from './transport/sqs/sqs-config.js';
 export type { SqsSubscription } from './transport/sqs/sqs-subscription.js';
 export type { SqsDeadLetters } from './transport/sqs/sqs-dead-letters.js';
+export { sqsPublishInput, type SqsSendMessage } from './transport/sqs/sqs-message.js';
 export {
   sqsEnvelope,
-  sqsPublishInput,
   sqsRecordOf,
   type SqsEnvelopeContext,
   type SqsRecord,
-  type SqsSendMessage,
   type SqsAttributeValue,
-} from './transport/sqs/sqs-message.js';
+} from './transport/sqs/sqs-record.js';
 export {
   DEFAULT_SQS_LAMBDA_LEASE_MS,
   DEFAULT_SQS_LAMBDA_RESERVE,
   sqsHandler,
 } from './transport/sqs/sqs-lambda-handler.js';
 export type {
+  SqsDeadLetterStore,
   SqsHandlerOptions,
   SqsLambdaDeadLetter,
   SqsLambdaHandler,

@@ -46,3 +46,16 @@ export function openToolTransport(name: string, options: ToolTransportOptions): 
   }
   return opener(options);
 }
+
+/**
+ * Opens a dead-letter queue named by `--queue` for a tool: a queue that a broker's own redrive fills,
+ * not a group's. SQS only (a redrive policy's dead-letter queue); nothing is created.
+ */
+export async function openToolQueue(
+  name: string,
+  options: ToolTransportOptions & { readonly queue: string },
+): Promise<Pick<Transport, 'deadLetters' | 'close'>> {
+  if (name !== 'sqs') throw new UsageError(`--queue is for --transport sqs only, not ${name}`);
+  const { openSqsQueueForTool } = await import('./brokers/sqs-tool.js');
+  return openSqsQueueForTool(resolveServiceUrl('sqs', options.url).url, options.queue);
+}

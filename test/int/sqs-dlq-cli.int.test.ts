@@ -1,26 +1,13 @@
 // `oncemq dlq --transport sqs`, run in process against ElasticMQ.
 import { randomUUID } from 'node:crypto';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Transport } from 'oncemq';
 import { findElasticMQ } from '../support/brokers.js';
-import { dlqCommand, outcomeFor, waitFor } from '../support/internal.js';
+import { runDlq } from '../support/dlq-cli.js';
+import { outcomeFor, waitFor } from '../support/internal.js';
 import { sqsUnderTest } from '../support/sqs.js';
 
 const service = await findElasticMQ();
-
-/** Runs `oncemq dlq ...args` and returns its exit code and what it printed. */
-async function dlq(...args: string[]): Promise<{ code: number; out: string }> {
-  const lines: string[] = [];
-  const log = vi.spyOn(console, 'log').mockImplementation((...parts: unknown[]) => {
-    lines.push(parts.map(String).join(' '));
-  });
-  try {
-    const code = await dlqCommand.run(args);
-    return { code, out: lines.join('\n') };
-  } finally {
-    log.mockRestore();
-  }
-}
 
 describe.skipIf(!service.available)('oncemq dlq --transport sqs', () => {
   let transport: Transport;
@@ -57,7 +44,7 @@ describe.skipIf(!service.available)('oncemq dlq --transport sqs', () => {
       15_000,
     );
 
-    const list = await dlq('list', '--transport', 'sqs', '--url', url, '--group', 'points', '--json');
+    const list = await runDlq('list', '--transport', 'sqs', '--url', url, '--group', 'points', '--json');
     expect(list.code).toBe(0);
     const letters = JSON.parse(list.out) as { id: string; key: string; reason: string; error: string }[];
     expect(letters.map((letter) => letter.key).sort()).toEqual(['evt-1', 'evt-2']);
@@ -66,7 +53,7 @@ describe.skipIf(!service.available)('oncemq dlq --transport sqs', () => {
 
     healed = true;
     const first = letters.find((letter) => letter.key === 'evt-1');
-    const replay = await dlq(
+    const replay = await runDlq(
       'replay',
       '--transport',
       'sqs',
@@ -79,13 +66,13 @@ describe.skipIf(!service.available)('oncemq dlq --transport sqs', () => {
     expect(replay).toMatchObject({ code: 0, out: 'replayed 1 of 1' });
     await waitFor(() => replayed.includes('evt-1'), 'the replayed copy', 15_000);
 
-    const purge = await dlq('purge', '--transport', 'sqs', '--url', url, '--group', 'points', '--all');
+    const purge = await runDlq('purge', '--transport', 'sqs', '--url', url, '--group', 'points', '--all');
     expect(purge).toMatchObject({ code: 0, out: 'purged 1 of 1' });
     expect(await transport.deadLetters.list({ group: 'points' })).toEqual([]);
   }, 60_000);
 
   it('says that a group without a dead-letter queue has none, and creates nothing', async () => {
-    await expect(dlq('list', '--transport', 'sqs', '--url', url, '--group', 'nobody')).rejects.toThrow(
+    await expect(runDlq('list', '--transport', 'sqs', '--url', url, '--group', 'nobody')).rejects.toThrow(
       /group nobody has no dead-letter queue/,
     );
   });

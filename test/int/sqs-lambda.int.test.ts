@@ -78,7 +78,13 @@ describe.skipIf(!sqs.available || !postgres.available)(
         timeoutMs: 10_000,
         visibilitySeconds: VISIBILITY_SECONDS,
         waitSeconds: 1,
-        runtime: oncemqRuntime({ db, onOutcome: (outcome) => outcomes.push(outcome), ...runtime }),
+        runtime: oncemqRuntime({
+          db,
+          onOutcome: (outcome) => outcomes.push(outcome),
+          ...runtime,
+          // The retry delays' visibility changes go to the test's server.
+          handler: { client, ...runtime.handler },
+        }),
         ...source,
       });
       sources.push(created);
@@ -96,6 +102,7 @@ describe.skipIf(!sqs.available || !postgres.available)(
     it('reports a failed record in batchItemFailures; it alone comes back, with ApproximateReceiveCount 2, and is applied once', async () => {
       let failing = true; // in the first invocation only (the batch and its one-by-one fallback)
       const source = eventSource({
+        retry: { delays: ['1s'] },
         afterWrite: (event) => {
           if (failing && event.eventId === `${tag}-2`) throw new Error('downstream refused');
         },
@@ -116,6 +123,45 @@ describe.skipIf(!sqs.available || !postgres.available)(
       expect(outcomes.filter((outcome) => outcome.kind === 'retry').map((o) => o.deliveryCount)).toEqual([1]);
       expect(outcomes.at(-1)).toMatchObject({ kind: 'executed', deliveryCount: 2, key: `${tag}-2` });
       expect([...(await db.counts(tag)).values()]).toEqual([1, 1, 1, 1, 1]);
+    });
+
+    it("hides a retried record for the retry policy's delay, not the queue's visibility timeout", async () => {
+      let failing = true;
+      const source = eventSource({
+        retry: { delays: ['6s'] },
+        afterWrite: (event) => {
+          if (failing && event.eventId === `${tag}-0`) throw new Error('downstream refused');
+        },
+      });
+      await publish(events(tag, 1));
+      const first = await nextInvocation(source);
+      const failedAt = performance.now();
+      expect(first.answer?.batchItemFailures).toHaveLength(1);
+      failing = false;
+      // The queue's visibility timeout (2 s) passes: the record stays hidden.
+      while (performance.now() - failedAt < 4000) expect(await source.invokeOnce()).toBeUndefined();
+      const second = await nextInvocation(source);
+      expect(performance.now() - failedAt).toBeGreaterThan(5000);
+      expect(second.records[0]?.attributes.ApproximateReceiveCount).toBe('2');
+      expect(second.answer).toEqual({ batchItemFailures: [] });
+      expect([...(await db.counts(tag)).values()]).toEqual([1]);
+    });
+
+    it("leaves a retried record to the queue's visibility timeout with retryDelay: 'queue'", async () => {
+      let failing = true;
+      const source = eventSource({
+        retry: { delays: ['6s'] },
+        handler: { retryDelay: 'queue' },
+        afterWrite: (event) => {
+          if (failing && event.eventId === `${tag}-0`) throw new Error('downstream refused');
+        },
+      });
+      await publish(events(tag, 1));
+      await nextInvocation(source);
+      const failedAt = performance.now();
+      failing = false;
+      await nextInvocation(source);
+      expect(performance.now() - failedAt).toBeLessThan(5000);
     });
 
     it('absorbs duplicate deliveries: copies of an event in one batch and in a later one give one effect', async () => {

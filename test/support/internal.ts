@@ -105,12 +105,12 @@ export {
   fifoId,
   PACKED_HEADERS_ATTRIBUTE,
   SQS_MAX_MESSAGE_BYTES,
-  sqsEnvelope,
   sqsPublishInput,
-  sqsRecordOf,
   sqsSendInput,
 } from '../../src/transport/sqs/sqs-message.js';
-export type { SqsRecord } from '../../src/transport/sqs/sqs-message.js';
+export { sqsEnvelope, sqsRecordOf } from '../../src/transport/sqs/sqs-record.js';
+export type { SqsRecord } from '../../src/transport/sqs/sqs-record.js';
 export { SqsNames } from '../../src/transport/sqs/sqs-names.js';
+export { SqsBatchSends, SQS_BATCH_ATTEMPTS } from '../../src/transport/sqs/sqs-send-batch.js';
 export { startPosition } from '../../src/transport/transport.js';
 export { UnchargedRetries } from '../../src/transport/uncharged-retries.js';

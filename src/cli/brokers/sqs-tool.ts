@@ -1,7 +1,7 @@
 import { ConfigError } from '../../core/errors.js';
 import { SqsTransport } from '../../transport/sqs/sqs-transport.js';
+import type { DeadLetters } from '../../transport/dead-letters.js';
 import type { SqsTransportConfig } from '../../transport/sqs/sqs-config.js';
-import type { Transport } from '../../transport/transport.js';
 
 /**
  * The transport settings an SQS URL names: the endpoint (`http://127.0.0.1:9324`; `https://sqs.<region>.amazonaws.com`
@@ -34,6 +34,18 @@ export function sqsConfigOfUrl(url: string): SqsTransportConfig {
  * The SQS transport for `oncemq dlq`, on the URL's settings ({@link sqsConfigOfUrl}). Listing creates
  * nothing: a missing dead-letter queue is an error.
  */
-export function openSqsForTool(url: string): Promise<Transport> {
+export function openSqsForTool(url: string): Promise<SqsTransport> {
   return Promise.resolve(new SqsTransport(sqsConfigOfUrl(url)));
+}
+
+/**
+ * A queue that an SQS redrive policy fills, for `oncemq dlq --queue`: its messages as dead letters
+ * (`SqsTransport.redriveDeadLetters`). Creates nothing; a queue that is not there is an error.
+ */
+export async function openSqsQueueForTool(
+  url: string,
+  queue: string,
+): Promise<{ deadLetters: DeadLetters; close(): Promise<void> }> {
+  const transport = await openSqsForTool(url);
+  return { deadLetters: transport.redriveDeadLetters(queue), close: () => transport.close() };
 }

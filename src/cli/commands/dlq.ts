@@ -3,11 +3,12 @@ import { validateGroup } from '../../core/group.js';
 import type { DeadLetter, DeadLetters } from '../../transport/dead-letters.js';
 import { DEFAULT_LOCAL_BROKER_CONFIG } from '../../transport/local/local-config.js';
 import { positiveOption, UsageError, type Command } from '../command.js';
-import { openToolTransport, TRANSPORT_NAMES } from '../transports.js';
+import { openToolQueue, openToolTransport, TRANSPORT_NAMES } from '../transports.js';
 
 const usage = `Usage: oncemq dlq list   --group G [--transport T] [--url URL] [--reason R] [--limit N] [--json]
        oncemq dlq replay --group G [--transport T] [--url URL] (ID... | --all) [--json]
        oncemq dlq purge  --group G [--transport T] [--url URL] (ID... | --all) [--json]
+       oncemq dlq list|replay|purge --transport sqs --queue Q [--url URL] ...
 
 The dead-letter queue of a consumer group, on any transport that keeps dead letters.
 'list' shows them oldest first with their reason and last error; 'replay' delivers each again to
@@ -17,7 +18,9 @@ file, queue or stream that is not there is an error.
 
   --transport T  ${TRANSPORT_NAMES.join(', ')} (default local)
   --url URL      the broker; for local, its SQLite file (default ${DEFAULT_LOCAL_BROKER_CONFIG.path})
-  --group G      the consumer group (required)
+  --group G      the consumer group (required, unless --queue)
+  --queue Q      sqs only: the dead-letter queue Q that a redrive policy fills, instead of the group's;
+                 replay sends each message back to the queue it was moved from
   --reason R     list only dead letters with this reason
   --limit N      list at most N (default 100)
   --all          replay or purge every dead letter of the group
@@ -64,6 +67,7 @@ export const dlqCommand: Command = {
         transport: { type: 'string', default: 'local' },
         url: { type: 'string' },
         group: { type: 'string' },
+        queue: { type: 'string' },
         reason: { type: 'string' },
         replayed: { type: 'boolean', default: false },
         limit: { type: 'string', default: '100' },
@@ -77,10 +81,12 @@ export const dlqCommand: Command = {
     if (action !== 'list' && action !== 'replay' && action !== 'purge') {
       throw new UsageError("expected 'list', 'replay' or 'purge'");
     }
-    if (values.group === undefined) throw new UsageError('--group is required');
+    if (values.group === undefined && values.queue === undefined) {
+      throw new UsageError('--group is required (or --queue for an SQS redrive queue)');
+    }
     let group: string;
     try {
-      group = validateGroup(values.group, '--group');
+      group = values.group === undefined ? '' : validateGroup(values.group, '--group');
     } catch (error) {
       throw new UsageError((error as Error).message);
     }
@@ -91,7 +97,10 @@ export const dlqCommand: Command = {
     if (values.replayed && values.transport !== 'local') {
       throw new UsageError('--replayed is for the local transport only');
     }
-    const transport = await openToolTransport(values.transport, { url: values.url });
+    const transport =
+      values.queue === undefined
+        ? await openToolTransport(values.transport, { url: values.url })
+        : await openToolQueue(values.transport, { url: values.url, queue: values.queue });
     try {
       const { deadLetters } = transport;
       if (action === 'list') {

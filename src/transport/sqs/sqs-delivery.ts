@@ -6,7 +6,7 @@ import type { SettleableDelivery } from '../settle-batch.js';
 import type { DeliveryResult, Settler } from '../settler.js';
 import { SerialSettle } from '../serial-settle.js';
 import { SQS_MAX_VISIBILITY_SECONDS } from './sqs-config.js';
-import { sqsEnvelope, type SqsRecord } from './sqs-message.js';
+import { sqsEnvelope, type SqsRecord } from './sqs-record.js';
 import type { UnchargedRetries } from '../uncharged-retries.js';
 
 /** SQS counts visibility in whole seconds, at most 12 hours: a time is rounded up, then capped. */

@@ -1,4 +1,4 @@
-import type { SqsAttributeValue, SqsRecord } from './sqs-message.js';
+import type { SqsAttributeValue, SqsRecord } from './sqs-record.js';
 
 /**
  * The shapes Lambda hands an SQS-triggered function, typed by what oncemq reads (no `@types/aws-lambda`

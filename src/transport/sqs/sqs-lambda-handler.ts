@@ -1,6 +1,8 @@
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { parseDuration, type Duration } from '../../core/duration.js';
 import type { Envelope } from '../../core/envelope.js';
 import { ConfigError } from '../../core/errors.js';
+import { toLogger, type LoggerLike } from '../../core/logger.js';
 import type { Outcome } from '../../core/outcome.js';
 import type { DeadLetterOutcome } from '../settler.js';
 import type { Processor } from '../transport.js';
@@ -12,7 +14,12 @@ import {
   type SqsLambdaEvent,
   type SqsLambdaRecord,
 } from './sqs-lambda-event.js';
-import { sqsEnvelope, type SqsRecord } from './sqs-message.js';
+import {
+  defaultLambdaSqsClient,
+  SqsLambdaRetryDelays,
+  type SqsLambdaRetry,
+} from './sqs-lambda-retry-delay.js';
+import { sqsEnvelope, type SqsRecord } from './sqs-record.js';
 
 /** A record the pipeline dead-lettered, handed to {@link SqsHandlerOptions.deadLetter}. */
 export interface SqsLambdaDeadLetter {
@@ -24,6 +31,12 @@ export interface SqsLambdaDeadLetter {
   readonly outcome: DeadLetterOutcome;
 }
 
+/** Where {@link sqsHandler} can store a dead letter: an `SqsTransport`'s `deadLetters`. */
+export interface SqsDeadLetterStore {
+  /** Stores the letter; resolves once it is stored. */
+  store(letter: SqsLambdaDeadLetter): Promise<void>;
+}
+
 /** Options of {@link sqsHandler}. */
 export interface SqsHandlerOptions {
   /**
@@ -31,11 +44,16 @@ export interface SqsHandlerOptions {
    * - `'redrive'` — it is reported failed, so it comes again until the queue's redrive policy
    *   (`maxReceiveCount`) moves it to the queue's dead-letter queue; every receive answers
    *   `dead-letter` again without running the handler. The reason is in the log and the outcome only.
+   * - an `SqsTransport`'s `deadLetters` — the letter is stored in the group's dead-letter queue of
+   *   that transport's namespace, as the transport's own consumer stores one (reason, error, attempt as
+   *   message attributes) with the queue the record came from: `oncemq dlq list|replay|purge
+   *   --transport sqs` sees it beside the transport's, and a replay sends it back to that queue. Once
+   *   stored the record is reported done and Lambda deletes it; a failed send reports it failed.
    * - a function — it stores the dead letter (an SQS queue of your own, with the reason); once it
    *   resolves the record is reported done and Lambda deletes it. A rejection reports it failed.
    * @default 'redrive'
    */
-  readonly deadLetter?: 'redrive' | ((letter: SqsLambdaDeadLetter) => Promise<void>);
+  readonly deadLetter?: 'redrive' | SqsDeadLetterStore | ((letter: SqsLambdaDeadLetter) => Promise<void>);
   /**
    * The longest one step of work may take: a step (the batch, or one record) is started only while
    * at least `lease + reserve` of the invocation is left, so that no claim's lease outlives the
@@ -51,6 +69,24 @@ export interface SqsHandlerOptions {
   readonly batchSize?: number;
   /** The envelopes' topic. @default the queue's name, from the record's `eventSourceARN` */
   readonly topic?: string;
+  /**
+   * When a record reported failed for a retry comes back:
+   * - `'visibility'` — after the retry's `delayMs` (the retry policy's delay, a `busy` key's wait):
+   *   the record's visibility is set to it with `ChangeMessageVisibility` before Lambda gets the answer,
+   *   in whole seconds, at most 11 h 40 min (SQS's 12 h count from the event source's receive, which
+   *   was up to a batching window and a function timeout earlier); a longer delay is served as that. A
+   *   change that fails is logged, and that record comes back after the queue's visibility timeout.
+   * - `'queue'` — after the queue's visibility timeout, whatever the delay (no SQS call).
+   * @default 'visibility'
+   */
+  readonly retryDelay?: 'visibility' | 'queue';
+  /**
+   * The SQS client of the visibility changes. @default one made on the first retry, from the function's
+   * environment (its region and role, as Lambda sets them)
+   */
+  readonly client?: SQSClient;
+  /** Where the handler logs what it could not do (a visibility change that failed). @default the console logger */
+  readonly logger?: LoggerLike;
 }
 
 /** What {@link sqsHandler} returns: a Lambda handler of SQS events with a partial batch response. */
@@ -101,6 +137,11 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
     throw new ConfigError('sqsHandler.batchSize', `expected a whole number >= 1, got ${batchSize}`);
   }
   const deadLetter = options.deadLetter ?? 'redrive';
+  let client = options.client;
+  const delays =
+    (options.retryDelay ?? 'visibility') === 'visibility'
+      ? new SqsLambdaRetryDelays(() => (client ??= defaultLambdaSqsClient()), toLogger(options.logger))
+      : undefined;
 
   return async (event, context) => {
     const records = event.Records;
@@ -126,6 +167,7 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
     // FIFO: once a record of a group fails, the group's later records are not run (Lambda keeps a
     // group's order only if they come again after it).
     const blockedGroups = new Set<string>();
+    const retries: SqsLambdaRetry[] = [];
     let next = 0;
     while (next < records.length) {
       if (context.getRemainingTimeInMillis() < budgetMs) break;
@@ -153,6 +195,9 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
               envelopes[index] as Envelope,
               deadLetter,
             ));
+          if (outcome?.action === 'retry') {
+            retries.push({ record: records[index] as SqsLambdaRecord, delayMs: outcome.delayMs });
+          }
           if (!done) {
             failed.add(index);
             const group = normalised[index]?.messageGroupId;
@@ -161,6 +206,8 @@ export function sqsHandler(pipeline: SqsLambdaProcessor, options: SqsHandlerOpti
         }),
       );
     }
+    // A retry comes back after its delay, not the queue's visibility timeout.
+    if (retries.length > 0) await delays?.delay(retries);
     // Out of time: the records not started come again, untouched.
     for (; next < records.length; next++) failed.add(next);
     return {
@@ -185,7 +232,11 @@ async function settled(
       return false;
     case 'dead-letter':
       if (deadLetter === 'redrive') return false;
-      return deadLetter({ record, envelope, outcome }).then(
+      return (
+        typeof deadLetter === 'function'
+          ? deadLetter({ record, envelope, outcome })
+          : deadLetter.store({ record, envelope, outcome })
+      ).then(
         () => true,
         () => false,
       );

@@ -1,10 +1,4 @@
-import {
-  SendMessageBatchCommand,
-  SendMessageCommand,
-  type Message,
-  type MessageAttributeValue,
-  type SQSClient,
-} from '@aws-sdk/client-sqs';
+import { SendMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
 import { KEY_HEADER, ORDERING_KEY_HEADER } from '../../core/envelope.js';
 import { ConfigError } from '../../core/errors.js';
 import type { OutgoingMessage, PublishReceipt } from '../transport.js';
@@ -14,9 +8,12 @@ import {
   LOG_ID_HEADER,
   sqsMessageBytes,
   sqsPublishInput,
+  sqsSendInput,
   SQS_MAX_MESSAGE_BYTES,
   type SqsSendMessage,
 } from './sqs-message.js';
+import { sqsEnvelope, sqsRecordOf } from './sqs-record.js';
+import { SqsBatchSends } from './sqs-send-batch.js';
 import type { SqsTopology } from './sqs-topology.js';
 
 /** Checks a topic name: non-empty text (its queue names are made from it). */
@@ -27,29 +24,25 @@ export function validSqsTopic(topic: string): string {
   return topic;
 }
 
-/** The SendMessage fields of a group queue's copy of a log message read back (its attributes as they are). */
-function copyOf(
-  message: Message,
-  fifo: boolean,
-  logId: string,
-): SqsSendMessage & {
-  MessageAttributes: Record<string, MessageAttributeValue>;
-} {
-  const attributes: Record<string, MessageAttributeValue> = { ...message.MessageAttributes };
-  attributes[LOG_ID_HEADER] = { DataType: 'String', StringValue: logId };
-  const text = (name: string): string | undefined => attributes[name]?.StringValue;
-  const key = text(KEY_HEADER);
-  return {
-    MessageBody: message.Body ?? '',
-    MessageAttributes: attributes as SqsSendMessage['MessageAttributes'] &
-      Record<string, MessageAttributeValue>,
-    ...(fifo
+/**
+ * The SendMessage fields of a group queue's copy of a log message read back: its headers and body as
+ * the log has them, and the log's message id. Written anew rather than with the log's attributes as they
+ * are, so that a message whose headers took all of SQS's 10 attributes packs them to make room.
+ */
+function copyOf(message: Message, fifo: boolean, logId: string): SqsSendMessage {
+  const envelope = sqsEnvelope(sqsRecordOf(message), { topic: '' });
+  const headers: Record<string, string> = { ...envelope.headers, [LOG_ID_HEADER]: logId };
+  const key = headers[KEY_HEADER];
+  return sqsSendInput({
+    headers,
+    body: envelope.body,
+    fifo: fifo
       ? {
-          MessageGroupId: fifoId(text(ORDERING_KEY_HEADER) ?? key ?? logId),
-          MessageDeduplicationId: fifoId(key ?? logId),
+          groupId: fifoId(headers[ORDERING_KEY_HEADER] ?? key ?? logId),
+          deduplicationId: fifoId(key ?? logId),
         }
-      : {}),
-  };
+      : undefined,
+  });
 }
 
 /**
@@ -93,20 +86,24 @@ export class SqsPublisher {
 
   /**
    * Copies the topic's log into a new group's queue (a group starting at `earliest`); the messages stay
-   * in the log for the other groups.
+   * in the log for the other groups. A message SQS does not store in the group's queue fails the copy,
+   * named, once every other message is copied.
    */
   async copyLog(topic: string, groupUrl: string): Promise<number> {
     const logUrl = await this.#topology.log(topic);
+    const sends = new SqsBatchSends(this.#client, groupUrl);
     let copied = 0;
     await this.#topology.scan(logUrl, async (messages) => {
-      const entries = messages.map((message, index) => ({
-        Id: String(index),
-        ...copyOf(message, this.#settings.fifo, message.MessageId ?? ''),
-      }));
-      await this.#client.send(new SendMessageBatchCommand({ QueueUrl: groupUrl, Entries: entries }));
-      copied += entries.length;
+      await sends.send(
+        messages.map((message) => ({
+          label: `log message ${message.MessageId ?? '?'}`,
+          input: copyOf(message, this.#settings.fifo, message.MessageId ?? ''),
+        })),
+      );
+      copied += messages.length;
       return new Set();
     });
+    sends.check(`copying the log of topic ${topic} into ${groupUrl}`);
     return copied;
   }
 }

@@ -1,8 +1,7 @@
-import { DeleteMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { sendDeadLetterThenAck } from '../dead-letters.js';
+import { DeleteMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DeadLetterOutcome, RetryOutcome, Settler } from '../settler.js';
 import { visibilitySeconds, type SqsDelivery } from './sqs-delivery.js';
-import { sqsSendInput, SQS_MAX_MESSAGE_BYTES, unreadAttributes, withAttributes } from './sqs-message.js';
+import { sendDeadLetter } from './sqs-dead-letters.js';
 import type { UnchargedRetries } from '../uncharged-retries.js';
 
 /** What a subscription's settler acts through. */
@@ -95,19 +94,10 @@ export class SqsSettler implements Settler<SqsDelivery> {
   }
 
   async deadLetter(delivery: SqsDelivery, outcome: DeadLetterOutcome): Promise<void> {
-    await sendDeadLetterThenAck(
-      delivery.envelope,
-      this.#ctx.group,
-      outcome,
-      // base64 makes a body that is not text a third larger.
-      { maxBytes: Math.floor((SQS_MAX_MESSAGE_BYTES * 3) / 4) },
-      async (copy) =>
-        this.#ctx.client.send(
-          new SendMessageCommand({
-            QueueUrl: await this.#ctx.deadLetterUrl(),
-            ...withAttributes(sqsSendInput(copy), unreadAttributes(delivery.record, delivery.envelope)),
-          }),
-        ),
+    await sendDeadLetter(
+      this.#ctx.client,
+      await this.#ctx.deadLetterUrl(),
+      { record: delivery.record, envelope: delivery.envelope, outcome, group: this.#ctx.group },
       () => this.ack(delivery),
     );
   }

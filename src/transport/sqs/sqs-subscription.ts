@@ -2,7 +2,7 @@ import { ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { LeasedSubscription, type LeasedReceive, type LeasedWork } from '../leased-subscription.js';
 import type { Subscription } from '../transport.js';
 import { SqsDelivery, visibilitySeconds, type SqsDeliveryContext } from './sqs-delivery.js';
-import { sqsRecordOf } from './sqs-message.js';
+import { sqsRecordOf } from './sqs-record.js';
 import type { SqsOrderedLane } from './sqs-ordered-subscription.js';
 
 /** Most messages one `ReceiveMessage` returns. */

@@ -17,7 +17,9 @@ import {
   type TransportCapabilities,
 } from '../transport.js';
 import { sqsSettings, type SqsSettings, type SqsTransportConfig } from './sqs-config.js';
+import type { DeadLetters } from '../dead-letters.js';
 import { SqsDeadLetters } from './sqs-dead-letters.js';
+import { SqsRedriveDeadLetters } from './sqs-redrive-dead-letters.js';
 import { SqsOrderedLane } from './sqs-ordered-subscription.js';
 import { SqsPublisher, validSqsTopic } from './sqs-publisher.js';
 import { SqsSettler } from './sqs-settler.js';
@@ -194,6 +196,16 @@ export class SqsTransport implements Transport {
     subscription.onClose = () => this.#subscriptions.delete(subscription);
     subscription.start();
     return subscription;
+  }
+
+  /**
+   * The dead letters of a queue that an SQS redrive policy fills (a source queue's
+   * `RedrivePolicy.deadLetterTargetArn` names it): listed with reason `redrive: received more than
+   * maxReceiveCount`, replayed to the queue each was moved from. Creates nothing.
+   * @param queue the dead-letter queue's name
+   */
+  redriveDeadLetters(queue: string): DeadLetters {
+    return new SqsRedriveDeadLetters(this.#client, this.#topology, queue);
   }
 
   /** Closes every subscription (each drains), then the client (unless it is the application's). */
