@@ -19,7 +19,11 @@ import type { Outcome } from '../src/core/outcome.js';
 import type { RetryPolicyConfig } from '../src/core/retry-policy.js';
 import type { PgClientLike } from '../src/ledger/postgres/postgres-client.js';
 import { PostgresLedger } from '../src/ledger/postgres/postgres-ledger.js';
-import { sqsHandler, type SqsHandlerOptions } from '../src/transport/sqs/sqs-lambda-handler.js';
+import {
+  sqsHandler,
+  type SqsHandlerOptions,
+  type SqsLambdaHandler,
+} from '../src/transport/sqs/sqs-lambda-handler.js';
 import type { LambdaRuntime } from './lambda-event-source.js';
 
 /** The body of every message: an event id (the business key) and whose points it credits. */
@@ -112,6 +116,8 @@ export interface OncemqRuntimeConfig {
   readonly connections?: number;
   /** The pipeline's retry policy. @default the pipeline's */
   readonly retry?: RetryPolicyConfig;
+  /** What the runtime invokes around `sqsHandler` (a Middy chain). @default the handler itself */
+  readonly wrap?: (handler: SqsLambdaHandler) => LambdaRuntime['handler'];
 }
 
 let environments = 0;
@@ -138,7 +144,7 @@ export function oncemqRuntime(config: OncemqRuntimeConfig): () => Promise<Lambda
       ...(config.onOutcome === undefined ? {} : { onOutcome: config.onOutcome }),
       telemetry: false,
     });
-    const handler = sqsHandler(pipeline, config.handler);
+    const handler = (config.wrap ?? ((plain) => plain))(sqsHandler(pipeline, config.handler));
     return Promise.resolve({
       handler,
       kill: async () => {

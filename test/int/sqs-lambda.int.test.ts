@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import middy from '@middy/core';
 import { ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Outcome } from 'oncemq';
@@ -123,6 +124,32 @@ describe.skipIf(!sqs.available || !postgres.available)(
       expect(outcomes.filter((outcome) => outcome.kind === 'retry').map((o) => o.deliveryCount)).toEqual([1]);
       expect(outcomes.at(-1)).toMatchObject({ kind: 'executed', deliveryCount: 2, key: `${tag}-2` });
       expect([...(await db.counts(tag)).values()]).toEqual([1, 1, 1, 1, 1]);
+    });
+
+    it("runs as Middy's base handler: the partial batch response reaches Lambda through the middleware chain", async () => {
+      const seen: unknown[] = [];
+      let failing = true;
+      const source = eventSource({
+        retry: { delays: ['1s'] },
+        afterWrite: (event) => {
+          if (failing && event.eventId === `${tag}-1`) throw new Error('downstream refused');
+        },
+        wrap: (handler) =>
+          middy(handler).use({
+            after: (request) => {
+              seen.push(request.response);
+            },
+          }),
+      });
+      await publish(events(tag, 3));
+      const first = await nextInvocation(source);
+      const failed = ids(first, (event) => event.eventId === `${tag}-1`);
+      expect(first.answer).toEqual({ batchItemFailures: failed.map((id) => ({ itemIdentifier: id })) });
+      expect(seen).toEqual([first.answer]);
+      failing = false;
+      const second = await nextInvocation(source);
+      expect(second.answer).toEqual({ batchItemFailures: [] });
+      expect([...(await db.counts(tag)).values()]).toEqual([1, 1, 1]);
     });
 
     it("hides a retried record for the retry policy's delay, not the queue's visibility timeout", async () => {
