@@ -110,7 +110,9 @@ export {
 } from '../../src/transport/sqs/sqs-message.js';
 export { sqsEnvelope, sqsRecordOf } from '../../src/transport/sqs/sqs-record.js';
 export type { SqsRecord } from '../../src/transport/sqs/sqs-record.js';
+export { sqsSettings } from '../../src/transport/sqs/sqs-config.js';
 export { SqsNames } from '../../src/transport/sqs/sqs-names.js';
+export { SqsTopology } from '../../src/transport/sqs/sqs-topology.js';
 export { SqsBatchSends, SQS_BATCH_ATTEMPTS } from '../../src/transport/sqs/sqs-send-batch.js';
 export { startPosition } from '../../src/transport/transport.js';
 export { UnchargedRetries } from '../../src/transport/uncharged-retries.js';

@@ -132,10 +132,12 @@ export class SqsTopology {
   /**
    * Reads every message of a queue without consuming it: receives until an answer is empty, holding
    * what it read invisible meanwhile, hands each page to `page` (which may delete messages), then makes
-   * the ones still held visible again. Another reader of the queue meanwhile sees none of them.
+   * the ones still held visible again — also when `page` throws, so that a failed page does not hide its
+   * messages for the hold's length (a give-back of a message the page deleted fails alone, unseen).
+   * Another reader of the queue meanwhile sees none of them.
    */
   async scan(url: string, page: (messages: Message[]) => Promise<ReadonlySet<string>>): Promise<void> {
-    const held: Message[] = [];
+    let held: Message[] = [];
     try {
       for (;;) {
         const answer = await this.#client.send(
@@ -150,8 +152,9 @@ export class SqsTopology {
         );
         const messages = answer.Messages ?? [];
         if (messages.length === 0) break;
+        held.push(...messages);
         const gone = await page(messages);
-        held.push(...messages.filter((message) => !gone.has(message.MessageId ?? '')));
+        held = held.filter((message) => !gone.has(message.MessageId ?? ''));
       }
     } finally {
       for (let at = 0; at < held.length; at += 10) {
