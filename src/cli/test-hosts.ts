@@ -159,13 +159,16 @@ export class TestHosts {
   /** Removes every namespace, link and proxy of the hosts. */
   async close(): Promise<void> {
     await this.stopCuts();
-    for (const host of this.#hosts.splice(0)) {
-      host.forwarder?.kill('SIGKILL');
-      await Promise.all(host.proxies.map((proxy) => proxy.close()));
-      // deleting the namespace deletes its end of the link, and with it the machine's end
-      await ip('netns', 'del', host.namespace).catch(() => undefined);
-    }
+    for (const host of this.#hosts.splice(0)) await removeHost(host);
   }
+}
+
+/** Stops a host's forwarding and deletes its namespace, whatever of it was made. */
+async function removeHost(host: Host): Promise<void> {
+  host.forwarder?.kill('SIGKILL');
+  await Promise.all(host.proxies.map((proxy) => proxy.close()));
+  // deleting the namespace deletes its end of the link, and with it the machine's end
+  await ip('netns', 'del', host.namespace).catch(() => undefined);
 }
 
 /** Refuses `--hosts` where namespaces cannot be made: not root, or no iproute2. */
@@ -214,9 +217,7 @@ async function makeHost(
     host.forwarder = await startForwarder(namespace, here, pairs);
     return host;
   } catch (error) {
-    host.forwarder?.kill('SIGKILL');
-    await Promise.all(host.proxies.map((proxy) => proxy.close()));
-    await ip('netns', 'del', namespace).catch(() => undefined);
+    await removeHost(host);
     throw error;
   }
 }
