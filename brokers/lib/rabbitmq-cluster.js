@@ -106,6 +106,10 @@ export const rabbitmqCluster = {
       [
         // a node paused past this is taken for gone by its peers (60 s by default)
         'net_ticktime = 10',
+        // RabbitMQ's advice for three nodes or more: a node that finds itself in the minority of a
+        // partition stops its listeners until it sees the majority again, then rejoins on its own
+        // (the default, ignore, leaves both sides running and the partition reported until a restart)
+        'cluster_partition_handling = pause_minority',
         'log.console = true',
         'log.file = false',
         '',
