@@ -63,6 +63,27 @@ describe.skipIf(!service.available)('PostgresLedger specifics', () => {
     }
   });
 
+  it('migrates ledgers of different tables into one fresh schema at once: the schema is made once, no starter fails', async () => {
+    for (let round = 0; round < 3; round++) {
+      const fresh = scratchSchema('oncemq_s');
+      const ledgers = Array.from(
+        { length: 6 },
+        (_, n) => new PostgresLedger({ pool, schema: fresh, table: `ledger_${n}` }),
+      );
+      try {
+        const outcomes = await Promise.allSettled(ledgers.map((ledger) => ledger.init()));
+        expect(outcomes.filter((o) => o.status === 'rejected')).toEqual([]);
+        const { rows } = await pool.query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'ledger\\_%' AND tablename NOT LIKE '%schema'",
+          [fresh],
+        );
+        expect(Number(rows[0]?.n)).toBe(6);
+      } finally {
+        await dropSchema(pool, fresh);
+      }
+    }
+  });
+
   it('joins the caller’s open transaction: the caller’s rollback undoes the claim and the effect, its commit keeps both', async () => {
     const ledger = new PostgresLedger({ pool, schema });
     await ledger.init();

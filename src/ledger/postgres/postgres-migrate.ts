@@ -6,8 +6,8 @@ import { quoteIdentifier } from '../sql-identifier.js';
 
 /**
  * Brings the ledger table to the latest schema version inside the caller's transaction on `client`.
- * A transaction-scoped advisory lock serializes concurrent starters, so `CREATE … IF NOT EXISTS`
- * never races; applied versions are recorded in `<table>_schema`. Answers the version reached.
+ * Transaction-scoped advisory locks on the schema and on the table serialize concurrent starters,
+ * so `CREATE … IF NOT EXISTS` never races; applied versions are recorded in `<table>_schema`. Answers the version reached.
  */
 export async function pgMigrate(
   client: PgClientLike,
@@ -17,10 +17,13 @@ export async function pgMigrate(
 ): Promise<number> {
   const versions = `${quoteIdentifier(schema)}.${quoteIdentifier(`${table}_schema`)}`;
   const steps = pgMigrations(schema, table, partitioned !== undefined);
+  // The schema's lock first, then the table's, always in this order: `CREATE SCHEMA IF NOT EXISTS`
+  // is not safe against itself (two starters both find no schema and one fails on pg_namespace's
+  // unique index), and starters of different tables in one schema do not share the table's lock.
   await pgQuery(
     client,
-    'SELECT pg_advisory_xact_lock(hashtextextended($1, 0))',
-    [`oncemq:migrate:${schema}.${table}`],
+    'SELECT pg_advisory_xact_lock(hashtextextended($1, 0)), pg_advisory_xact_lock(hashtextextended($2, 0))',
+    [`oncemq:migrate-schema:${schema}`, `oncemq:migrate:${schema}.${table}`],
     'locking migrations',
   );
   await pgQuery(client, `CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`, [], 'creating the schema');
