@@ -114,5 +114,9 @@ export { sqsSettings } from '../../src/transport/sqs/sqs-config.js';
 export { SqsNames } from '../../src/transport/sqs/sqs-names.js';
 export { SqsTopology } from '../../src/transport/sqs/sqs-topology.js';
 export { SqsBatchSends, SQS_BATCH_ATTEMPTS } from '../../src/transport/sqs/sqs-send-batch.js';
+export {
+  SQS_LAMBDA_MAX_RETRY_SECONDS,
+  SqsLambdaRetryDelays,
+} from '../../src/transport/sqs/sqs-lambda-retry-delay.js';
 export { startPosition } from '../../src/transport/transport.js';
 export { UnchargedRetries } from '../../src/transport/uncharged-retries.js';
