@@ -79,6 +79,25 @@ export interface BenchResult {
    * `messagesPerSecond` is then keys held per second, `p50Ms`/`p99Ms` the renewals' latency.
    */
   readonly leases?: LeaseCounts;
+  /** The `memory` suite (bench/memory.ts): the heap and RSS over one long drain. */
+  readonly memory?: MemoryDrain;
+}
+
+/** A `memory` row: the heap and RSS sampled after a collection over a drain, and their fitted growth. */
+export interface MemoryDrain {
+  /** Growth per 100,000 messages after the warm-up, by least squares over the samples, in MiB. */
+  readonly heapGrowthMbPer100k: number;
+  readonly rssGrowthMbPer100k: number;
+  readonly heapMbAfterWarmup: number;
+  readonly heapMbAtEnd: number;
+  readonly rssMbAfterWarmup: number;
+  readonly rssMbAtEnd: number;
+  /** Every sample: messages done, the used heap after a collection and the RSS, in MiB. */
+  readonly samples: readonly {
+    readonly messages: number;
+    readonly heapUsedMb: number;
+    readonly rssMb: number;
+  }[];
 }
 
 /** A `leases` row: keys held while a rival claimed them, and what became of them. */

@@ -3,7 +3,7 @@ import { formatTable, type Suite } from './harness.js';
 
 const usage = `Usage: npm run bench -- <suite> [--json] [--seconds N] [--flag key=value ...]
 
-Suites: sqlite, postgres, mysql, redis, local, outbox, transport, ordered, leases, pipeline, http, scale, sqs.
+Suites: sqlite, postgres, mysql, redis, local, outbox, transport, ordered, leases, pipeline, http, scale, sqs, memory.
 Prints a table, or with --json one object {"suite", "results": [{name, concurrency, messagesPerSecond, p50Ms?, p99Ms?, ...}]}.
 The transport and ordered suites are sized by --flag messages=N (not --seconds); see docs/bench.md.`;
 
@@ -21,6 +21,7 @@ const suites: Readonly<Record<string, () => Promise<Suite>>> = {
   http: async () => (await import('./http.js')).suite,
   scale: async () => (await import('./scale.js')).suite,
   sqs: async () => (await import('./sqs.js')).suite,
+  memory: async () => (await import('./memory.js')).suite,
 };
 
 const { values, positionals } = parseArgs({
