@@ -116,3 +116,5 @@ export { SqsTopology } from '../../src/transport/sqs/sqs-topology.js';
 export { SqsBatchSends, SQS_BATCH_ATTEMPTS } from '../../src/transport/sqs/sqs-send-batch.js';
 export { startPosition } from '../../src/transport/transport.js';
 export { UnchargedRetries } from '../../src/transport/uncharged-retries.js';
+export { auditedLedger, CREATE_AUDIT, leasedAudit } from '../../src/cli/chaos-leased.js';
+export { openDemoStore } from '../../src/cli/demo-store.js';
