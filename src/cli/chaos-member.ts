@@ -1,6 +1,7 @@
 import { TransportUnavailableError } from '../core/errors.js';
 import { EffectChecker } from '../testing/effect-checker.js';
 import { FaultInjector } from '../testing/fault-injector.js';
+import { leasedConsumer } from './chaos-leased.js';
 import { DEMO_GROUP, DEMO_TOPIC, demoConsumer } from './demo-consumer.js';
 import { openDemoStore } from './demo-store.js';
 import { RUN_SUBSCRIBE, runTransport } from './run-transports.js';
@@ -23,6 +24,8 @@ export interface ChaosMemberOptions {
   readonly concurrency: number;
   /** Nodes of the clustered broker (replicas of what the transport creates). @default 1 */
   readonly replicas?: number;
+  /** `leased`: an owner-checked lease of `leaseMs`, the effect outside the ledger's transaction. @default transactional */
+  readonly leased?: { readonly leaseMs: number };
 }
 
 /**
@@ -39,7 +42,10 @@ export async function runChaosMember(options: ChaosMemberOptions): Promise<void>
     attach: true,
     ...(options.storeUrl === undefined ? {} : { url: options.storeUrl }),
   });
-  const consumer = demoConsumer(store, new FaultInjector({ faults: [] }), new EffectChecker(), false);
+  const consumer =
+    options.leased === undefined
+      ? demoConsumer(store, new FaultInjector({ faults: [] }), new EffectChecker(), false)
+      : leasedConsumer(store, options.name, options.leased.leaseMs);
   const { transport, subscription } = await subscribeThroughDrops(async () => {
     const opened = await entry.open({
       url: options.brokerUrl,

@@ -20,6 +20,7 @@ import { runTransport } from './run-transports.js';
 import { settle } from './settle.js';
 import { publishWithResends } from './broker-faults.js';
 import { UsageError } from './command.js';
+import { CREATE_AUDIT, leasedAudit, leasedFigures, leasedProgress, leasedStore } from './chaos-leased.js';
 
 /** Stores chaos runs on: several processes must share them. */
 export const CHAOS_STORES = ['sqlite', 'postgres', 'mysql'] as const;
@@ -55,6 +56,12 @@ export interface ChaosOptions {
   readonly cluster?: ChaosClusterOptions;
   /** Members on several test hosts (network namespaces) whose links are cut during the run (`--hosts`). */
   readonly hosts?: ChaosHostsOptions;
+  /**
+   * Leased mode (`--mode leased`): each member claims with an owner-checked lease of `leaseMs`,
+   * renewed while its handler runs, applies the effect outside the ledger's transaction and then
+   * completes; the run audits every claim, application and completion. @default transactional mode
+   */
+  readonly leased?: { readonly leaseMs: number };
 }
 
 /** Test hosts of a run: the members spread over them, one host's link cut at a time. */
@@ -118,6 +125,21 @@ export interface ChaosResult {
   hosts?: number;
   /** Times a host's link was taken down (runs with `--hosts`). */
   hostCuts?: number;
+  /** `transactional`, or `leased` with the figures of its audit below. */
+  mode: 'transactional' | 'leased';
+  leaseMs?: number;
+  /** Leased: claims that took over a key whose lease had ended (a cut or killed owner's). */
+  takeovers?: number;
+  /** Leased: completions the ledger refused, the owner's lease having ended and the key taken over. */
+  staleCompletesRefused?: number;
+  /** Leased: completions accepted from an owner that was not the key's last claimant (must be 0). */
+  staleCompletesAccepted?: number;
+  /** Leased: effects applied (one per handler run that reached its write). */
+  applications?: number;
+  /** Leased: events whose effect was applied more than once (at-least-once outside the transaction). */
+  applicationsDoubled?: number;
+  /** Leased: keys of stale completions accepted, a few. */
+  staleKeys?: readonly string[];
 }
 
 /** Messages the producer keeps in flight at once. */
@@ -203,6 +225,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     });
     const users = Array.from({ length: Math.max(1, Math.ceil(options.events / 10)) }, (_, i) => `user-${i}`);
     await store.setup(users);
+    const audit = options.leased === undefined ? undefined : leasedStore(store);
+    if (audit !== undefined) await audit.sql(CREATE_AUDIT);
     producer = await entry.open({ url: route.direct, namespace, replicas });
     if (options.hosts !== undefined) {
       if (entry.service === undefined || (options.store !== 'postgres' && options.store !== 'mysql')) {
@@ -223,6 +247,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         ...(replicas === 1 ? [] : ['--replicas', String(replicas)]),
         ...['--namespace', namespace, '--dir', dir, '--concurrency', String(options.concurrency ?? 16)],
         ...(options.storeUrl === undefined ? [] : ['--store-url', options.storeUrl]),
+        ...(options.leased === undefined ? [] : ['--lease', String(options.leased.leaseMs)]),
       ],
       onHosts === undefined ? undefined : (index) => onHosts.place(index),
     );
@@ -276,7 +301,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }
     }
     const settled = await settle({
-      store,
+      // leased: an event is done once its key is completed (its effect is applied before that)
+      store:
+        audit === undefined ? store : { grantedEvents: () => leasedProgress(audit.sql, audit.ledgerTable) },
       deadLetters: producer.deadLetters,
       group: DEMO_GROUP,
       events: options.events,
@@ -292,13 +319,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await hosts?.stopCuts();
     await members.stop();
     for (const dead of settled.deadLetters) checker.deadLettered(dead.key, dead.reason);
-    for (const [key, count] of await store.grantsPerEvent()) checker.effect(key, count);
-    const balances = await store.balances();
+    const leased = audit === undefined ? undefined : await leasedAudit(audit.sql, audit.ledgerTable);
+    for (const [key, count] of leased?.applies ?? (await store.grantsPerEvent())) checker.effect(key, count);
+    // leased: no balances (the effect is the audit's apply row)
+    const balances = leased === undefined ? await store.balances() : undefined;
     const expected = expectedPoints(users, options.events);
-    const usersWithWrongPoints = users.filter((u) => (balances.get(u) ?? 0) !== expected.get(u)).length;
+    const usersWithWrongPoints =
+      balances === undefined ? 0 : users.filter((u) => (balances.get(u) ?? 0) !== expected.get(u)).length;
     const ledgerRows = await store.ledgerRows(DEMO_GROUP);
     const report = checker.report();
-    const ok = report.ok && usersWithWrongPoints === 0 && ledgerRows === options.events && settled.complete;
+    // leased: an effect outside the transaction may be applied twice (reported); nothing lost, no stale completion
+    const effectsOk =
+      leased === undefined ? report.ok : report.lostEffects === 0 && leased.staleCompletesAccepted === 0;
+    const ok = effectsOk && usersWithWrongPoints === 0 && ledgerRows === options.events && settled.complete;
     return {
       transport: options.transport,
       store: options.store,
@@ -328,6 +361,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         ? {}
         : { nodeKills: nodeFaults.kills, nodePauses: nodeFaults.pauses, nodeFaults: nodeFaults.faults }),
       ...(hosts === undefined ? {} : { hosts: hosts.size, hostCuts: hosts.cuts }),
+      ...leasedFigures(options.leased?.leaseMs, leased),
     };
   } catch (error) {
     failed = true;

@@ -5,11 +5,11 @@ import { unreachableLedger } from '../ledger/ledger-errors.js';
 import type { OutboxDatabase } from '../outbox/outbox-database.js';
 import { quoteIdentifier } from '../ledger/sql-identifier.js';
 import { resolveServiceUrl } from './connection.js';
-import { DEMO_SQL, type DemoStore } from './demo-store.js';
+import { DEMO_SQL, type DemoSql, type DemoStore } from './demo-store.js';
 import { loadDriver } from './stores.js';
 
 /** Runs one statement with `?` placeholders and returns its rows. */
-type Run = (sql: string, params?: readonly unknown[]) => Promise<readonly Record<string, unknown>[]>;
+type Run = DemoSql;
 
 interface ServerParts<Tx> {
   readonly name: string;
@@ -67,6 +67,8 @@ function serverStore<Tx>(parts: ServerParts<Tx>): DemoStore<Tx> {
       );
       return Number(rows[0]?.n ?? 0);
     },
+    sql: run,
+    ledgerTable: parts.ledgerTable,
     killConnections: parts.killConnections,
     openDatabase: () => Promise.resolve(parts.pool),
     close: parts.close,

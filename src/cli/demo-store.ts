@@ -28,6 +28,12 @@ export const DEMO_SQL = Object.freeze({
   balances: 'SELECT user_id, balance FROM demo_points',
 });
 
+/** One statement with `?` placeholders on a server store's pool, answering its rows. */
+export type DemoSql = (
+  sql: string,
+  params?: readonly unknown[],
+) => Promise<readonly Record<string, unknown>[]>;
+
 /** A store the demo runs on: the ledger and the business write sharing its transactions. */
 export interface DemoStore<Tx = unknown> {
   readonly name: string;
@@ -45,6 +51,10 @@ export interface DemoStore<Tx = unknown> {
   balances(): Promise<Map<string, number>>;
   /** Ledger rows of a group. */
   ledgerRows(group: string): Promise<number>;
+  /** Statements of their own on a server store's pool (the leased chaos run's audit). */
+  readonly sql?: DemoSql;
+  /** The ledger's table as a statement names it (server stores). */
+  readonly ledgerTable?: string;
   /**
    * A database on the store for a writer of its own (the order service, an outbox relay): the pool
    * of a server store, a new connection on the SQLite file (closed with the store). A SQLite

@@ -120,3 +120,5 @@ export {
 } from '../../src/transport/sqs/sqs-lambda-retry-delay.js';
 export { startPosition } from '../../src/transport/transport.js';
 export { UnchargedRetries } from '../../src/transport/uncharged-retries.js';
+export { auditedLedger, CREATE_AUDIT, leasedAudit } from '../../src/cli/chaos-leased.js';
+export { openDemoStore } from '../../src/cli/demo-store.js';

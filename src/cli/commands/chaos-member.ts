@@ -9,10 +9,10 @@ export const chaosMemberCommand: Command = {
   hidden: true,
   summary: 'one consumer process of `oncemq chaos` (started by it)',
   usage: `Usage: oncemq chaos-member --transport T --broker-url URL --store S --namespace NS --dir DIR --name NAME
-  [--store-url URL] [--concurrency N] [--replicas N]
+  [--store-url URL] [--concurrency N] [--replicas N] [--lease MS]
 
 One consumer process of a chaos run; \`oncemq chaos\` starts it. Prints {"ready":true} once subscribed,
-drains and exits 0 on SIGTERM.`,
+drains and exits 0 on SIGTERM. With --lease, the pipeline runs in leased mode with that lease.`,
   async run(args) {
     const { values } = parseOptions(args, {
       transport: { type: 'string' },
@@ -24,6 +24,7 @@ drains and exits 0 on SIGTERM.`,
       name: { type: 'string' },
       concurrency: { type: 'string' },
       replicas: { type: 'string' },
+      lease: { type: 'string' },
     });
     for (const option of REQUIRED) {
       if (values[option] === undefined) throw new UsageError(`--${option} is required`);
@@ -38,6 +39,9 @@ drains and exits 0 on SIGTERM.`,
       name: values.name ?? '',
       concurrency: positiveOption(values.concurrency, 'concurrency', 16),
       replicas: positiveOption(values.replicas, 'replicas', 1),
+      ...(values.lease === undefined
+        ? {}
+        : { leased: { leaseMs: positiveOption(values.lease, 'lease', 1) } }),
     });
     return 0;
   },

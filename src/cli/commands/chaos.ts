@@ -50,9 +50,18 @@ the right balance per user, one ledger row per event. Exits 0 only when nothing 
                    for longer than the broker's ack wait, then brought back
   --cut-every MS   a host cut off every MS (default 15000)
   --cut-for MS     a cut host stays off this long (default 40000)
+  --mode M         transactional (default: the claim and the effect in one transaction) or leased
+                   (--store postgres or mysql): each consumer claims with an owner-checked lease
+                   renewed while its handler runs, applies the effect outside the ledger's
+                   transaction (an audited row of its own), then completes. The run checks that
+                   every event was applied and completed once, by the owner of its last claim (a
+                   completion by an owner whose key was taken over must be refused), and reports
+                   takeovers, stale completions refused and events applied more than once
+  --lease MS       the lease of --mode leased (default 4000; renewed every third of it)
   --timeout MS     longest wait for every event to settle (default max(120000, 10 per event))
   --json           one JSON object on stdout (events, kills, connectionDrops, poolRestarts,
-                   doubleEffects, lostEffects, deadLettered, durationMs, ok, …)
+                   doubleEffects, lostEffects, deadLettered, durationMs, ok, …; leased: takeovers,
+                   staleCompletesRefused, staleCompletesAccepted, applications, applicationsDoubled)
 
 Queues, streams or keys on the broker live under a name made for the run and are deleted after it.`;
 
@@ -73,6 +82,17 @@ function summary(result: ChaosResult): string {
     ...(result.nodeFaults === undefined
       ? []
       : [line('nodes killed / paused', `${result.nodeKills ?? 0} / ${result.nodePauses ?? 0}`)]),
+    ...(result.mode === 'leased'
+      ? [
+          line('lease', `${result.leaseMs ?? 0} ms`),
+          line('takeovers', result.takeovers ?? 0),
+          line(
+            'stale completes',
+            `${result.staleCompletesRefused ?? 0} refused, ${result.staleCompletesAccepted ?? 0} accepted`,
+          ),
+          line('applied twice or more', result.applicationsDoubled ?? 0),
+        ]
+      : []),
     line('effects', result.effects),
     line('dead-lettered', result.deadLettered),
     line('double effects', result.doubleEffects),
@@ -81,12 +101,19 @@ function summary(result: ChaosResult): string {
     line('ledger rows', `${result.ledgerRows} (expected ${result.events})`),
     line('duration', `${(result.durationMs / 1000).toFixed(1)} s (${result.eventsPerSecond} events/s)`),
   ];
-  if (result.ok) lines.push('OK: every event took effect exactly once under kills, drops and pool restarts');
+  if (result.ok && result.mode === 'leased')
+    lines.push(
+      'OK: every event applied and completed once, by the owner of its last claim; no stale completion accepted',
+    );
+  else if (result.ok)
+    lines.push('OK: every event took effect exactly once under kills, drops and pool restarts');
   else {
     lines.push(`FAILED${result.settled ? '' : ' (not settled before the timeout)'}`);
     if (result.doubleKeys.length > 0)
       lines.push(`  doubled, e.g. ${result.doubleKeys.slice(0, 5).join(', ')}`);
     if (result.lostKeys.length > 0) lines.push(`  lost, e.g. ${result.lostKeys.slice(0, 5).join(', ')}`);
+    if ((result.staleKeys ?? []).length > 0)
+      lines.push(`  completed by a stale owner, e.g. ${(result.staleKeys ?? []).slice(0, 5).join(', ')}`);
     for (const error of result.memberErrors) lines.push(`  consumer: ${error}`);
   }
   return lines.join('\n');
@@ -128,6 +155,8 @@ export const chaosCommand: Command = {
       hosts: { type: 'string' },
       'cut-every': { type: 'string' },
       'cut-for': { type: 'string' },
+      mode: { type: 'string', default: 'transactional' },
+      lease: { type: 'string' },
       json: { type: 'boolean', default: false },
     });
     const transport = values.transport;
@@ -141,6 +170,16 @@ export const chaosCommand: Command = {
     if (values.hosts !== undefined && values.cluster) {
       throw new UsageError('--hosts and --cluster do not go together: the hosts reach one broker server');
     }
+    if (values.mode !== 'transactional' && values.mode !== 'leased') {
+      throw new UsageError(`--mode must be transactional or leased, got '${values.mode}'`);
+    }
+    if (values.mode === 'leased' && store !== 'postgres' && store !== 'mysql') {
+      throw new UsageError(
+        '--mode leased needs --store postgres or mysql: the run audits through the database',
+      );
+    }
+    if (values.lease !== undefined && values.mode !== 'leased')
+      throw new UsageError('--lease goes with --mode leased');
     const progress = progressReporter('settled');
     const timeout = values.timeout === undefined ? undefined : positiveOption(values.timeout, 'timeout', 1);
     const result = await runChaos({
@@ -176,6 +215,9 @@ export const chaosCommand: Command = {
               cutForMs: positiveOption(values['cut-for'], 'cut-for', 40_000),
             },
           }),
+      ...(values.mode === 'leased'
+        ? { leased: { leaseMs: positiveOption(values.lease, 'lease', 4000) } }
+        : {}),
       onProgress: (done, total) => {
         progress.update(done, total);
       },
