@@ -42,11 +42,17 @@ describe.skipIf(!service.available)('oncemq doctor on PostgreSQL', () => {
     expect(run.failed).toEqual([]);
   });
 
-  it('fails the schema when the primary key on (consumer_group, msg_key) is dropped', async () => {
+  it('fails the schema without a unique key on (consumer_group, msg_key), in any column order', async () => {
     await admin.query(`ALTER TABLE ${table()} DROP CONSTRAINT oncemq_ledger_pkey`);
     const finding = (await doctor(args())).of('ledger.schema');
     expect(finding.status).toBe('fail');
     expect(finding.summary).toMatch(/no unique key on \(consumer_group, msg_key\)/);
+    await admin.query(`CREATE INDEX plain_key ON ${table()} (consumer_group, msg_key)`);
+    const plain = (await doctor(args())).of('ledger.schema');
+    expect(plain.status).toBe('fail');
+    expect(plain.summary).toMatch(/no unique key on \(consumer_group, msg_key\)/);
+    await admin.query(`CREATE UNIQUE INDEX unique_key ON ${table()} (msg_key, consumer_group)`);
+    expect((await doctor(args())).of('ledger.schema').status).toBe('ok');
   });
 
   it('warns, without failing, when a secondary index is dropped', async () => {
