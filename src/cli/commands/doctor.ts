@@ -28,7 +28,8 @@ ${storeUsage()
   .split('\n')
   .filter((line) => !line.trimStart().startsWith('--store'))
   .join('\n')}
-  --prefix P       key prefix of the Redis ledger (default oncemq)
+  --prefix P       key prefix of the Redis ledger (default oncemq; its --url defaults to
+                   ONCEMQ_REDIS_URL, else the loopback Redis)
 
 The broker (checked when --transport is given):
   --transport T    the consumers' transport (rabbitmq, kafka, nats, rocketmq, sqs, redis-streams)
