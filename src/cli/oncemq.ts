@@ -7,6 +7,7 @@ import { chaosMemberCommand } from './commands/chaos-member.js';
 import { demoCommand } from './commands/demo.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { dlqCommand } from './commands/dlq.js';
+import { doctorCommand } from './commands/doctor.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { migrateCommand } from './commands/migrate.js';
 
@@ -19,6 +20,7 @@ const commands: readonly Command[] = [
   dlqCommand,
   ledgerCommand,
   migrateCommand,
+  doctorCommand,
 ];
 
 function help(): string {

@@ -4,6 +4,14 @@
  * everything else from here, so this file is the one list of internals the tests depend on.
  */
 export { dlqCommand } from '../../src/cli/commands/dlq.js';
+export { doctorCommand, runDoctor } from '../../src/cli/commands/doctor.js';
+export { parseLedgerDdl } from '../../src/cli/doctor/expected-schema.js';
+export type { Finding } from '../../src/cli/doctor/findings.js';
+export { clockFinding, sizeFinding } from '../../src/cli/doctor/ledger-checks.js';
+export { parseRetryOption } from '../../src/cli/doctor/retry-option.js';
+export { mysqlMigrations } from '../../src/ledger/mysql/mysql-schema.js';
+export { pgMigrations } from '../../src/ledger/postgres/postgres-ledger-sql.js';
+export { migrations as sqliteMigrations } from '../../src/ledger/sqlite/sqlite-ledger-sql.js';
 export { ConnectionCuts, cutGaps } from '../../src/cli/connection-cuts.js';
 export { resolveServiceUrl, SERVICE_CONNECTIONS } from '../../src/cli/connection.js';
 export { openDashboardSources } from '../../src/cli/dashboard/cli-sources.js';
