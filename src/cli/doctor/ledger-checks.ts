@@ -106,11 +106,16 @@ export function clockFinding(reading: ClockReading, leaseMs: number | undefined,
 /** What `ledger.size` reads from a ledger. */
 export interface LedgerSize {
   readonly rows: number;
+  /** `rows` is the database's estimate (the table is past {@link EXACT_COUNT_BYTES}), not a count. */
+  readonly rowsEstimated?: boolean;
   /** Table and index bytes (undefined when the database cannot tell). */
   readonly bytes?: number | undefined;
   /** `server`: `bytes` is what the whole server uses (Redis), so there is no size per row. @default 'table' */
   readonly bytesOf?: 'table' | 'server';
-  /** Rows created in the last day and hour (undefined when the ledger keeps no creation time). */
+  /**
+   * Rows written in the last day and hour (undefined when the ledger keeps no such time): created or
+   * updated, read on the (status, updated_at) index where the ledger has one, by created_at otherwise.
+   */
   readonly rowsLastDay?: number | undefined;
   readonly rowsLastHour?: number | undefined;
   /** The disk that holds the data, or why it cannot be known. */
@@ -198,14 +203,14 @@ export function sizeFinding(size: LedgerSize): Finding {
       ? disk.freeBytes / growthBytesPerDay
       : undefined;
   const parts = [
-    `${size.rows} rows`,
+    `${size.rowsEstimated === true ? 'about ' : ''}${size.rows} rows`,
     size.bytes === undefined
       ? undefined
       : `${mib(size.bytes)} ${server ? 'used by the server' : 'with indexes'}`,
     bytesPerRow === undefined ? undefined : `${Math.round(bytesPerRow)} B/row`,
     size.rowsLastDay === undefined
       ? undefined
-      : `${size.rowsLastDay} created in 24h, ${size.rowsLastHour ?? 0} in 1h`,
+      : `${size.rowsLastDay} written in 24h, ${size.rowsLastHour ?? 0} in 1h`,
     disk === undefined
       ? `disk free unknown (${(size.disk as { unknown: string }).unknown})`
       : `${mib(disk.freeBytes)} free of ${disk.path}`,
@@ -249,6 +254,12 @@ export function stuckFinding(count: number, group: string | undefined, fixComman
 export function skipped(check: string, why: string): Finding {
   return { check, status: 'skip', summary: why };
 }
+
+/**
+ * Past this many bytes of table and indexes the size check reports the database's row estimate
+ * (PostgreSQL `reltuples`, InnoDB `TABLE_ROWS`) instead of counting: a count reads the whole table.
+ */
+export const EXACT_COUNT_BYTES = 256 * 1_048_576;
 
 /** Days in milliseconds, for growth windows. */
 export const GROWTH_WINDOWS = Object.freeze({ dayMs: DAY_MS, hourMs: 3_600_000 });

@@ -5,7 +5,14 @@ import { sqlIdentifier } from '../../ledger/sql-identifier.js';
 import { loadDriver } from '../stores.js';
 import { missingTableFinding, parseLedgerDdl, schemaFinding, type TableShape } from './expected-schema.js';
 import type { Finding } from './findings.js';
-import { diskOf, GROWTH_WINDOWS, idleTimeoutFinding, skipped, urlHost } from './ledger-checks.js';
+import {
+  diskOf,
+  EXACT_COUNT_BYTES,
+  GROWTH_WINDOWS,
+  idleTimeoutFinding,
+  skipped,
+  urlHost,
+} from './ledger-checks.js';
 import type { LedgerInspector } from './ledger-doctor.js';
 
 /** The part of a mysql2/promise connection the inspector uses. */
@@ -124,18 +131,25 @@ export async function openMysqlInspector(target: MysqlDoctorTarget): Promise<Led
       return num(row?.ms);
     },
     async size(nowMs) {
-      const [counts] = await all<{ rows: unknown; day: unknown; hour: unknown }>(
-        `SELECT COUNT(*) AS \`rows\`, COALESCE(SUM(created_at > ?), 0) AS day, COALESCE(SUM(created_at > ?), 0) AS hour
-         FROM ${qualified}`,
+      // As on PostgreSQL: InnoDB's row estimate past EXACT_COUNT_BYTES, the growth on the
+      // (status, updated_at) index.
+      const [counts] = await all<{ day: unknown; hour: unknown }>(
+        `SELECT (SELECT COUNT(*) FROM ${qualified} WHERE status IN ('PROCESSING', 'SUCCESS', 'FAIL') AND updated_at > ?) AS day,
+           (SELECT COUNT(*) FROM ${qualified} WHERE status IN ('PROCESSING', 'SUCCESS', 'FAIL') AND updated_at > ?) AS hour`,
         [nowMs - GROWTH_WINDOWS.dayMs, nowMs - GROWTH_WINDOWS.hourMs],
       );
-      const [bytes] = await all<{ bytes: unknown }>(
-        `SELECT DATA_LENGTH + INDEX_LENGTH AS bytes FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+      const [bytes] = await all<{ bytes: unknown; estimate: unknown }>(
+        `SELECT DATA_LENGTH + INDEX_LENGTH AS bytes, TABLE_ROWS AS estimate FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
         [database, table],
       );
+      const estimated = num(bytes?.bytes) > EXACT_COUNT_BYTES;
+      const rowCount = estimated
+        ? num(bytes?.estimate)
+        : num((await all<{ n: unknown }>(`SELECT COUNT(*) AS n FROM ${qualified}`))[0]?.n);
       const [dir] = await all<{ dir: string | null }>('SELECT @@datadir AS dir');
       return {
-        rows: num(counts?.rows),
+        rows: rowCount,
+        ...(estimated ? { rowsEstimated: true } : {}),
         bytes: num(bytes?.bytes),
         rowsLastDay: num(counts?.day),
         rowsLastHour: num(counts?.hour),

@@ -5,7 +5,7 @@ import { quoteIdentifier, sqlIdentifier } from '../../ledger/sql-identifier.js';
 import { loadDriver } from '../stores.js';
 import { missingTableFinding, parseLedgerDdl, schemaFinding, type TableShape } from './expected-schema.js';
 import type { Finding } from './findings.js';
-import { diskOf, GROWTH_WINDOWS, idleTimeoutFinding, urlHost } from './ledger-checks.js';
+import { diskOf, EXACT_COUNT_BYTES, GROWTH_WINDOWS, idleTimeoutFinding, urlHost } from './ledger-checks.js';
 import type { LedgerInspector } from './ledger-doctor.js';
 
 /** The part of a pg `Client` the inspector uses. */
@@ -130,14 +130,29 @@ export async function openPostgresInspector(target: PostgresDoctorTarget): Promi
       return num(rows[0]?.ms);
     },
     async size(nowMs) {
-      const { rows } = await client.query<{ rows: string; day: string; hour: string; bytes: string }>(
-        `SELECT count(*) AS rows,
-           count(*) FILTER (WHERE created_at > $1) AS day,
-           count(*) FILTER (WHERE created_at > $2) AS hour,
-           (SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree($3::regclass)) AS bytes
-         FROM ${qualified}`,
+      // The row count is the planner's estimate once the table is past EXACT_COUNT_BYTES (a count(*)
+      // reads the whole table: minutes at tens of millions of rows); the growth is counted on the
+      // (status, updated_at) index, so it reads a day's rows, not the table.
+      const { rows } = await client.query<{
+        estimate: string;
+        analyzed: boolean;
+        bytes: string;
+        day: string;
+        hour: string;
+      }>(
+        `WITH leaves AS (SELECT c.reltuples FROM pg_partition_tree($3::regclass) t JOIN pg_class c ON c.oid = t.relid WHERE t.isleaf)
+         SELECT (SELECT coalesce(sum(reltuples) FILTER (WHERE reltuples >= 0), 0) FROM leaves) AS estimate,
+           (SELECT coalesce(bool_or(reltuples >= 0), false) FROM leaves) AS analyzed,
+           (SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree($3::regclass)) AS bytes,
+           (SELECT count(*) FROM ${qualified} WHERE status IN ('PROCESSING', 'SUCCESS', 'FAIL') AND updated_at > $1) AS day,
+           (SELECT count(*) FROM ${qualified} WHERE status IN ('PROCESSING', 'SUCCESS', 'FAIL') AND updated_at > $2) AS hour`,
         [new Date(nowMs - GROWTH_WINDOWS.dayMs), new Date(nowMs - GROWTH_WINDOWS.hourMs), qualified],
       );
+      const row = rows[0];
+      const estimated = row?.analyzed === true && num(row.bytes) > EXACT_COUNT_BYTES;
+      const count = estimated
+        ? num(row.estimate)
+        : num((await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${qualified}`)).rows[0]?.n);
       let dir: string | undefined;
       try {
         dir = (await client.query<{ dir: string }>("SELECT current_setting('data_directory') AS dir")).rows[0]
@@ -145,9 +160,9 @@ export async function openPostgresInspector(target: PostgresDoctorTarget): Promi
       } catch {
         dir = undefined;
       }
-      const row = rows[0];
       return {
-        rows: num(row?.rows),
+        rows: count,
+        ...(estimated ? { rowsEstimated: true } : {}),
         bytes: num(row?.bytes),
         rowsLastDay: num(row?.day),
         rowsLastHour: num(row?.hour),
