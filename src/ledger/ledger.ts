@@ -170,7 +170,11 @@ export const DEFAULT_LEDGER_CAPABILITIES: LedgerCapabilities = Object.freeze({
 export interface PurgeOptions {
   /** Finished rows (SUCCESS, FAIL) last updated before this instant are deleted. */
   readonly olderThan: Date;
-  /** Rows deleted per statement and short transaction. @default 1000 */
+  /**
+   * Rows per batch, deleted by one statement in its own short transaction (the MySQL ledger reads a
+   * batch's keys with one statement and deletes them in key order, at most 1,000 rows a statement).
+   * @default 1000
+   */
   readonly batchSize?: number;
   /** Stop after this many batches (the rest waits for the next run). @default unlimited */
   readonly maxBatches?: number;

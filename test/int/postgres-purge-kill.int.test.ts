@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type pg from 'pg';
@@ -6,6 +5,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresLedger } from 'oncemq/postgres';
 import { buildPackage } from '../support/built-package.js';
 import { dropSchema, findPostgres, newPool, scratchSchema } from '../support/postgres.js';
+import {
+  expectExpiredGone,
+  expectLiveReplays,
+  expectLockTakenOver,
+  expectWholeOrGone,
+  purgerScript,
+  startPurger,
+  type KilledRow,
+} from '../support/purger-process.js';
 
 const service = await findPostgres();
 const DAY = 86_400_000;
@@ -14,49 +22,20 @@ const DAY = 86_400_000;
  * A retention pass in a process of its own, on the ledger `schema.table`: prints `locked` once the
  * pass runs (it holds the maintenance lock), then a line per batch, until it is killed.
  */
-const PURGER = `
-import pg from 'pg';
-import { RetryPolicy, startRetention } from './index.js';
+const PURGER = purgerScript(
+  `import pg from 'pg';
 import { PostgresLedger } from './postgres.js';
-
-const [url, schema, table, partitioned, olderThan] = process.argv.slice(2);
+const [url, schema, table, partitioned] = process.argv.slice(2);
 const pool = new pg.Pool({ connectionString: url, max: 3 });
-const ledger = new PostgresLedger({ pool, schema, table, partitioned: partitioned === 'daily' ? 'daily' : false, migrate: false });
-await ledger.init();
-const lock = await ledger.tryMaintenanceLock();
-await lock.release();
-const retention = startRetention(ledger, {
-  every: '1h', olderThan: Number(olderThan), batchSize: 50, retry: RetryPolicy.none(), replayMargin: 0,
-  onProgress: (p) => process.stdout.write(p.done ? 'done\\n' : 'batch ' + p.deleted + '\\n'),
-});
-process.stdout.write('locked\\n');
-await retention.runOnce();
-`;
+const ledger = new PostgresLedger({ pool, schema, table, partitioned: partitioned === 'daily' ? 'daily' : false, migrate: false });`,
+  50,
+);
 
-interface Row {
-  consumer_group: string;
-  msg_key: string;
-  status: string;
-  attempt: number;
-  result: string | null;
-  updated_at: Date;
-}
-
-/** Starts the purger; resolves once its output matches `when`, with the process still running. */
-function startPurger(file: string, args: string[], when: (out: string) => boolean): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [file, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (when(out)) resolve(child);
-    });
-    child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-    child.on('exit', (code) =>
-      reject(new Error(`the purger exited (${String(code)}) before the kill: ${err}`)),
-    );
-  });
+interface Row extends KilledRow {
+  readonly consumer_group: string;
+  readonly msg_key: string;
+  readonly attempt: number;
+  readonly result: string | null;
 }
 
 /**
@@ -83,10 +62,15 @@ describe.skipIf(!service.available)('a PostgreSQL retention pass killed with kil
   });
 
   const snapshot = async (table: string): Promise<Map<string, Row>> => {
-    const { rows } = await pool.query<Row>(
+    const { rows } = await pool.query<Omit<Row, 'updated'> & { readonly updated_at: Date }>(
       `SELECT consumer_group, msg_key, status, attempt, result, updated_at FROM "${schema}"."${table}"`,
     );
-    return new Map(rows.map((row) => [`${row.consumer_group}/${row.msg_key}`, row]));
+    return new Map(
+      rows.map(({ updated_at, ...row }) => [
+        `${row.consumer_group}/${row.msg_key}`,
+        { ...row, updated: updated_at.getTime() },
+      ]),
+    );
   };
 
   for (const partitioned of [false, 'daily'] as const) {
@@ -142,49 +126,13 @@ describe.skipIf(!service.available)('a PostgreSQL retention pass killed with kil
       child.kill('SIGKILL');
       await new Promise((resolve) => child.once('exit', resolve));
 
-      const after = await snapshot(table);
-      expect(after.size).toBeLessThan(before.size);
-      let deleted = 0;
-      for (const [id, row] of before) {
-        const left = after.get(id);
-        if (left === undefined) {
-          deleted++;
-          expect(row.status, id).not.toBe('PROCESSING');
-          expect(row.updated_at.getTime(), id).toBeLessThan(cutoff);
-        } else {
-          expect(left, id).toEqual(row);
-        }
-      }
-      expect(after.size + deleted).toBe(before.size);
-      for (let g = 1; g <= 2000; g += 97) {
-        const replay = await ledger.transaction(
-          {
-            group: 'points',
-            key: `new-${g}`,
-            fingerprint: null,
-            brokerId: `b-${g}`,
-            topic: 't',
-            leaseMs: 30_000,
-          },
-          () => 'a second effect',
-        );
-        expect(replay).toMatchObject({ status: 'duplicate', record: { result: `{"new":${g}}` } });
-      }
+      expectWholeOrGone(before, await snapshot(table), cutoff);
+      await expectLiveReplays(ledger, 2000);
 
       // The dead session's lock is gone once PostgreSQL has ended it; the next pass finishes the work.
-      let lock;
-      for (let i = 0; i < 100 && lock === undefined; i++) {
-        lock = await ledger.tryMaintenanceLock();
-        if (lock === undefined) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      expect(lock).toBeDefined();
-      await lock?.release();
+      await expectLockTakenOver(ledger);
       await ledger.purge({ olderThan: new Date(cutoff), batchSize: 1000 });
-      const final = await snapshot(table);
-      for (const [id, row] of before) {
-        const expired = row.status !== 'PROCESSING' && row.updated_at.getTime() < cutoff;
-        expect(final.has(id), id).toBe(!expired);
-      }
+      expectExpiredGone(before, await snapshot(table), cutoff);
     }, 60_000);
   }
 });

@@ -33,6 +33,7 @@ import {
 } from './mysql-client.js';
 import { mysqlDialect } from './mysql-dialect.js';
 import { takeMysqlUserLock, takeMysqlUserLockFromPool } from './mysql-maintenance-lock.js';
+import { purgeMysqlBatch } from './mysql-purge.js';
 import {
   mysqlListQuery,
   mysqlMigrations,
@@ -369,12 +370,13 @@ export class MysqlBackend<Conn extends MysqlConnectionLike, Tx = Conn>
     );
   }
 
+  /** Batches of a key read, then DELETEs by primary key, each autocommit (mysql-purge.ts). */
   purge(options: Required<PurgeOptions>): Promise<PurgeResult> {
-    const sql = this.#s.purge(options.batchSize);
-    // autocommit: each bounded DELETE is its own short transaction
+    const execute = (sql: string, values: MysqlValue[]): Promise<unknown> => this.#execute(sql, values);
+    const cutoff = options.olderThan.getTime();
     return purgeInBatches(
       options,
-      async () => header(await this.#execute(sql, [options.olderThan.getTime()])).affectedRows,
+      async () => (await purgeMysqlBatch(execute, this.#s.purge, cutoff, options.batchSize)).deleted,
     );
   }
 }

@@ -3,6 +3,7 @@ import { listFilter } from '../list-filter.js';
 import type { ListQuery } from '../ledger.js';
 import { ownedWriteSql, type OwnedWrite } from '../sql-leases.js';
 import { rows, type MysqlConnectionLike, type MysqlValue } from './mysql-client.js';
+import { mysqlPurgeStatements } from './mysql-purge.js';
 
 /**
  * The MySQL/MariaDB ledger's DDL and statements. Keys and groups are VARBINARY so that they compare
@@ -141,9 +142,7 @@ export function mysqlStatements(table: string, strict: (sql: string) => string) 
     ),
     reset: `DELETE FROM ${t} WHERE consumer_group = ? AND msg_key = ? AND status IN ('PROCESSING', 'FAIL')`,
     resetForce: `DELETE FROM ${t} WHERE consumer_group = ? AND msg_key = ?`,
-    /** `LIMIT` takes a validated integer: some servers refuse a bound LIMIT from mysql2's execute. */
-    purge: (limit: number) =>
-      `DELETE FROM ${t} WHERE status IN ('SUCCESS', 'FAIL') AND updated_at < ? LIMIT ${Math.trunc(limit)}`,
+    purge: mysqlPurgeStatements(t),
     list: `SELECT * FROM ${t}`,
   };
 }
