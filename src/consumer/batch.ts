@@ -175,7 +175,8 @@ async function runLeased<Tx, T>(
       } else if ('error' in answer) {
         outcomes[index] = input.record(runner.unavailable(delivery, answer.error, started), delivery.trace);
       } else if (answer.won) {
-        const { settled } = await runner.runHeld(delivery, answer.claimed, answer.held, started);
+        const run = runner.runHeld(delivery, answer.claimed, answer.held, started);
+        const { settled } = isThenable(run) ? await run : run;
         settling.push(
           settled.then((outcome) => {
             outcomes[index] = input.record(outcome, delivery.trace);
