@@ -8,10 +8,17 @@ import { isWon, type Claim, type ClaimResult, type Ledger, type WonClaim } from 
 import type { Readable } from './delivery-reader.js';
 import type { BatchHandler, Handler } from './handler.js';
 import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
-import { NEVER_ABORTED, type HeldDelivery, type LeaseKeeper, type SignalSource } from './lease-keeper.js';
+import {
+  keepAlive,
+  NEVER_ABORTED,
+  type HeldDelivery,
+  type LeaseKeeper,
+  type SignalSource,
+} from './lease-keeper.js';
 import type { Outbox } from '../outbox/outbox.js';
 import type { OutcomeBuilder } from './outcome-builder.js';
 import type { RetryPolicy } from '../core/retry-policy.js';
+import { runAsIs } from '../telemetry/delivery-trace.js';
 
 /** What the runner needs, resolved once from the pipeline's configuration. */
 export interface RunnerConfig<Tx, T> {
@@ -100,7 +107,9 @@ export class DeliveryRunner<Tx, T> {
   /** Calls the handler for a won claim, with its context, inside the delivery's trace. */
   handle(delivery: Readable<T>, claim: Claim, tx: Tx | undefined, signal: SignalSource): unknown {
     const context = this.context(delivery, claim, tx, signal);
-    return delivery.trace.handler(() => this.config.handler(delivery.message, context));
+    const { trace } = delivery;
+    if (trace.handler === runAsIs) return this.config.handler(delivery.message, context);
+    return trace.handler(() => this.config.handler(delivery.message, context));
   }
 
   /** The batch handler, when the pipeline has one. */
@@ -108,31 +117,9 @@ export class DeliveryRunner<Tx, T> {
     return this.config.batchHandler;
   }
 
-  /**
-   * Keeps the deliveries' broker keep-alives running while transactional work runs; undefined when
-   * none has one (nothing is allocated for a batch without keep-alives).
-   */
-  keepAlive(envelopes: readonly Envelope[]): (() => void) | undefined {
-    let held: HeldDelivery[] | undefined;
-    for (const envelope of envelopes) {
-      if (envelope.keepAlive !== undefined)
-        (held ??= []).push(this.config.leases.hold(undefined, Date.now(), envelope.keepAlive));
-    }
-    if (held === undefined) return undefined;
-    const all = held;
-    return () => {
-      for (const one of all) this.config.leases.release(one);
-    };
-  }
-
-  /** {@link keepAlive} of one envelope: undefined, and nothing allocated, when it has none. */
-  keepOneAlive(envelope: Envelope): (() => void) | undefined {
-    const { keepAlive } = envelope;
-    if (keepAlive === undefined) return undefined;
-    const held = this.config.leases.hold(undefined, Date.now(), keepAlive);
-    return () => {
-      this.config.leases.release(held);
-    };
+  /** {@link keepAlive} of the deliveries' envelopes, by this pipeline's lease keeper. */
+  keepAlive(deliveries: readonly { readonly envelope: Envelope }[]): (() => void) | undefined {
+    return keepAlive(this.config.leases, deliveries);
   }
 
   executed(
@@ -170,7 +157,9 @@ export class DeliveryRunner<Tx, T> {
    */
   async transactional(delivery: Readable<T>, started: number): Promise<Outcome> {
     const { ledger, retry } = this.config;
-    const stop = this.keepOneAlive(delivery.envelope);
+    // Most envelopes have no keep-alive: no array, no closure for them.
+    const stop =
+      delivery.envelope.keepAlive === undefined ? undefined : keepAlive(this.config.leases, [delivery]);
     try {
       for (let run = 0; ; run++) {
         let value: unknown;

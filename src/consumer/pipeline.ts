@@ -219,13 +219,13 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
     if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
-    const deliveries: ReadDelivery<T>[] = [];
     const outcomes: (Outcome | undefined)[] = [];
     const readable: Readable<T>[] = [];
+    const positions: number[] = [];
     for (const envelope of envelopes) {
       const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
-      deliveries.push(delivery);
       if (delivery.ok) {
+        positions.push(outcomes.length);
         outcomes.push(undefined);
         readable.push(delivery);
       } else {
@@ -243,7 +243,8 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
         {
           runner: this.#runner,
           mode: this.mode,
-          deliveries,
+          deliveries: readable,
+          positions,
           one: (delivery) => this.#one(delivery, started),
           record: (outcome, trace) => this.#recorder.record(outcome, trace),
           started,
