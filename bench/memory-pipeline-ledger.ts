@@ -189,7 +189,7 @@ class MemoryPipelineBackend implements LedgerBackend<Points> {
         () => work(this.points, won),
         (stored) => {
           won.forEach(({ claim }, i) => this.#storeResult(claim, stored[i] ?? null));
-          return answerTwins(requests, results, (r) => this.rows.get(rowId(r.group, r.key)), now);
+          return answerTwins(plan, requests, results, (r) => this.rows.get(rowId(r.group, r.key)), now);
         },
         () => before.forEach((row, id) => this.#restore(id, row)),
       );

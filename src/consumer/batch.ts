@@ -1,30 +1,25 @@
-import type { Envelope } from '../core/envelope.js';
 import type { Outcome } from '../core/outcome.js';
 import { isThenable } from '../core/thenable.js';
 import { isWon, type ClaimRequest, type ClaimResult, type WonClaim } from '../ledger/ledger.js';
-import type { Readable, ReadDelivery } from './delivery-reader.js';
+import type { Readable } from './delivery-reader.js';
 import type { DeliveryRunner } from './delivery-runner.js';
 import { batchResults } from './handler.js';
 import { NEVER_ABORTED, type HeldDelivery } from './lease-keeper.js';
 import type { DeliveryTrace } from '../telemetry/delivery-trace.js';
 
-/** A batch as the pipeline hands it over: every delivery read, and how to run one on its own. */
+/** A batch as the pipeline hands it over: its readable deliveries, and how to run one on its own. */
 export interface BatchInput<Tx, T> {
   readonly runner: DeliveryRunner<Tx, T>;
   readonly mode: 'transactional' | 'leased';
-  /** Each delivery of the batch, read, in delivery order. */
-  readonly deliveries: readonly ReadDelivery<T>[];
+  /** The deliveries of the batch that were read, in delivery order. */
+  readonly deliveries: readonly Readable<T>[];
+  /** Where each of {@link deliveries} stands in the batch (its index in `outcomes`). */
+  readonly positions: readonly number[];
   /** Runs one read delivery to its recorded outcome (process()'s path), for fallbacks. */
   readonly one: (delivery: Readable<T>) => Promise<Outcome>;
   /** Records an outcome (counts, logs, tells the listener, ends the delivery's trace) and returns it. */
   readonly record: (outcome: Outcome, trace: DeliveryTrace) => Outcome;
   readonly started: number;
-}
-
-interface Claimable<T> {
-  /** Position in the batch. */
-  readonly index: number;
-  readonly delivery: Readable<T>;
 }
 
 /**
@@ -43,65 +38,66 @@ export async function runBatch<Tx, T>(
   input: BatchInput<Tx, T>,
   outcomes: (Outcome | undefined)[],
 ): Promise<void> {
-  const claimable: Claimable<T>[] = [];
-  for (let index = 0; index < input.deliveries.length; index++) {
-    const delivery = input.deliveries[index] as ReadDelivery<T>;
-    if (delivery.ok) claimable.push({ index, delivery });
-  }
-  if (claimable.length === 0) return;
+  const { deliveries, positions } = input;
+  if (deliveries.length === 0) return;
   if (input.mode === 'leased') {
-    await runLeased(input, claimable, outcomes);
+    await runLeased(input, outcomes);
   } else if (input.runner.ledger.capabilities.batchClaim) {
-    await runTransactional(input, claimable, outcomes);
+    await runTransactional(input, outcomes);
   } else {
-    for (const { index, delivery } of claimable) outcomes[index] = await input.one(delivery);
+    for (const [i, delivery] of deliveries.entries())
+      outcomes[positions[i] as number] = await input.one(delivery);
   }
 }
 
-/** The transactional batch: one claim statement and one commit, each delivery on its own if it fails. */
+/**
+ * The transactional batch: one claim statement and one commit, each delivery on its own if it fails.
+ * Per delivery it keeps only what the answer needs: the handler's value, by its place in the batch.
+ */
 async function runTransactional<Tx, T>(
   input: BatchInput<Tx, T>,
-  claimable: readonly Claimable<T>[],
   outcomes: (Outcome | undefined)[],
 ): Promise<void> {
-  const { runner, started } = input;
-  // The handler's value of each won claim, by its position in `claimable`.
+  const { runner, started, deliveries, positions } = input;
   const values: unknown[] = [];
-  const envelopes: Envelope[] = [];
   const requests: ClaimRequest[] = [];
-  for (const { delivery } of claimable) {
-    envelopes.push(delivery.envelope);
+  for (const delivery of deliveries) {
     requests.push(delivery.request);
     delivery.trace.claimStarted();
   }
-  const stop = runner.keepAlive(envelopes);
+  const stop = runner.keepAlive(deliveries);
   let claimed: readonly ClaimResult[] | undefined;
   try {
     claimed = await runner.ledger.transactionMany(requests, async (tx, won) => {
-      const items = won.map(({ index, claim }) => {
-        const item = claimable[index];
-        if (item === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
-        item.delivery.trace.claimed(claim.attempt > 1 ? 'reclaimed' : 'acquired');
-        return { index, claim, delivery: item.delivery };
-      });
+      const at = (index: number): Readable<T> => {
+        const delivery = deliveries[index];
+        if (delivery === undefined) throw new Error(`batch claim answered an unknown index ${index}`);
+        return delivery;
+      };
+      // Index loops: an iterator's result objects would outlive the awaits below, one per delivery.
+      for (let w = 0; w < won.length; w++) {
+        const { index, claim } = won[w] as (typeof won)[number];
+        at(index).trace.claimed(claim.attempt > 1 ? 'reclaimed' : 'acquired');
+      }
       const batchHandler = runner.batchHandler;
-      if (batchHandler !== undefined && items.length > 0) {
-        const events = items.map(({ delivery, claim }) => ({
-          message: delivery.message,
-          context: runner.context(delivery, claim, tx, NEVER_ABORTED),
+      if (batchHandler !== undefined && won.length > 0) {
+        const events = won.map(({ index, claim }) => ({
+          message: at(index).message,
+          context: runner.context(at(index), claim, tx, NEVER_ABORTED),
         }));
         const out = batchHandler(events, { tx, group: runner.group });
-        const results = batchResults(isThenable(out) ? await out : out, items.length);
-        items.forEach(({ index }, i) => {
+        const results = batchResults(isThenable(out) ? await out : out, won.length);
+        won.forEach(({ index }, i) => {
           values[index] = results[i];
         });
       } else {
-        for (const { index, claim, delivery } of items) {
-          const out = runner.handle(delivery, claim, tx, NEVER_ABORTED);
+        for (let w = 0; w < won.length; w++) {
+          const { index, claim } = won[w] as (typeof won)[number];
+          const out = runner.handle(at(index), claim, tx, NEVER_ABORTED);
           values[index] = isThenable(out) ? await out : out;
         }
       }
-      return items.map(({ index }) => runner.store(values[index]));
+      return won.map(({ index }) => runner.store(values[index]));
     });
   } catch {
     // A handler (or the ledger) failed: the whole batch rolled back. Each delivery on its own.
@@ -109,14 +105,15 @@ async function runTransactional<Tx, T>(
   } finally {
     stop?.();
   }
-  for (let i = 0; i < claimable.length; i++) {
-    const { index, delivery } = claimable[i] as Claimable<T>;
+  for (let i = 0; i < deliveries.length; i++) {
+    const delivery = deliveries[i] as Readable<T>;
+    const position = positions[i] as number;
     const result = claimed?.[i];
     if (result === undefined) {
-      outcomes[index] = await input.one(delivery);
+      outcomes[position] = await input.one(delivery);
     } else {
       if (isWon(result)) delivery.trace.committed();
-      outcomes[index] = input.record(
+      outcomes[position] = input.record(
         isWon(result)
           ? runner.executed(delivery, result, started, values[i])
           : runner.notWon(delivery, result, started),
@@ -133,18 +130,14 @@ type LeasedAnswer =
   | { readonly later: true };
 
 /** The leased batch: every claim at once, every won lease held from then on, the handlers in order. */
-async function runLeased<Tx, T>(
-  input: BatchInput<Tx, T>,
-  claimable: readonly Claimable<T>[],
-  outcomes: (Outcome | undefined)[],
-): Promise<void> {
-  const { runner, started } = input;
+async function runLeased<Tx, T>(input: BatchInput<Tx, T>, outcomes: (Outcome | undefined)[]): Promise<void> {
+  const { runner, started, deliveries, positions } = input;
   // A key that comes again later in the batch is claimed at its turn, after the first copy finished,
   // so that it answers as it would one by one ("duplicate" or "conflict"), not "busy".
   const seen = new Set<string>();
   const sentAt = Date.now();
   const answers = await Promise.all(
-    claimable.map(({ delivery }): Promise<LeasedAnswer> => {
+    deliveries.map((delivery): Promise<LeasedAnswer> => {
       if (seen.has(delivery.key)) return Promise.resolve({ later: true });
       seen.add(delivery.key);
       delivery.trace.claimStarted();
@@ -165,7 +158,8 @@ async function runLeased<Tx, T>(
   let settledAll: PromiseSettledResult<void>[] = [];
   let next = 0;
   try {
-    for (const [i, { index, delivery }] of claimable.entries()) {
+    for (const [i, delivery] of deliveries.entries()) {
+      const index = positions[i] as number;
       next = i + 1;
       const answer = answers[i];
       if (answer === undefined) throw new Error(`no claim answer for delivery ${index}`);
@@ -175,7 +169,8 @@ async function runLeased<Tx, T>(
       } else if ('error' in answer) {
         outcomes[index] = input.record(runner.unavailable(delivery, answer.error, started), delivery.trace);
       } else if (answer.won) {
-        const { settled } = await runner.runHeld(delivery, answer.claimed, answer.held, started);
+        const run = runner.runHeld(delivery, answer.claimed, answer.held, started);
+        const { settled } = isThenable(run) ? await run : run;
         settling.push(
           settled.then((outcome) => {
             outcomes[index] = input.record(outcome, delivery.trace);

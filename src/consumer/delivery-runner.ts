@@ -8,10 +8,17 @@ import { isWon, type Claim, type ClaimResult, type Ledger, type WonClaim } from 
 import type { Readable } from './delivery-reader.js';
 import type { BatchHandler, Handler } from './handler.js';
 import { PipelineContext, type HandlerContext, type Mode } from './handler-context.js';
-import { NEVER_ABORTED, type HeldDelivery, type LeaseKeeper, type SignalSource } from './lease-keeper.js';
+import {
+  keepAlive,
+  NEVER_ABORTED,
+  type HeldDelivery,
+  type LeaseKeeper,
+  type SignalSource,
+} from './lease-keeper.js';
 import type { Outbox } from '../outbox/outbox.js';
 import type { OutcomeBuilder } from './outcome-builder.js';
 import type { RetryPolicy } from '../core/retry-policy.js';
+import { runAsIs } from '../telemetry/delivery-trace.js';
 
 /** What the runner needs, resolved once from the pipeline's configuration. */
 export interface RunnerConfig<Tx, T> {
@@ -35,6 +42,16 @@ export interface RunnerConfig<Tx, T> {
 export interface HeldRun {
   readonly settled: Promise<Outcome>;
 }
+
+/** A held delivery on its way through its handler's attempts. */
+interface HeldRunState<T> {
+  readonly delivery: Readable<T>;
+  readonly claimed: WonClaim;
+  readonly held: HeldDelivery;
+  readonly started: number;
+}
+
+const settledOf = (run: HeldRun): Promise<Outcome> => run.settled;
 
 /**
  * The steps that take one read delivery to its outcome: claim, run the handler, complete or fail,
@@ -90,7 +107,9 @@ export class DeliveryRunner<Tx, T> {
   /** Calls the handler for a won claim, with its context, inside the delivery's trace. */
   handle(delivery: Readable<T>, claim: Claim, tx: Tx | undefined, signal: SignalSource): unknown {
     const context = this.context(delivery, claim, tx, signal);
-    return delivery.trace.handler(() => this.config.handler(delivery.message, context));
+    const { trace } = delivery;
+    if (trace.handler === runAsIs) return this.config.handler(delivery.message, context);
+    return trace.handler(() => this.config.handler(delivery.message, context));
   }
 
   /** The batch handler, when the pipeline has one. */
@@ -98,31 +117,9 @@ export class DeliveryRunner<Tx, T> {
     return this.config.batchHandler;
   }
 
-  /**
-   * Keeps the deliveries' broker keep-alives running while transactional work runs; undefined when
-   * none has one (nothing is allocated for a batch without keep-alives).
-   */
-  keepAlive(envelopes: readonly Envelope[]): (() => void) | undefined {
-    let held: HeldDelivery[] | undefined;
-    for (const envelope of envelopes) {
-      if (envelope.keepAlive !== undefined)
-        (held ??= []).push(this.config.leases.hold(undefined, Date.now(), envelope.keepAlive));
-    }
-    if (held === undefined) return undefined;
-    const all = held;
-    return () => {
-      for (const one of all) this.config.leases.release(one);
-    };
-  }
-
-  /** {@link keepAlive} of one envelope: undefined, and nothing allocated, when it has none. */
-  keepOneAlive(envelope: Envelope): (() => void) | undefined {
-    const { keepAlive } = envelope;
-    if (keepAlive === undefined) return undefined;
-    const held = this.config.leases.hold(undefined, Date.now(), keepAlive);
-    return () => {
-      this.config.leases.release(held);
-    };
+  /** {@link keepAlive} of the deliveries' envelopes, by this pipeline's lease keeper. */
+  keepAlive(deliveries: readonly { readonly envelope: Envelope }[]): (() => void) | undefined {
+    return keepAlive(this.config.leases, deliveries);
   }
 
   executed(
@@ -160,7 +157,9 @@ export class DeliveryRunner<Tx, T> {
    */
   async transactional(delivery: Readable<T>, started: number): Promise<Outcome> {
     const { ledger, retry } = this.config;
-    const stop = this.keepOneAlive(delivery.envelope);
+    // Most envelopes have no keep-alive: no array, no closure for them.
+    const stop =
+      delivery.envelope.keepAlive === undefined ? undefined : keepAlive(this.config.leases, [delivery]);
     try {
       for (let run = 0; ; run++) {
         let value: unknown;
@@ -216,23 +215,30 @@ export class DeliveryRunner<Tx, T> {
     }
   }
 
-  /** Leased mode, one delivery: claim, hold the lease, run, complete. */
-  async leased(delivery: Readable<T>, started: number): Promise<Outcome> {
+  /**
+   * Leased mode, one delivery: claim, hold the lease, run, complete. A chain of reactions rather
+   * than an async function: a synchronous handler costs no turn of its own.
+   */
+  leased(delivery: Readable<T>, started: number): Promise<Outcome> {
     const sentAt = Date.now();
-    let claimed: ClaimResult;
     delivery.trace.claimStarted();
-    try {
-      claimed = await this.config.ledger.claim(delivery.request);
-      delivery.trace.claimed(claimed.status);
-    } catch (error) {
-      // A request the ledger can never store (a key past its limits) is a dead letter, not an outage.
-      if (error instanceof PermanentError)
-        return this.config.outcomes.failed(delivery.envelope, delivery.key, error, started);
-      return this.unavailable(delivery, error, started);
-    }
-    if (!isWon(claimed)) return this.notWon(delivery, claimed, started);
-    return (await this.runHeld(delivery, claimed, this.hold(claimed, sentAt, delivery.envelope), started))
-      .settled;
+    return this.config.ledger.claim(delivery.request).then(
+      (claimed) => {
+        try {
+          delivery.trace.claimed(claimed.status);
+        } catch (error) {
+          return this.unavailable(delivery, error, started);
+        }
+        if (!isWon(claimed)) return this.notWon(delivery, claimed, started);
+        const run = this.runHeld(delivery, claimed, this.hold(claimed, sentAt, delivery.envelope), started);
+        return isThenable(run) ? run.then(settledOf) : run.settled;
+      },
+      (error: unknown) =>
+        // A request the ledger can never store (a key past its limits) is a dead letter, not an outage.
+        error instanceof PermanentError
+          ? this.config.outcomes.failed(delivery.envelope, delivery.key, error, started)
+          : this.unavailable(delivery, error, started),
+    );
   }
 
   /** Starts keeping the lease of a won leased claim (sent at `sentAt`) and the delivery's keep-alive. */
@@ -249,48 +255,54 @@ export class DeliveryRunner<Tx, T> {
    * Runs the handler of a won leased claim whose lease is held, then starts completing (or failing)
    * the claim: `settled` gives the outcome once the ledger has recorded it. A batch runs its next
    * handler while this completion is on its way, so concurrent completions can share a round trip.
+   * Answers at once (no promise) when the handler returned at once.
    */
-  async runHeld(
+  runHeld(
     delivery: Readable<T>,
     claimed: WonClaim,
     held: HeldDelivery,
     started: number,
-  ): Promise<HeldRun> {
-    const { leases, retry } = this.config;
+  ): HeldRun | Promise<HeldRun> {
     const lostWhileWaiting = held.lostError;
     if (lostWhileWaiting !== undefined) {
       // Lost while the delivery waited its turn in a batch: someone else may hold the key now.
-      leases.release(held);
+      this.config.leases.release(held);
       return { settled: Promise.resolve(this.unavailable(delivery, lostWhileWaiting, started)) };
     }
-    let value: unknown;
-    let failure: unknown;
-    let ok = false;
-    try {
-      for (let run = 0; ; run++) {
-        try {
-          value = await this.handle(delivery, held.claim ?? claimed.claim, undefined, held);
-          ok = true;
-          break;
-        } catch (error) {
-          if (error instanceof PermanentError || run >= retry.immediate || held.lost) {
-            failure = error;
-            break;
-          }
-        }
-      }
-    } finally {
-      leases.release(held);
-    }
-    const claim = held.claim ?? claimed.claim;
-    return {
-      settled: ok
-        ? this.#complete(delivery, claimed, claim, value, started)
-        : this.#fail(delivery, claim, failure, started, held.lostError),
-    };
+    return this.#attempt({ delivery, claimed, held, started }, 0);
   }
 
-  async #complete(
+  /** Run `run` of a held delivery's handler (0 first), again on failure while `retry.immediate` allows. */
+  #attempt(run: HeldRunState<T>, attempt: number): HeldRun | Promise<HeldRun> {
+    const { delivery, claimed, held } = run;
+    let out: unknown;
+    try {
+      out = this.handle(delivery, held.claim ?? claimed.claim, undefined, held);
+    } catch (error) {
+      return this.#failedAttempt(run, attempt, error);
+    }
+    if (!isThenable(out)) return this.#ran(run, out);
+    return Promise.resolve(out).then(
+      (value) => this.#ran(run, value),
+      (error: unknown) => this.#failedAttempt(run, attempt, error),
+    );
+  }
+
+  #failedAttempt(run: HeldRunState<T>, attempt: number, error: unknown): HeldRun | Promise<HeldRun> {
+    const { delivery, claimed, held, started } = run;
+    if (!(error instanceof PermanentError || attempt >= this.config.retry.immediate || held.lost))
+      return this.#attempt(run, attempt + 1);
+    this.config.leases.release(held);
+    const claim = held.claim ?? claimed.claim;
+    return { settled: this.#fail(delivery, claim, error, started, held.lostError) };
+  }
+
+  #ran({ delivery, claimed, held, started }: HeldRunState<T>, value: unknown): HeldRun {
+    this.config.leases.release(held);
+    return { settled: this.#complete(delivery, claimed, held.claim ?? claimed.claim, value, started) };
+  }
+
+  #complete(
     delivery: Readable<T>,
     claimed: WonClaim,
     claim: Claim,
@@ -308,41 +320,42 @@ export class DeliveryRunner<Tx, T> {
         error: errorText(error),
       });
     }
-    let leaseLost = false;
-    try {
-      await this.#completeWithResult(delivery, claim, stored);
-      delivery.trace.committed();
-    } catch (error) {
-      if (!(error instanceof LeaseLostError)) return this.unavailable(delivery, error, started);
-      leaseLost = true;
-      this.config.logger.warn(
-        'oncemq: lease lost before completion; another owner may apply the effect again',
-        {
-          group: this.config.group,
-          key: delivery.key,
-          attempt: claim.attempt,
-        },
-      );
-    }
-    return this.executed(delivery, claimed, started, value, leaseLost);
+    return this.#completeWithResult(delivery, claim, stored).then(
+      () => {
+        try {
+          delivery.trace.committed();
+        } catch (error) {
+          return this.unavailable(delivery, error, started);
+        }
+        return this.executed(delivery, claimed, started, value);
+      },
+      (error: unknown) => {
+        if (!(error instanceof LeaseLostError)) return this.unavailable(delivery, error, started);
+        this.config.logger.warn(
+          'oncemq: lease lost before completion; another owner may apply the effect again',
+          { group: this.config.group, key: delivery.key, attempt: claim.attempt },
+        );
+        return this.executed(delivery, claimed, started, value, true);
+      },
+    );
   }
 
   /**
    * Completes a leased claim with its stored result; a result the ledger refuses to store (past its
    * size limit) is left out — the effect has happened, so the claim is completed without it.
    */
-  async #completeWithResult(delivery: Readable<T>, claim: Claim, stored: string | null): Promise<void> {
-    try {
-      await this.config.ledger.complete(claim, stored);
-    } catch (error) {
-      if (!(error instanceof PermanentError) || stored === null) throw error;
+  #completeWithResult(delivery: Readable<T>, claim: Claim, stored: string | null): Promise<void> {
+    const completing = this.config.ledger.complete(claim, stored);
+    if (stored === null) return completing;
+    return completing.catch((error: unknown) => {
+      if (!(error instanceof PermanentError)) throw error;
       this.config.logger.warn('oncemq: the ledger cannot store the result; duplicates get no result', {
         group: this.config.group,
         key: delivery.key,
         error: errorText(error),
       });
-      await this.config.ledger.complete(claim, null);
-    }
+      return this.config.ledger.complete(claim, null);
+    });
   }
 
   /**

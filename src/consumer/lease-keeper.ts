@@ -266,3 +266,23 @@ export class LeaseKeeper {
     });
   }
 }
+
+/**
+ * Keeps the deliveries' broker keep-alives running while transactional work runs, until the function
+ * returned is called; undefined when none has one (nothing is allocated for deliveries without).
+ */
+export function keepAlive(
+  leases: LeaseKeeper,
+  deliveries: readonly { readonly envelope: { readonly keepAlive?: DeliveryKeepAlive | undefined } }[],
+): (() => void) | undefined {
+  let held: HeldDelivery[] | undefined;
+  for (const { envelope } of deliveries) {
+    if (envelope.keepAlive !== undefined)
+      (held ??= []).push(leases.hold(undefined, Date.now(), envelope.keepAlive));
+  }
+  if (held === undefined) return undefined;
+  const all = held;
+  return () => {
+    for (const one of all) leases.release(one);
+  };
+}

@@ -157,16 +157,16 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
     );
   }
 
-  /** One read delivery through its mode, recorded. */
-  async #one(delivery: Readable<T>, started: number): Promise<Outcome> {
-    const outcome =
+  /** One read delivery through its mode, recorded: one reaction on the runner's promise, no async frame. */
+  #one(delivery: Readable<T>, started: number): Promise<Outcome> {
+    const running =
       this.mode === 'transactional'
-        ? await this.#runner.transactional(delivery, started)
-        : await this.#runner.leased(delivery, started);
-    return this.#recorder.record(outcome, delivery.trace);
+        ? this.#runner.transactional(delivery, started)
+        : this.#runner.leased(delivery, started);
+    return running.then((outcome) => this.#recorder.record(outcome, delivery.trace));
   }
 
-  async process(envelope: Envelope): Promise<Outcome> {
+  process(envelope: Envelope): Promise<Outcome> {
     return this.processKnown(envelope, undefined);
   }
 
@@ -176,38 +176,56 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
    * payload), recorded as any outcome is. A row cannot leave SUCCESS but by an operator's reset or the
    * retention's purge, so the answer is the one the claim would have given.
    */
-  async processKnown(envelope: Envelope, known: LedgerRecord | undefined): Promise<Outcome> {
-    if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
-    if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
-    const started = performance.now();
-    const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
-    if (!delivery.ok) return this.#unreadable(delivery, started);
-    if (known?.status === 'SUCCESS' && known.group === delivery.request.group && known.key === delivery.key) {
-      const decision = decideExisting(known, delivery.request, Date.now());
-      if (decision === 'duplicate' || decision === 'conflict') {
-        delivery.trace.claimStarted();
-        delivery.trace.claimed(decision);
-        const outcome = this.#runner.notWon(delivery, { status: decision, record: known }, started);
-        return this.#recorder.record(outcome, delivery.trace);
+  processKnown(envelope: Envelope, known: LedgerRecord | undefined): Promise<Outcome> {
+    if (this.#closed) return Promise.reject(new ClosedError(`pipeline of group '${this.group}'`));
+    const loading = this.#telemetryLoading;
+    if (loading !== undefined) return loading.then(() => this.#known(envelope, known));
+    return this.#known(envelope, known);
+  }
+
+  /**
+   * processKnown() once telemetry is loaded. Not an async function: a delivery on a ready ledger
+   * costs the runner's promise and one reaction, not a frame per step; whatever throws here is a
+   * rejection all the same.
+   */
+  #known(envelope: Envelope, known: LedgerRecord | undefined): Promise<Outcome> {
+    try {
+      const started = performance.now();
+      const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
+      if (!delivery.ok) return Promise.resolve(this.#unreadable(delivery, started));
+      if (
+        known?.status === 'SUCCESS' &&
+        known.group === delivery.request.group &&
+        known.key === delivery.key
+      ) {
+        const decision = decideExisting(known, delivery.request, Date.now());
+        if (decision === 'duplicate' || decision === 'conflict') {
+          delivery.trace.claimStarted();
+          delivery.trace.claimed(decision);
+          const outcome = this.#runner.notWon(delivery, { status: decision, record: known }, started);
+          return Promise.resolve(this.#recorder.record(outcome, delivery.trace));
+        }
       }
+      const readying = this.#ready$([delivery], started);
+      if (readying === undefined) return this.#one(delivery, started);
+      return readying.then((unavailable) => unavailable?.[0] ?? this.#one(delivery, started));
+    } catch (error) {
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- what was thrown, as an async function would
+      return Promise.reject(error);
     }
-    const readying = this.#ready$([delivery], started);
-    const unavailable = readying === undefined ? undefined : await readying;
-    if (unavailable?.[0] !== undefined) return unavailable[0];
-    return this.#one(delivery, started);
   }
 
   async processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]> {
     if (this.#closed) throw new ClosedError(`pipeline of group '${this.group}'`);
     if (this.#telemetryLoading !== undefined) await this.#telemetryLoading;
     const started = performance.now();
-    const deliveries: ReadDelivery<T>[] = [];
     const outcomes: (Outcome | undefined)[] = [];
     const readable: Readable<T>[] = [];
+    const positions: number[] = [];
     for (const envelope of envelopes) {
       const delivery = readDelivery(this.#reader, envelope, this.#telemetry.start(envelope, started));
-      deliveries.push(delivery);
       if (delivery.ok) {
+        positions.push(outcomes.length);
         outcomes.push(undefined);
         readable.push(delivery);
       } else {
@@ -225,7 +243,8 @@ class ConsumerPipeline<Tx, T> implements Pipeline {
         {
           runner: this.#runner,
           mode: this.mode,
-          deliveries,
+          deliveries: readable,
+          positions,
           one: (delivery) => this.#one(delivery, started),
           record: (outcome, trace) => this.#recorder.record(outcome, trace),
           started,

@@ -28,28 +28,39 @@ export function rowIdentity(group: string, key: string): string {
 
 const keyIdentity = (_group: string, key: string): string => key;
 
+/** Orders two requests by `(group, key)`, then by position, so equal keys keep their order. */
+function byRow(requests: readonly ClaimRequest[], a: number, b: number): number {
+  const x = requests[a] as ClaimRequest;
+  const y = requests[b] as ClaimRequest;
+  if (x.group !== y.group) return x.group < y.group ? -1 : 1;
+  if (x.key !== y.key) return x.key < y.key ? -1 : 1;
+  return a - b;
+}
+
 /**
  * Plans a batch. The distinct requests come sorted by `(group, key)`, so that concurrent batches
- * lock rows in one global order and cannot deadlock each other.
+ * lock rows in one global order and cannot deadlock each other. The sort also finds the repeated
+ * keys (they end up side by side), so planning builds no map and no identity string per request.
  */
 export function planBatch(requests: readonly ClaimRequest[]): BatchPlan {
   const group = requests[0]?.group;
-  const identity = requests.every((request) => request.group === group) ? keyIdentity : rowIdentity;
-  const first = new Map<string, number>();
-  const firstOf = requests.map((request, index) => {
-    const id = identity(request.group, request.key);
-    const seen = first.get(id);
-    if (seen !== undefined) return seen;
-    first.set(id, index);
-    return index;
-  });
-  const distinct = [...first.values()].sort((a, b) => {
-    const x = requests[a] as ClaimRequest;
-    const y = requests[b] as ClaimRequest;
-    if (x.group !== y.group) return x.group < y.group ? -1 : 1;
-    return x.key < y.key ? -1 : x.key > y.key ? 1 : 0;
-  });
-  return { distinct, firstOf, identity };
+  let oneGroup = true;
+  for (const request of requests) oneGroup &&= request.group === group;
+  const order = requests.map((_, index) => index).sort((a, b) => byRow(requests, a, b));
+  const firstOf = order.slice();
+  const distinct: number[] = [];
+  let previous: ClaimRequest | undefined;
+  let first = 0;
+  for (const index of order) {
+    const request = requests[index] as ClaimRequest;
+    if (previous === undefined || request.key !== previous.key || request.group !== previous.group) {
+      previous = request;
+      first = index;
+      distinct.push(index);
+    }
+    firstOf[index] = first;
+  }
+  return { distinct, firstOf, identity: oneGroup ? keyIdentity : rowIdentity };
 }
 
 /** Indexes of the requests that repeat a key seen earlier in the batch. */
@@ -79,15 +90,18 @@ export function twinResult(record: LedgerRecord, request: ClaimRequest, now: num
 /**
  * Fills in the answers of the later copies of each key (left undefined by the claim): each is
  * decided by {@link twinResult} on `row(request)`, the row as it stands after the batch's work, or
- * on the row its first copy was answered with when the batch won nothing.
+ * on the row its first copy was answered with when the batch won nothing. A batch without repeated
+ * keys is answered by `results` as they are.
  */
 export function answerTwins(
+  plan: BatchPlan,
   requests: readonly ClaimRequest[],
   results: readonly (ClaimResult | undefined)[],
   row: (request: ClaimRequest) => LedgerRecord | undefined,
   now: number,
-): ClaimResult[] {
-  const { firstOf } = planBatch(requests);
+): readonly ClaimResult[] {
+  const { firstOf } = plan;
+  if (plan.distinct.length === requests.length) return results as readonly ClaimResult[];
   return results.map((result, index) => {
     const firstIndex = firstOf[index] ?? index;
     const first = results[firstIndex] as ClaimResult;

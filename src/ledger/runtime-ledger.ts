@@ -154,17 +154,30 @@ export class RuntimeLedger<Tx = unknown> implements Ledger<Tx> {
    * Runs one operation: refused after close, opened first, stray driver errors wrapped (errors the
    * caller's work threw pass as they are).
    */
-  #use<T>(what: string, call: () => Promise<T>, work?: WorkFailures): Promise<T> {
+  #use<T>(what: string, call: () => Promise<T>, work?: WorkFailures): Promise<T>;
+  #use<T, R>(
+    what: string,
+    call: () => Promise<T>,
+    work: WorkFailures | undefined,
+    then: (value: T) => R,
+  ): Promise<R>;
+  #use<T, R>(
+    what: string,
+    call: () => Promise<T>,
+    work?: WorkFailures,
+    then?: (value: T) => R,
+  ): Promise<T | R> {
     if (this.#closing !== undefined) return Promise.reject(this.#closed());
-    if (!this.#ready) return this.init().then(() => this.#use(what, call, work));
-    // Once open, no async frame of its own (one per claim and completion): one rejection handler.
+    if (!this.#ready) return this.init().then(() => this.#use(what, call, work, then as (value: T) => R));
+    // Once open, no async frame of its own (one per claim and completion): one reaction that both
+    // maps the value (`then`, whose own errors are oncemq's and pass as they are) and wraps a failure.
     let pending: Promise<T>;
     try {
       pending = call();
     } catch (error) {
       return this.#thrown(error, what, work);
     }
-    return pending.catch((error: unknown) => {
+    return pending.then(then, (error: unknown) => {
       throw this.#failure(error, what, work);
     });
   }
@@ -248,25 +261,34 @@ export class RuntimeLedger<Tx = unknown> implements Ledger<Tx> {
   complete(claim: Claim, result: string | null): Promise<void> {
     const leased = this.#backend.leased;
     if (leased === undefined) return this.#missing('leased');
-    return this.#use('completing', async () => {
-      owned(await leased.complete(claim, checkResult(result)), claim);
-    });
+    return this.#use(
+      'completing',
+      () => leased.complete(claim, checkResult(result)),
+      undefined,
+      (written) => owned(written, claim),
+    );
   }
 
   fail(claim: Claim, remark: string): Promise<void> {
     const leased = this.#backend.leased;
     if (leased === undefined) return this.#missing('leased');
-    return this.#use('marking a failure', async () => {
-      owned(await leased.fail(claim, fitRemark(remark)), claim);
-    });
+    return this.#use(
+      'marking a failure',
+      () => leased.fail(claim, fitRemark(remark)),
+      undefined,
+      (written) => owned(written, claim),
+    );
   }
 
   release(claim: Claim): Promise<void> {
     const leased = this.#backend.leased;
     if (leased === undefined) return this.#missing('leased');
-    return this.#use('releasing', async () => {
-      owned(await leased.release(claim), claim);
-    });
+    return this.#use(
+      'releasing',
+      () => leased.release(claim),
+      undefined,
+      (written) => owned(written, claim),
+    );
   }
 
   get(group: string, key: string): Promise<LedgerRecord | undefined> {

@@ -22,4 +22,10 @@ describe('planBatch', () => {
     expect(plan.distinct).toEqual([0, 1, 3]);
     expect(plan.firstOf).toEqual([0, 1, 0, 3]);
   });
+
+  it('keeps one key of two groups as two rows, even when they sort side by side', () => {
+    const plan = planBatch([request('b', 'x'), request('a', 'x'), request('b', 'x')]);
+    expect(plan.distinct).toEqual([1, 0]);
+    expect(plan.firstOf).toEqual([0, 1, 0]);
+  });
 });

@@ -319,7 +319,7 @@ export class MysqlBackend<Conn extends MysqlConnectionLike, Tx = Conn>
       (claimed) => wonClaims(claimed).length > 0,
       (conn, claimed, nested, tx) =>
         finishBatchOnMysql(conn, requests, plan, claimed, (_, won) => work(tx, won), context(nested)),
-      (claimed) => answerTwins(requests, claimed, () => undefined, this.#clock()),
+      (claimed) => answerTwins(plan, requests, claimed, () => undefined, this.#clock()),
     );
   }
 

@@ -103,7 +103,7 @@ export async function finishBatchOnMysql(
   results: readonly (ClaimResult | undefined)[],
   work: BatchWork<never>,
   context: MysqlBatchContext,
-): Promise<ClaimResult[]> {
+): Promise<readonly ClaimResult[]> {
   const won = wonClaims(results);
   const stored = await work(conn as never, won);
   for (const [i, { claim }] of won.entries()) {
@@ -117,5 +117,5 @@ export async function finishBatchOnMysql(
     twins.length === 0
       ? new Map<string, LedgerRecord>()
       : await selectMany(conn, context.table, twins, context.nested);
-  return answerTwins(requests, results, (r) => found.get(rowIdentity(r.group, r.key)), context.clock());
+  return answerTwins(plan, requests, results, (r) => found.get(rowIdentity(r.group, r.key)), context.clock());
 }

@@ -150,5 +150,5 @@ export async function pgClaimMany(
           twins.map((i) => requests[i] as ClaimRequest),
           plan.identity,
         );
-  return answerTwins(requests, results, (r) => rows.get(plan.identity(r.group, r.key)), context.now);
+  return answerTwins(plan, requests, results, (r) => rows.get(plan.identity(r.group, r.key)), context.now);
 }

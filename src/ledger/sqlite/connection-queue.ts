@@ -36,25 +36,34 @@ export class ConnectionQueue {
     return new Promise<void>((resolve) => this.#waiters.push(resolve)).then(() => this.#start(fn));
   }
 
-  /** Runs `fn` at once; whatever it throws or rejects with reaches the caller unchanged. */
-  async #start<T>(fn: () => T | Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` at once; whatever it throws or rejects with reaches the caller unchanged. Not an async
+   * function: a synchronous operation (most claims) costs one settled promise, no frame.
+   */
+  #start<T>(fn: () => T | Promise<T>): Promise<T> {
     this.#busy = true;
     let value: T | Promise<T>;
     try {
       value = fn();
     } catch (error) {
       this.#next();
-      throw error;
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- what was thrown, as an async function would
+      return Promise.reject(error);
     }
     if (!isThenable(value)) {
       this.#next();
-      return value;
+      return Promise.resolve(value);
     }
-    try {
-      return await value;
-    } finally {
-      this.#next();
-    }
+    return Promise.resolve(value).then(
+      (settled) => {
+        this.#next();
+        return settled;
+      },
+      (error: unknown) => {
+        this.#next();
+        throw error;
+      },
+    );
   }
 
   #next(): void {

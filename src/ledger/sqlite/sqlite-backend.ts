@@ -1,7 +1,7 @@
 import { LedgerUnavailableError } from '../../core/errors.js';
 import { CLAIM_RACE_ATTEMPTS } from '../claim-decision.js';
 import { ClaimRound, lostEveryRound } from '../claim-round.js';
-import { wonClaims } from '../batch-claim.js';
+import { planBatch, wonClaims } from '../batch-claim.js';
 import {
   isWon,
   type BatchWork,
@@ -295,12 +295,13 @@ export class SqliteBackend<Db extends SqliteDatabaseLike, Tx = Db>
    */
   batchClaim(requests: readonly ClaimRequest[], work: BatchWork<Tx>): Promise<readonly ClaimResult[]> {
     const now = this.#clock();
+    const plan = planBatch(requests);
     return this.#inTransaction({
-      claim: (s) => claimBatchOnSqlite(s, requests, now),
+      claim: (s) => claimBatchOnSqlite(s, requests, plan, now),
       proceed: () => true,
       work: (tx, results) => work(tx, wonClaims(results)),
       finish: (s, results, stored) =>
-        finishBatchOnSqlite(s, requests, results, wonClaims(results), stored, now),
+        finishBatchOnSqlite(s, requests, plan, results, wonClaims(results), stored, now),
       skipped: () => [],
     });
   }

@@ -1,5 +1,5 @@
 import { LedgerUnavailableError } from '../../core/errors.js';
-import { answerTwins, planBatch, rowIdentity } from '../batch-claim.js';
+import { answerTwins, rowIdentity, type BatchPlan } from '../batch-claim.js';
 import { ClaimRound } from '../claim-round.js';
 import type { Claim, ClaimRequest, ClaimResult, LedgerRecord } from '../ledger.js';
 import { EPOCH_MS_COLUMNS, rowToRecord, type LedgerRow } from '../ledger-row.js';
@@ -23,9 +23,9 @@ export function sqliteRecord(s: Statements, group: string, key: string): LedgerR
 export function claimBatchOnSqlite(
   s: Statements,
   requests: readonly ClaimRequest[],
+  plan: BatchPlan,
   now: number,
 ): (ClaimResult | undefined)[] {
-  const plan = planBatch(requests);
   const results: (ClaimResult | undefined)[] = requests.map(() => undefined);
   for (let start = 0; start < plan.distinct.length; start += SQLITE_BATCH_INSERT_ROWS) {
     const chunk = plan.distinct.slice(start, start + SQLITE_BATCH_INSERT_ROWS);
@@ -65,14 +65,15 @@ export function claimBatchOnSqlite(
 export function finishBatchOnSqlite(
   s: Statements,
   requests: readonly ClaimRequest[],
+  plan: BatchPlan,
   results: readonly (ClaimResult | undefined)[],
   won: readonly { readonly claim: Claim }[],
   stored: readonly (string | null)[],
   now: number,
-): ClaimResult[] {
+): readonly ClaimResult[] {
   won.forEach(({ claim }, i) => {
     const result = stored[i] ?? null;
     if (result !== null) s.storeResult.run(result, claim.group, claim.key);
   });
-  return answerTwins(requests, results, (r) => sqliteRecord(s, r.group, r.key), now);
+  return answerTwins(plan, requests, results, (r) => sqliteRecord(s, r.group, r.key), now);
 }
