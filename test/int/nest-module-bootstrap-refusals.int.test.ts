@@ -1,7 +1,7 @@
 // OncemqModule refuses at bootstrap what cannot run: two consumers of one group, a subscription the
 // transport refuses, a request-scoped consumer, an unknown module name and a setting the pipeline refuses.
 import { Injectable, Module, Scope } from '@nestjs/common';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ClosedError, ConfigError } from 'oncemq';
 import { OncemqConsumer, OncemqModule } from 'oncemq/nest';
 import { PostgresLedger } from 'oncemq/postgres';
@@ -18,12 +18,8 @@ import {
 import type { PointsSchema } from '../support/postgres.js';
 
 describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nest application', () => {
-  const scope = nestApplicationScope();
-  const { transports, apps, rabbitTransport } = scope;
   let db: PointsSchema;
-  beforeEach(() => {
-    db = scope.db;
-  });
+  const { transports, apps, rabbitTransport } = nestApplicationScope((opened) => (db = opened));
 
   describe('refuses at bootstrap', () => {
     const scratchLedger = (): PostgresLedger => new PostgresLedger({ pool: db.pool, schema: db.schema });

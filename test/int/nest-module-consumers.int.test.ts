@@ -3,7 +3,7 @@
 import { Inject, Injectable, Module } from '@nestjs/common';
 import knexFactory, { type Knex } from 'knex';
 import type pg from 'pg';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ClosedError, type HandlerContext, type Outbox } from 'oncemq';
 import {
   InjectOutbox,
@@ -33,12 +33,8 @@ import { paymentEvents, type PaymentSucceeded } from '../support/points.js';
 import type { PointsSchema } from '../support/postgres.js';
 
 describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nest application', () => {
-  const scope = nestApplicationScope();
-  const { apps, rabbitTransport, start } = scope;
   let db: PointsSchema;
-  beforeEach(() => {
-    db = scope.db;
-  });
+  const { apps, rabbitTransport, start } = nestApplicationScope((opened) => (db = opened));
 
   it('applies each event once through duplicates, and app.close() lets a delivery mid-handler finish and be acked', async () => {
     const probe = new Probe();

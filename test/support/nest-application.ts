@@ -106,8 +106,6 @@ export async function queueState(
 
 /** What the tests of one describe share: this test's points schema, and what they opened, closed after it. */
 export interface NestApplicationScope {
-  /** The points schema of the running test. */
-  readonly db: PointsSchema;
   readonly transports: RabbitTransport[];
   readonly apps: INestApplicationContext[];
   /** A RabbitMQ transport in this test's namespace, closed and deleted after the test. */
@@ -120,8 +118,11 @@ export interface NestApplicationScope {
   ) => Promise<INestApplicationContext>;
 }
 
-/** Opens a points schema and a RabbitMQ namespace before each test of the calling describe, and closes all after it. */
-export function nestApplicationScope(): NestApplicationScope {
+/**
+ * Opens a points schema, handed to `opened`, and a RabbitMQ namespace before each test of the calling
+ * describe, and closes all after it.
+ */
+export function nestApplicationScope(opened: (db: PointsSchema) => void): NestApplicationScope {
   let db: PointsSchema;
   let prefix: string;
   const transports: RabbitTransport[] = [];
@@ -142,6 +143,7 @@ export function nestApplicationScope(): NestApplicationScope {
   beforeEach(async () => {
     prefix = scratchPrefix();
     db = await pointsSchema(postgres.url, 8);
+    opened(db);
     await db.pool.query(`CREATE TABLE "${db.schema}".effects (key text NOT NULL)`);
   });
 
@@ -185,9 +187,6 @@ export function nestApplicationScope(): NestApplicationScope {
   }
 
   return {
-    get db() {
-      return db;
-    },
     transports,
     apps,
     rabbitTransport,
