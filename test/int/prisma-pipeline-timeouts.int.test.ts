@@ -4,14 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { LedgerUnavailableError, createPipeline } from 'oncemq';
 import type { BridgedLedger } from 'oncemq/prisma';
 import { payment, paymentEnvelope, sleep, type PaymentSucceeded } from '../support/points.js';
-import {
-  mysql,
-  openMysql,
-  openPostgres,
-  openPrismaWorldEach,
-  postgres,
-  type PrismaWorld,
-} from '../support/prisma-pipeline.js';
+import { onEachPrismaDatabase, openPrismaWorldEach, type PrismaWorld } from '../support/prisma-pipeline.js';
 import type { PostgresPrismaTx } from '../support/prisma.js';
 
 const event = payment(1);
@@ -161,5 +154,4 @@ function describePrismaTimeouts<Tx>(name: string, open: () => Promise<PrismaWorl
   });
 }
 
-describePrismaTimeouts('PostgreSQL through Prisma', openPostgres, !postgres.available);
-describePrismaTimeouts('MariaDB through Prisma', openMysql, !mysql.available);
+onEachPrismaDatabase(describePrismaTimeouts);

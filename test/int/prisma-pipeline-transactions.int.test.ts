@@ -11,14 +11,7 @@ import {
   type PaymentSucceeded,
 } from '../support/points.js';
 import { describePaymentToPoints } from '../support/points-scenario.js';
-import {
-  mysql,
-  openMysql,
-  openPostgres,
-  openPrismaWorldEach,
-  postgres,
-  type PrismaWorld,
-} from '../support/prisma-pipeline.js';
+import { onEachPrismaDatabase, openPrismaWorldEach, type PrismaWorld } from '../support/prisma-pipeline.js';
 
 const event = payment(1);
 
@@ -164,5 +157,4 @@ function describePrismaPipeline<Tx>(name: string, open: () => Promise<PrismaWorl
   });
 }
 
-describePrismaPipeline('PostgreSQL through Prisma', openPostgres, !postgres.available);
-describePrismaPipeline('MariaDB through Prisma', openMysql, !mysql.available);
+onEachPrismaDatabase(describePrismaPipeline);

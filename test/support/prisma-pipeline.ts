@@ -18,8 +18,8 @@ import {
   type PrismaNamespace,
 } from './prisma.js';
 
-export const postgres = await findPostgres();
-export const mysql = await mysqlService();
+const postgres = await findPostgres();
+const mysql = await mysqlService();
 
 /** A payment-to-points world on Prisma: the ledger, the models written through Prisma's transaction client. */
 export interface PrismaWorld<Tx> extends PointsWorld<Tx> {
@@ -45,7 +45,7 @@ export interface PrismaWorld<Tx> extends PointsWorld<Tx> {
   outboxRows(): Promise<number>;
 }
 
-export async function openPostgres(): Promise<PrismaWorld<PostgresPrismaTx>> {
+async function openPostgres(): Promise<PrismaWorld<PostgresPrismaTx>> {
   const namespace = await prismaPostgresSchema(postgres.url);
   const schema = namespace.name;
   const prisma = namespace.client();
@@ -98,7 +98,7 @@ export async function openPostgres(): Promise<PrismaWorld<PostgresPrismaTx>> {
   };
 }
 
-export async function openMysql(): Promise<PrismaWorld<MysqlPrismaTx>> {
+async function openMysql(): Promise<PrismaWorld<MysqlPrismaTx>> {
   const namespace = await prismaMysqlDatabase(mysql.url);
   const prisma = namespace.client();
   const ledger = prismaLedger(prisma);
@@ -158,4 +158,12 @@ export function openPrismaWorldEach<Tx>(
   afterEach(async () => {
     await world.close();
   });
+}
+
+/** Calls `describeOn` for each database a Prisma pipeline runs on, with whether the machine lacks it. */
+export function onEachPrismaDatabase(
+  describeOn: <Tx>(name: string, open: () => Promise<PrismaWorld<Tx>>, skip: boolean) => void,
+): void {
+  describeOn('PostgreSQL through Prisma', openPostgres, !postgres.available);
+  describeOn('MariaDB through Prisma', openMysql, !mysql.available);
 }
