@@ -1,157 +1,24 @@
-import { EntitySchema, type EntityManager, type MikroORM } from '@mikro-orm/core';
+// A pipeline on MikroORM and its transactions: the claim's EntityManager and flush, the application's own
+// transaction, the outbox, transactions disabled and a transaction a database error aborted.
 import { MikroORM as MysqlOrm } from '@mikro-orm/mysql';
 import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type EntityManager, type MikroORM } from '@mikro-orm/core';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, createOutbox, createPipeline, createRelay, type OutgoingMessage } from 'oncemq';
+import { mikroOrmBridge, mikroOrmLedger } from 'oncemq/mikro-orm';
 import {
-  ConfigError,
-  createOutbox,
-  createPipeline,
-  createRelay,
-  type OutgoingMessage,
-  type PipelineConfig,
-} from 'oncemq';
-import { mikroOrmBridge, mikroOrmLedger, type BridgedLedger } from 'oncemq/mikro-orm';
-import { checkRollback, injectCommitFailures, RollbackCheckError } from 'oncemq/testing';
-import { mysqlService, uniqueTable } from '../support/mysql.js';
-import { findPostgres, scratchSchema } from '../support/postgres.js';
-import {
-  payment,
-  paymentEnvelope,
-  paymentEvents,
-  pointsRequest,
-  type PaymentSucceeded,
-} from '../support/points.js';
+  MIKRO_ORM_DATABASES,
+  mikroOrmPipelineScope,
+  mysql,
+  postgres,
+  type World,
+} from '../support/mikro-orm-pipeline.js';
+import { payment, paymentEnvelope, paymentEvents, pointsRequest } from '../support/points.js';
 
-const postgres = await findPostgres();
-const mysql = await mysqlService();
-
-/** One credit of points per applied event: a row per effect, so an effect applied twice shows. */
-interface Credit {
-  id: number;
-  eventId: string;
-  userId: string;
-  amount: number;
-}
-
-function creditEntity(tableName: string, schema?: string): EntitySchema<Credit> {
-  return new EntitySchema<Credit>({
-    name: 'Credit',
-    tableName,
-    schema,
-    properties: {
-      id: { type: 'number', primary: true, autoincrement: true },
-      eventId: { type: 'string', fieldName: 'event_id' },
-      userId: { type: 'string', fieldName: 'user_id' },
-      amount: { type: 'number' },
-    },
-  });
-}
-
-interface World {
-  readonly orm: MikroORM;
-  readonly credits: EntitySchema<Credit>;
-  readonly ledger: BridgedLedger<EntityManager>;
-  /** Where this world's ledger table lives (its schema or table option). */
-  readonly where: { readonly schema?: string; readonly table?: string };
-  /** Where this world's outbox lives. */
-  readonly outbox: { readonly table: string; readonly schema?: string };
-  /** The qualified, quoted outbox table. */
-  readonly outboxTable: string;
-  readonly close: () => Promise<void>;
-}
-
-async function postgresWorld(): Promise<World> {
-  const schema = scratchSchema('oncemq_mikrop');
-  const credits = creditEntity('credits', schema);
-  const orm: MikroORM = await PostgresOrm.init({
-    clientUrl: postgres.url,
-    pool: { min: 0, max: 6 },
-    entities: [credits],
-  });
-  await orm.em.getConnection().execute(`CREATE SCHEMA "${schema}"`);
-  await orm.em
-    .getConnection()
-    .execute(
-      `CREATE TABLE "${schema}".credits (id serial PRIMARY KEY, event_id text NOT NULL, user_id text NOT NULL, amount int NOT NULL)`,
-    );
-  return {
-    orm,
-    credits,
-    ledger: mikroOrmLedger(orm.em, { schema }),
-    where: { schema },
-    outbox: { table: 'oncemq_outbox', schema },
-    outboxTable: `"${schema}".oncemq_outbox`,
-    close: async () => {
-      await orm.em.getConnection().execute(`DROP SCHEMA "${schema}" CASCADE`);
-    },
-  };
-}
-
-async function mysqlWorld(): Promise<World> {
-  const table = uniqueTable('mikrop');
-  const credits = creditEntity(`${table}_credits`);
-  const orm: MikroORM = await MysqlOrm.init({
-    clientUrl: mysql.url,
-    pool: { min: 0, max: 6 },
-    entities: [credits],
-  });
-  await orm.em
-    .getConnection()
-    .execute(
-      `CREATE TABLE \`${table}_credits\` (id INT AUTO_INCREMENT PRIMARY KEY, event_id VARCHAR(64) NOT NULL, user_id VARCHAR(64) NOT NULL, amount INT NOT NULL)`,
-    );
-  return {
-    orm,
-    credits,
-    ledger: mikroOrmLedger(orm.em, { table }),
-    where: { table },
-    outbox: { table: `${table}_ob` },
-    outboxTable: `\`${table}_ob\``,
-    close: async () => {
-      for (const name of [`${table}_credits`, table, `${table}_schema`, `${table}_ob`, `${table}_ob_keys`]) {
-        await orm.em.getConnection().execute(`DROP TABLE IF EXISTS \`${name}\``);
-      }
-    },
-  };
-}
-
-for (const [database, open, available] of [
-  ['PostgreSQL', postgresWorld, postgres.available],
-  ['MariaDB', mysqlWorld, mysql.available],
-] as const) {
+for (const [database, open, available] of MIKRO_ORM_DATABASES) {
   describe.skipIf(!available)(`a pipeline on MikroORM (${database})`, () => {
     let w: World;
-    beforeEach(async () => {
-      w = await open();
-      await w.ledger.init();
-    });
-    afterEach(async () => {
-      await w.ledger.close();
-      await w.close();
-      await w.orm.close();
-    });
-
-    /** Credits the payment's points in `em`'s unit of work, flushed when its transaction commits. */
-    const credit = (em: EntityManager, event: PaymentSucceeded): void => {
-      em.create(w.credits, { eventId: event.eventId, userId: event.userId, amount: event.amount });
-    };
-
-    /** Points per user, read on a fresh EntityManager outside any claim. */
-    const balances = async (): Promise<Record<string, number>> => {
-      const rows = await w.orm.em.fork().find(w.credits, {}, { orderBy: { id: 'asc' } });
-      const totals: Record<string, number> = {};
-      for (const row of rows) totals[row.userId] = (totals[row.userId] ?? 0) + row.amount;
-      return totals;
-    };
-
-    const config = (
-      handler: PipelineConfig<EntityManager, PaymentSucceeded>['handler'],
-    ): PipelineConfig<EntityManager, PaymentSucceeded> => ({
-      ledger: w.ledger,
-      group: 'points',
-      key: { jsonPath: 'eventId' },
-      handler,
-    });
+    const { credit, balances, config } = mikroOrmPipelineScope(open, (opened) => (w = opened));
 
     it('hands the handler the EntityManager of a MikroORM transaction, flushes it in the claim, and applies each event once however many copies arrive', async () => {
       const seen = new Set<EntityManager>();
@@ -338,66 +205,5 @@ for (const [database, open, available] of [
         expect(await balances()).toEqual({});
       },
     );
-
-    it('passes the rollback check when the handler writes through ctx.tx', async () => {
-      const report = await checkRollback<EntityManager, PaymentSucceeded>({
-        pipeline: config(function creditInTheClaim(event, ctx) {
-          credit(ctx.tx, event);
-        }),
-        envelopes: paymentEvents(3, 'ok').map((event) => paymentEnvelope(event)),
-        observe: () => balances(),
-      });
-      expect(report).toMatchObject({ rolledBack: 3, before: {}, afterRollback: {} });
-      expect(report.afterCommit).toEqual({ 'user-0': 100, 'user-1': 100, 'user-2': 100 });
-    });
-
-    it('passes the rollback check when the handler writes through orm.em, which MikroORM resolves to the transaction’s', async () => {
-      const report = await checkRollback<EntityManager, PaymentSucceeded>({
-        pipeline: config(async function creditOnTheGlobalEm(event) {
-          await w.orm.em.insert(w.credits, { eventId: event.eventId, userId: event.userId, amount: 100 });
-        }),
-        envelopes: paymentEvents(2, 'global').map((event) => paymentEnvelope(event)),
-        observe: () => balances(),
-      });
-      expect(report).toMatchObject({ rolledBack: 2, before: {}, afterRollback: {} });
-    });
-
-    it('fails the rollback check, naming the handler, when it writes through a fork of its own', async () => {
-      const check = checkRollback<EntityManager, PaymentSucceeded>({
-        pipeline: config(async function creditOnAFork(event) {
-          await w.orm.em
-            .fork()
-            .insert(w.credits, { eventId: event.eventId, userId: event.userId, amount: 100 });
-        }),
-        envelopes: [paymentEnvelope(payment(1))],
-        observe: () => balances(),
-      });
-      await expect(check).rejects.toThrow(RollbackCheckError);
-      await expect(check).rejects.toMatchObject({ reason: 'effect-escaped' });
-      await expect(check).rejects.toThrow(/handler 'creditOnAFork' of group 'points' wrote outside/);
-    });
-
-    it('shows what that mistake does in production: a commit lost after the handler doubles the escaped effect', async () => {
-      let lose = true;
-      const flaky = injectCommitFailures(w.ledger, {
-        commitFailure: () => {
-          const now = lose;
-          lose = false;
-          return now;
-        },
-      });
-      const pipeline = createPipeline({
-        ...config(async (event) => {
-          await w.orm.em
-            .fork()
-            .insert(w.credits, { eventId: event.eventId, userId: event.userId, amount: 100 });
-        }),
-        ledger: flaky,
-      });
-      const event = payment(5);
-      expect((await pipeline.process(paymentEnvelope(event))).kind).toBe('retry');
-      expect((await pipeline.process(paymentEnvelope(event, 'b-2', 2))).kind).toBe('executed');
-      expect(await balances()).toEqual({ [event.userId]: 200 });
-    });
   });
 }

@@ -1,14 +1,10 @@
 // OncemqModule in a real Nest application: consumers declared with @OncemqConsumer on providers,
 // RabbitMQ as the transport, a PostgreSQL ledger; bootstrap subscribes, app.close() drains.
-// Decorators compile with `experimentalDecorators` (tsconfig.json); vitest's esbuild emits no
-// design-type metadata, so every constructor parameter names its token with @Inject.
-import { Inject, Injectable, Module, Scope, type INestApplicationContext, type Type } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import amqplib from 'amqplib';
+import { Inject, Injectable, Module } from '@nestjs/common';
 import knexFactory, { type Knex } from 'knex';
 import type pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ClosedError, ConfigError, type HandlerContext, type Outbox, type Outcome } from 'oncemq';
+import { describe, expect, it } from 'vitest';
+import { ClosedError, type HandlerContext, type Outbox } from 'oncemq';
 import {
   InjectOutbox,
   OncemqConsumer,
@@ -16,164 +12,29 @@ import {
   ONCEMQ_LEDGER,
   ONCEMQ_OUTBOX,
   ONCEMQ_TRANSPORT,
-  type OncemqModuleConfig,
 } from 'oncemq/nest';
 import { knexLedger } from 'oncemq/knex';
 import { PostgresLedger, type PgClientLike } from 'oncemq/postgres';
-import { RabbitTransport } from 'oncemq/rabbitmq';
+import type { RabbitTransport } from 'oncemq/rabbitmq';
 import { sleep, waitFor } from '../support/internal.js';
+import {
+  createContext,
+  effects,
+  nestApplicationScope,
+  PointsConsumer,
+  POOL,
+  postgres,
+  Probe,
+  PROBE,
+  queueState,
+  rabbit,
+} from '../support/nest-application.js';
 import { paymentEvents, type PaymentSucceeded } from '../support/points.js';
-import { findPostgres, pointsSchema, type PointsSchema } from '../support/postgres.js';
-import { deleteTopology, findRabbit, scratchPrefix } from '../support/rabbitmq.js';
-
-const rabbit = await findRabbit();
-const postgres = await findPostgres();
-
-const POOL = 'test:pool';
-const DB = 'test:db';
-const PROBE = 'test:probe';
-
-/** Probes made by the running test; a failed test's held handler is released before its app closes. */
-const probes = new Set<Probe>();
-
-/** What a test watches from inside the application: outcomes, and a handler it can hold. */
-class Probe {
-  readonly outcomes: Outcome[] = [];
-  /** The event whose handler waits for `release()` after its writes. */
-  holdKey: string | undefined;
-  #entered: (() => void) | undefined;
-  readonly entered = new Promise<void>((resolve) => (this.#entered = resolve));
-  #release: (() => void) | undefined;
-  readonly released = new Promise<void>((resolve) => (this.#release = resolve));
-  finishedHeld = false;
-
-  constructor() {
-    probes.add(this);
-  }
-
-  async maybeHold(eventId: string): Promise<void> {
-    if (eventId !== this.holdKey) return;
-    this.#entered?.();
-    await this.released;
-    this.finishedHeld = true;
-  }
-
-  release(): void {
-    this.#release?.();
-  }
-}
-
-/** The payment-to-points consumer: +100 points and one effect row per event, in the claim's transaction. */
-@Injectable()
-class PointsConsumer {
-  constructor(
-    @Inject(DB) private readonly db: PointsSchema,
-    @Inject(PROBE) private readonly probe: Probe,
-  ) {}
-
-  @OncemqConsumer<PaymentSucceeded>({
-    group: 'points',
-    topics: 'payment-succeeded',
-    key: { jsonPath: 'eventId' },
-    subscribe: { concurrency: 4 },
-    retry: { delays: ['100ms'], immediate: 0 },
-  })
-  async credit(event: PaymentSucceeded, ctx: HandlerContext<PgClientLike>): Promise<string> {
-    await this.db.addPoints(ctx.tx, event.userId, 100);
-    await ctx.tx.query(`INSERT INTO "${this.db.schema}".effects (key) VALUES ($1)`, [event.eventId]);
-    await this.probe.maybeHold(event.eventId);
-    return `credited ${event.userId}`;
-  }
-}
-
-/** A standalone application, quiet, whose bootstrap errors reject instead of aborting the process. */
-function createContext(module: Type): Promise<INestApplicationContext> {
-  // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- Nest's options are a plain object
-  return NestFactory.createApplicationContext(module, { logger: false, abortOnError: false });
-}
-
-async function effects(db: PointsSchema): Promise<Map<string, number>> {
-  const { rows } = await db.pool.query<{ key: string; n: number }>(
-    `SELECT key, COUNT(*)::int AS n FROM "${db.schema}".effects GROUP BY key`,
-  );
-  return new Map(rows.map((row) => [row.key, row.n]));
-}
-
-/** Messages ready in a queue and consumers on it, read on a connection of the test's own. */
-async function queueState(url: string, queue: string): Promise<{ messages: number; consumers: number }> {
-  const connection = await amqplib.connect(url);
-  try {
-    const channel = await connection.createChannel();
-    const state = await channel.checkQueue(queue);
-    await channel.close();
-    return { messages: state.messageCount, consumers: state.consumerCount };
-  } finally {
-    await connection.close();
-  }
-}
+import type { PointsSchema } from '../support/postgres.js';
 
 describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nest application', () => {
   let db: PointsSchema;
-  let prefix: string;
-  const transports: RabbitTransport[] = [];
-  const apps: INestApplicationContext[] = [];
-
-  const rabbitTransport = (): RabbitTransport => {
-    const transport = new RabbitTransport({
-      url: rabbit.url,
-      prefix,
-      exchange: prefix,
-      retention: false,
-      delayLevels: ['100ms', '1s'],
-    });
-    transports.push(transport);
-    return transport;
-  };
-
-  beforeEach(async () => {
-    prefix = scratchPrefix();
-    db = await pointsSchema(postgres.url, 8);
-    await db.pool.query(`CREATE TABLE "${db.schema}".effects (key text NOT NULL)`);
-  });
-
-  afterEach(async () => {
-    for (const probe of probes) probe.release();
-    probes.clear();
-    await Promise.all(apps.splice(0).map((app) => app.close().catch(() => undefined)));
-    await Promise.all(transports.map((transport) => transport.close().catch(() => undefined)));
-    const queues = new Set(transports.flatMap((t) => [...t.declared.queues]));
-    const exchanges = new Set(transports.flatMap((t) => [...t.declared.exchanges]));
-    transports.length = 0;
-    await deleteTopology(rabbit.url, { queues, exchanges });
-    await db.close();
-  });
-
-  /** An application whose database module provides the pool, and the oncemq module built from it. */
-  async function start(
-    config: (pool: pg.Pool) => OncemqModuleConfig<PgClientLike>,
-    providers: unknown[],
-    probe: Probe,
-  ): Promise<INestApplicationContext> {
-    @Module({ providers: [{ provide: POOL, useValue: db.pool }], exports: [POOL] })
-    class DatabaseModule {}
-
-    @Module({
-      imports: [
-        DatabaseModule,
-        OncemqModule.forRootAsync<PgClientLike>({
-          imports: [DatabaseModule],
-          inject: [POOL],
-          useFactory: config,
-        }),
-      ],
-      providers: [{ provide: DB, useValue: db }, { provide: PROBE, useValue: probe }, ...(providers as [])],
-    })
-    class AppModule {}
-
-    const app = await createContext(AppModule);
-    apps.push(app);
-    return app;
-  }
+  const { apps, rabbitTransport, start } = nestApplicationScope((opened) => (db = opened));
 
   it('applies each event once through duplicates, and app.close() lets a delivery mid-handler finish and be acked', async () => {
     const probe = new Probe();
@@ -424,105 +285,4 @@ describe.skipIf(!rabbit.available || !postgres.available)('OncemqModule in a Nes
       await knex.destroy();
     }
   }, 60_000);
-
-  describe('refuses at bootstrap', () => {
-    const scratchLedger = (): PostgresLedger => new PostgresLedger({ pool: db.pool, schema: db.schema });
-
-    /** The bootstrap's error, or undefined when it started; `made`: the module creates its transport and ledger. */
-    async function bootstrapError(
-      providers: unknown[],
-      names: string[] = [],
-      made = false,
-    ): Promise<unknown> {
-      const probe = new Probe();
-      const extra = names.map((name) =>
-        OncemqModule.forRoot({ name, transport: rabbitTransport(), ledger: scratchLedger() }),
-      );
-      const main = made
-        ? OncemqModule.forRoot({ transport: rabbitTransport, ledger: scratchLedger })
-        : OncemqModule.forRoot({ transport: rabbitTransport(), ledger: scratchLedger() });
-      @Module({
-        imports: [main, ...extra],
-        providers: [{ provide: DB, useValue: db }, { provide: PROBE, useValue: probe }, ...(providers as [])],
-      })
-      class AppModule {}
-      return createContext(AppModule).then(
-        (app) => {
-          apps.push(app);
-          return undefined;
-        },
-        (error: unknown) => error,
-      );
-    }
-
-    it('two consumers of one group', async () => {
-      @Injectable()
-      class Twice {
-        @OncemqConsumer({ group: 'points', topics: 'a' })
-        first(): void {}
-
-        @OncemqConsumer({ group: 'points', topics: 'b' })
-        second(): void {}
-      }
-      const error = await bootstrapError([Twice], [], true);
-      expect(error).toBeInstanceOf(ConfigError);
-      expect(String(error)).toMatch(/Twice\.second.*group 'points' is already consumed by Twice\.first/);
-      expect(transports.map((transport) => transport.declared.queues.size)).toEqual([0]);
-      // Nest runs no shutdown hook after a failed bootstrap: the module closed the transport it made.
-      await expect(transports[0]?.publish({ topic: 'a', body: {} })).rejects.toBeInstanceOf(ClosedError);
-    });
-
-    it('a subscription the transport refuses, after another consumer subscribed: that one is closed again', async () => {
-      @Injectable()
-      class SecondRefused {
-        @OncemqConsumer({ group: 'alpha', topics: 'a' })
-        first(): void {}
-
-        @OncemqConsumer({ group: 'beta', topics: 'not a topic' })
-        second(): void {}
-      }
-      const error = await bootstrapError([SecondRefused]);
-      expect(String(error)).toMatch(/not a valid topic/);
-      const [transport] = transports;
-      if (transport === undefined) throw new Error('no transport');
-      // The transport is the application's and stays open: only the module's own drain left the queue.
-      expect(await queueState(rabbit.url, transport.names.work('alpha'))).toEqual({
-        messages: 0,
-        consumers: 0,
-      });
-      expect(await transport.publish({ topic: 'a', body: {} })).toMatchObject({ topic: 'a' });
-    });
-
-    it('a consumer on a request-scoped provider', async () => {
-      @Injectable({ scope: Scope.REQUEST })
-      class PerRequest {
-        @OncemqConsumer({ group: 'points', topics: 'a' })
-        handle(): void {}
-      }
-      const error = await bootstrapError([PerRequest]);
-      expect(error).toBeInstanceOf(ConfigError);
-      expect(String(error)).toMatch(/PerRequest\.handle.*request-scoped/);
-    });
-
-    it('a consumer of a module name no OncemqModule has', async () => {
-      @Injectable()
-      class Billing {
-        @OncemqConsumer({ group: 'points', topics: 'a', moduleName: 'billing' })
-        handle(): void {}
-      }
-      expect(String(await bootstrapError([Billing]))).toMatch(/no OncemqModule is named 'billing'/);
-      expect(await bootstrapError([Billing], ['billing'])).toBeUndefined();
-    });
-
-    it('a consumer setting the pipeline refuses', async () => {
-      @Injectable()
-      class BadGroup {
-        @OncemqConsumer({ group: 'has space', topics: 'a' })
-        handle(): void {}
-      }
-      const error = await bootstrapError([BadGroup]);
-      expect(error).toBeInstanceOf(ConfigError);
-      expect(String(error)).toMatch(/BadGroup\.handle.*group/);
-    });
-  });
 });
