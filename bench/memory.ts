@@ -19,6 +19,7 @@ import type { Envelope } from '../src/core/envelope.js';
 import type { PgClientLike } from '../src/ledger/postgres/postgres-client.js';
 import { PostgresLedger } from '../src/ledger/postgres/postgres-ledger.js';
 import type { BenchResult, MemoryDrain, Suite } from './harness.js';
+import { createPointsSchema } from './postgres-points.js';
 import * as sql from './sql.js';
 
 const MIB = 1024 * 1024;
@@ -141,18 +142,9 @@ export const suite: Suite = {
     const schema = `oncemq_bench_${randomBytes(4).toString('hex')}`;
     const pool = new pg.Pool({ connectionString: url, max: plan.concurrency + 2 });
     try {
-      await pool.query(`CREATE SCHEMA "${schema}"`);
-      await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance bigint NOT NULL)`);
-      await pool.query(
-        `INSERT INTO "${schema}".points SELECT 'user-' || g, 0 FROM generate_series(0, ${sql.USERS - 1}) AS g`,
-      );
+      const { insert: rawBatchInsert, creditMany } = await createPointsSchema(pool, schema);
       const ledger = new PostgresLedger({ pool, schema });
       await ledger.init();
-      await new PostgresLedger({ pool, schema, table: 'raw_ledger' }).init();
-      const creditMany = `UPDATE "${schema}".points SET balance = balance + 100 * $2::int WHERE user_id = $1`;
-      const rawBatchInsert = `INSERT INTO "${schema}".raw_ledger (consumer_group, msg_key, status, fingerprint, owner, attempt, broker_id, topic, created_at, updated_at)
-        SELECT 'points', k, 'SUCCESS', NULL, NULL, 1, b, 'payments', $3, $3 FROM unnest($1::text[], $2::text[]) AS t (k, b)
-        ON CONFLICT (consumer_group, msg_key) DO NOTHING RETURNING msg_key`;
       const inTransaction = sql.transactionRunner(() => pool.connect());
       const pipeline = sql.pointsBatchPipeline(ledger, (tx: PgClientLike, userId, count) =>
         tx.query(creditMany, [userId, count]),

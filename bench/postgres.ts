@@ -12,6 +12,7 @@ import { resolveServiceUrl } from '../src/cli/connection.js';
 import type { PgClientLike } from '../src/ledger/postgres/postgres-client.js';
 import { PostgresLedger } from '../src/ledger/postgres/postgres-ledger.js';
 import type { Suite } from './harness.js';
+import { createPointsSchema } from './postgres-points.js';
 import * as sql from './sql.js';
 
 export const suite: Suite = {
@@ -22,25 +23,16 @@ export const suite: Suite = {
     const schema = `oncemq_bench_${randomBytes(4).toString('hex')}`;
     const pool = new pg.Pool({ connectionString: url, max: 16 });
     try {
-      await pool.query(`CREATE SCHEMA "${schema}"`);
-      await pool.query(`CREATE TABLE "${schema}".points (user_id text PRIMARY KEY, balance bigint NOT NULL)`);
-      await pool.query(
-        `INSERT INTO "${schema}".points SELECT 'user-' || g, 0 FROM generate_series(0, ${sql.USERS - 1}) AS g`,
-      );
+      const rawBatchSql = await createPointsSchema(pool, schema);
       const ledger = new PostgresLedger({ pool, schema });
       await ledger.init();
       const daily = new PostgresLedger({ pool, schema, table: 'daily_ledger', partitioned: 'daily' });
       await daily.init();
-      // The raw baseline writes the same row shape into an identical table (same columns and indexes).
-      await new PostgresLedger({ pool, schema, table: 'raw_ledger' }).init();
       const update = `UPDATE "${schema}".points SET balance = balance + 100 WHERE user_id = $1`;
       // A batch credits its points with one statement: the messages of batch n go to one user.
-      const creditMany = `UPDATE "${schema}".points SET balance = balance + 100 * $2::int WHERE user_id = $1`;
+      const { creditMany, insert: rawBatchInsert } = rawBatchSql;
       const rawInsert = `INSERT INTO "${schema}".raw_ledger (consumer_group, msg_key, status, fingerprint, owner, attempt, broker_id, topic, created_at, updated_at)
         VALUES ($1, $2, 'SUCCESS', $3, $4, 1, $5, $6, $7, $7) ON CONFLICT (consumer_group, msg_key) DO NOTHING RETURNING 1`;
-      const rawBatchInsert = `INSERT INTO "${schema}".raw_ledger (consumer_group, msg_key, status, fingerprint, owner, attempt, broker_id, topic, created_at, updated_at)
-        SELECT 'points', k, 'SUCCESS', NULL, NULL, 1, b, 'payments', $3, $3 FROM unnest($1::text[], $2::text[]) AS t (k, b)
-        ON CONFLICT (consumer_group, msg_key) DO NOTHING RETURNING msg_key`;
 
       const inTransaction = sql.transactionRunner(() => pool.connect());
       const raw = async (tag: string, n: number): Promise<void> => {
