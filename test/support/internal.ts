@@ -12,6 +12,8 @@ export type { DashboardState, ResetAnswer } from '../../src/cli/dashboard/dashbo
 export { startDashboard } from '../../src/cli/dashboard/dashboard-server.js';
 export type { Dashboard } from '../../src/cli/dashboard/dashboard-server.js';
 export { totalsOfScrape } from '../../src/cli/dashboard/prometheus-totals.js';
+export { brokerFindings } from '../../src/cli/doctor/brokers.js';
+export type { BrokerTarget, DoctorSettings, Finding } from '../../src/cli/doctor/findings.js';
 export { runDemo } from '../../src/cli/demo-run.js';
 export { progressReporter } from '../../src/cli/progress.js';
 export { redactedLocation, storeOfUrl } from '../../src/cli/stores.js';
