@@ -12,7 +12,9 @@ export type { DashboardState, ResetAnswer } from '../../src/cli/dashboard/dashbo
 export { startDashboard } from '../../src/cli/dashboard/dashboard-server.js';
 export type { Dashboard } from '../../src/cli/dashboard/dashboard-server.js';
 export { totalsOfScrape } from '../../src/cli/dashboard/prometheus-totals.js';
+export { brokerNeeds } from '../../src/cli/doctor/broker-thresholds.js';
 export { brokerFindings } from '../../src/cli/doctor/brokers.js';
+export { groupQueueFindings } from '../../src/cli/doctor/sqs-checks.js';
 export type { BrokerTarget, DoctorSettings, Finding } from '../../src/cli/doctor/findings.js';
 export { runDemo } from '../../src/cli/demo-run.js';
 export { progressReporter } from '../../src/cli/progress.js';

@@ -7,8 +7,14 @@ import type { BrokerTarget, DoctorSettings, Finding } from './findings.js';
 /** The one command the checks send: a raw Redis command and its RESP2 reply. */
 type Send = (args: string[]) => Promise<unknown>;
 
-/** A flat `[name, value, name, value …]` reply (CONFIG GET, XINFO) as a map. */
+/**
+ * A reply of names and values (CONFIG GET, XINFO) as a map: a flat `[name, value, …]` array, or the
+ * object or `Map` a client decodes it to.
+ */
 function pairs(reply: unknown): Map<string, unknown> {
+  if (reply instanceof Map) return new Map([...reply].map(([key, value]) => [shown(key), value as unknown]));
+  if (reply !== null && typeof reply === 'object' && !Array.isArray(reply))
+    return new Map(Object.entries(reply));
   const map = new Map<string, unknown>();
   if (!Array.isArray(reply)) return map;
   for (let i = 0; i + 1 < reply.length; i += 2) map.set(shown(reply[i]), reply[i + 1]);
@@ -237,8 +243,10 @@ async function streamFindings(
 }
 
 /**
- * Trimming: Redis keeps no MAXLEN setting on a stream, but it records the largest id it deleted
- * (7.0+). Past the group's last delivered id, entries the group never read were trimmed: lost.
+ * Trimming: Redis keeps no MAXLEN setting on a stream, but says (7.0+) how many entries were ever
+ * added and how many of them the group has read: fewer entries left than the group has still to read
+ * means entries it never read were trimmed (MAXLEN, MINID, XTRIM) or deleted, and are lost. Where the
+ * group's count is unknown, the largest deleted id past its last delivered one says the same.
  */
 function trimFinding(
   stream: string,
@@ -248,18 +256,33 @@ function trimFinding(
 ): Finding {
   const deleted = info.get('max-deleted-entry-id');
   const delivered = entry.get('last-delivered-id');
+  const added = info.get('entries-added');
+  const read = entry.get('entries-read');
   const detail = {
     stream,
     group,
+    length: info.get('length'),
+    entriesAdded: added,
+    entriesRead: read,
     maxDeletedEntryId: deleted,
     lastDeliveredId: delivered,
-    lag: entry.get('lag'),
   };
-  if (deleted === undefined) {
+  if (deleted === undefined && added === undefined) {
     return {
       check: 'redis-streams.trim',
       status: 'skip',
       summary: 'Redis before 7.0 does not say what was trimmed from a stream',
+      detail,
+    };
+  }
+  const unread = typeof read === 'number' && typeof added === 'number' ? added - read : undefined;
+  const left = Number(info.get('length'));
+  if (unread !== undefined && left < unread) {
+    return {
+      check: 'redis-streams.trim',
+      status: 'fail',
+      summary: `stream ${stream} holds ${left} entries but group ${group} has ${unread} still to read: ${unread - left} it never read were trimmed or deleted`,
+      fix: 'stop trimming the stream with MAXLEN/MINID or XTRIM outside oncemq; the transport trims only what every group acked (its retention)',
       detail,
     };
   }

@@ -34,7 +34,12 @@ export async function sqsFindings(target: BrokerTarget, settings: DoctorSettings
   const attributes = async (name: string): Promise<Attributes | undefined> => {
     try {
       const { QueueUrl } = await client.send(new GetQueueUrlCommand({ QueueName: name }));
-      const answer = await client.send(new GetQueueAttributesCommand({ QueueUrl, AttributeNames: ['All'] }));
+      const answer = await client.send(
+        new GetQueueAttributesCommand({
+          QueueUrl,
+          AttributeNames: ['All', 'MessageRetentionPeriod', 'RedrivePolicy'],
+        }),
+      );
       return answer.Attributes ?? {};
     } catch (error) {
       if (/NonExistentQueue|does not exist/i.test(`${(error as Error).name} ${errorText(error)}`))
@@ -94,7 +99,7 @@ export async function sqsFindings(target: BrokerTarget, settings: DoctorSettings
     } else {
       const retentionMs = Number(dead.MessageRetentionPeriod ?? 0) * 1000;
       findings.push(
-        retentionMs < needs.replayMarginMs
+        dead.MessageRetentionPeriod !== undefined && retentionMs < needs.replayMarginMs
           ? {
               check: 'sqs.dead-letter-queue',
               status: 'warn',
@@ -125,19 +130,26 @@ export async function sqsFindings(target: BrokerTarget, settings: DoctorSettings
   }
 }
 
-function groupQueueFindings(name: string, queue: Attributes, needs: BrokerNeeds): Finding[] {
+/** The checks of a group queue's attributes, as `GetQueueAttributes` answers them. */
+export function groupQueueFindings(name: string, queue: Attributes, needs: BrokerNeeds): Finding[] {
   const detail = { queue: name };
-  const retentionMs = Number(queue.MessageRetentionPeriod ?? 0) * 1000;
   // A retry is the same message made invisible for its delay: the retention runs from its first send.
   const findings: Finding[] = [
-    retentionFinding(
-      'sqs.retention',
-      `group queue ${name}`,
-      retentionMs,
-      needs,
-      `aws sqs set-queue-attributes --queue-url <url of ${name}> --attributes MessageRetentionPeriod=1209600 (14 days, the most)`,
-      detail,
-    ),
+    queue.MessageRetentionPeriod === undefined
+      ? {
+          check: 'sqs.retention',
+          status: 'skip',
+          summary: `the endpoint does not report the retention of ${name} (ElasticMQ keeps messages until deleted; AWS always reports it)`,
+          detail,
+        }
+      : retentionFinding(
+          'sqs.retention',
+          `group queue ${name}`,
+          Number(queue.MessageRetentionPeriod) * 1000,
+          needs,
+          `aws sqs set-queue-attributes --queue-url <url of ${name}> --attributes MessageRetentionPeriod=1209600 (14 days, the most)`,
+          detail,
+        ),
     timerFinding(
       'sqs.visibility-timeout',
       `the default visibility timeout of ${name}`,
