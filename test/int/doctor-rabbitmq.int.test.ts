@@ -33,6 +33,7 @@ describe.skipIf(!management.available)('oncemq doctor: the RabbitMQ checks', () 
   const bad = `dbad${id}`;
   const good = `dok${id}`;
   const stolen = `dpol${id}`;
+  const limited = `dlim${id}`;
   const queues = [
     `${bad}.points`,
     `${bad}.points@dead`,
@@ -41,6 +42,7 @@ describe.skipIf(!management.available)('oncemq doctor: the RabbitMQ checks', () 
     `${good}.points@dead`,
     `${stolen}.points`,
     `${stolen}.points@dead`,
+    `${limited}.points`,
   ];
   const target = (prefix: string): BrokerTarget => ({
     transport: 'rabbitmq',
@@ -71,6 +73,11 @@ describe.skipIf(!management.available)('oncemq doctor: the RabbitMQ checks', () 
     // A policy of the operator's that dead-letters what the broker gives up on elsewhere.
     await channel.assertQueue(`${stolen}.points`, { durable: true, arguments: quorum });
     await channel.assertQueue(`${stolen}.points@dead`, { durable: true, arguments: quorum });
+    // A delivery limit under the policy's 4 deliveries, even with somewhere to dead-letter to.
+    await channel.assertQueue(`${limited}.points`, {
+      durable: true,
+      arguments: { ...quorum, 'x-delivery-limit': 2, 'x-dead-letter-exchange': 'elsewhere' },
+    });
     await connection.close();
     await managementRequest('PUT', `policies/%2F/${stolen}`, {
       pattern: `^${stolen}\\.points$`,
@@ -116,6 +123,14 @@ describe.skipIf(!management.available)('oncemq doctor: the RabbitMQ checks', () 
     expect(findingOf(findings, 'rabbitmq.topic-log')).toMatchObject({
       status: 'fail',
       detail: { retentionMs: 60_000 },
+    });
+  });
+
+  it("fails a delivery limit under the policy's deliveries even with a dead-letter exchange", async () => {
+    const findings = await brokerFindings(target(limited), { ...DOCTOR_SETTINGS, group: 'points' });
+    expect(findingOf(findings, 'rabbitmq.delivery-limit')).toMatchObject({
+      status: 'fail',
+      detail: { deliveryLimit: 2, policyDeliveries: 4 },
     });
   });
 

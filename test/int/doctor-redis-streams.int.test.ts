@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from 'redis';
 import { DOCTOR_SETTINGS, findingOf, statuses } from '../support/doctor.js';
@@ -5,7 +8,11 @@ import { brokerFindings, type BrokerTarget } from '../support/internal.js';
 import { OwnRedisServer } from '../support/redis-server.js';
 
 /** A redis-server of the suite's own: its eviction and persistence are changed at will (never the shared one's). */
+// In a directory of its own: the test turns the AOF on, which writes files there.
+const dir = mkdtempSync(join(tmpdir(), 'oncemq-doctor-redis-'));
 const available = await OwnRedisServer.start([
+  '--dir',
+  dir,
   '--maxmemory-policy',
   'allkeys-lru',
   '--maxmemory',
@@ -55,6 +62,7 @@ describe.skipIf(available === undefined)('oncemq doctor: the Redis Streams check
   afterAll(async () => {
     client.destroy();
     await server.stop();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('fails an allkeys eviction policy, a stream trimmed past what the group read, and warns without persistence', async () => {
