@@ -6,7 +6,6 @@
 export { dlqCommand } from '../../src/cli/commands/dlq.js';
 export { doctorCommand, runDoctor } from '../../src/cli/commands/doctor.js';
 export { parseLedgerDdl } from '../../src/cli/doctor/expected-schema.js';
-export type { Finding } from '../../src/cli/doctor/findings.js';
 export { clockFinding, sizeFinding } from '../../src/cli/doctor/ledger-checks.js';
 export { parseRetryOption } from '../../src/cli/doctor/retry-option.js';
 export { mysqlMigrations } from '../../src/ledger/mysql/mysql-schema.js';
@@ -20,6 +19,10 @@ export type { DashboardState, ResetAnswer } from '../../src/cli/dashboard/dashbo
 export { startDashboard } from '../../src/cli/dashboard/dashboard-server.js';
 export type { Dashboard } from '../../src/cli/dashboard/dashboard-server.js';
 export { totalsOfScrape } from '../../src/cli/dashboard/prometheus-totals.js';
+export { brokerNeeds } from '../../src/cli/doctor/broker-thresholds.js';
+export { brokerFindings } from '../../src/cli/doctor/brokers.js';
+export { groupQueueFindings } from '../../src/cli/doctor/sqs-checks.js';
+export type { BrokerTarget, DoctorSettings, Finding } from '../../src/cli/doctor/findings.js';
 export { runDemo } from '../../src/cli/demo-run.js';
 export { progressReporter } from '../../src/cli/progress.js';
 export { redactedLocation, storeOfUrl } from '../../src/cli/stores.js';

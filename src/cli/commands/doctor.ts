@@ -36,6 +36,8 @@ The broker (checked when --transport is given):
   --broker-url URL the broker's URL
   --topic NAME     the topic, stream or queue the consumers read
   --admin-url URL  the broker's management endpoint, where it has one
+  --broker-prefix P the transport's name prefix when it is not the default (NATS streamPrefix,
+                   RabbitMQ and Kafka prefix, Redis Streams prefix, SQS namespace)
 
 The deployment's settings:
   --retry R        the consumers' retry policy (default rocketmq):
@@ -54,6 +56,7 @@ const DOCTOR_ARGS = {
   'broker-url': { type: 'string' },
   topic: { type: 'string' },
   'admin-url': { type: 'string' },
+  'broker-prefix': { type: 'string' },
   retry: { type: 'string' },
   retention: { type: 'string' },
   'replay-margin': { type: 'string' },
@@ -144,7 +147,7 @@ export async function runDoctor(
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals.join(' ')}'`);
   const settings = doctorSettings(values);
   const ledger = ledgerOpener(values);
-  const brokerOnly = ['broker-url', 'topic', 'admin-url'] as const;
+  const brokerOnly = ['broker-url', 'topic', 'admin-url', 'broker-prefix'] as const;
   if (values.transport === undefined) {
     const stray = brokerOnly.find((option) => values[option] !== undefined);
     if (stray !== undefined) throw new UsageError(`--${stray} needs --transport`);
@@ -161,6 +164,7 @@ export async function runDoctor(
       url: values['broker-url'],
       topic: values.topic,
       adminUrl: values['admin-url'],
+      prefix: values['broker-prefix'],
     };
     findings.push(...(await brokerFindings(target, settings)));
   }

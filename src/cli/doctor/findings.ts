@@ -43,6 +43,11 @@ export interface BrokerTarget {
   readonly topic?: string | undefined;
   /** A management endpoint where the broker has one apart from its client port (`--admin-url`). */
   readonly adminUrl?: string | undefined;
+  /**
+   * The transport's name prefix when it is not the default: NATS `streamPrefix`, RabbitMQ and Kafka
+   * `prefix`, Redis Streams key `prefix`, SQS `namespace`. Undefined: each transport's default.
+   */
+  readonly prefix?: string | undefined;
 }
 
 /** Exit code of `oncemq doctor`: 1 when any finding failed, 0 otherwise (warnings alone exit 0). */
