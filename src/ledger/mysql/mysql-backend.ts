@@ -374,9 +374,6 @@ export class MysqlBackend<Conn extends MysqlConnectionLike, Tx = Conn>
   purge(options: Required<PurgeOptions>): Promise<PurgeResult> {
     const execute = (sql: string, values: MysqlValue[]): Promise<unknown> => this.#execute(sql, values);
     const cutoff = options.olderThan.getTime();
-    return purgeInBatches(
-      options,
-      async () => (await purgeMysqlBatch(execute, this.#s.purge, cutoff, options.batchSize)).deleted,
-    );
+    return purgeInBatches(options, () => purgeMysqlBatch(execute, this.#s.purge, cutoff, options.batchSize));
   }
 }

@@ -61,14 +61,14 @@ function byPrimaryKey(a: ExpiredKey, b: ExpiredKey): number {
 
 /**
  * One purge batch (see above): reads up to `batchSize` expired keys, deletes them by primary key.
- * Answers the rows deleted and the keys read (fewer than `batchSize` keys read: nothing more to purge).
+ * Answers the rows deleted.
  */
 export async function purgeMysqlBatch(
   execute: (sql: string, values: MysqlValue[]) => Promise<unknown>,
   statements: MysqlPurgeStatements,
   olderThan: number,
   batchSize: number,
-): Promise<{ readonly deleted: number; readonly read: number }> {
+): Promise<number> {
   const keys = rows<ExpiredKey>(await execute(statements.expiredKeys(batchSize), [olderThan])).sort(
     byPrimaryKey,
   );
@@ -79,5 +79,5 @@ export async function purgeMysqlBatch(
     values.push(olderThan);
     deleted += header(await execute(statements.deleteKeys(chunk.length), values)).affectedRows;
   }
-  return { deleted, read: keys.length };
+  return deleted;
 }
