@@ -19,6 +19,9 @@ export const CREATE_AUDIT = `CREATE TABLE ${AUDIT_TABLE} (msg_key VARCHAR(200) N
 
 type AuditKind = 'claim' | 'apply' | 'complete' | 'refused';
 
+/** Binds the key, the attempt, the owner, the member and the kind. */
+const INSERT_AUDIT = `INSERT INTO ${AUDIT_TABLE} (msg_key, attempt, owner, member, kind) VALUES (?, ?, ?, ?, ?)`;
+
 /**
  * The store's ledger with each won claim and each completion written to the audit table. A claim is
  * recorded before its handler may run (a claim that cannot be recorded fails, as an unreachable
@@ -27,13 +30,7 @@ type AuditKind = 'claim' | 'apply' | 'complete' | 'refused';
  */
 export function auditedLedger<Tx>(ledger: Ledger<Tx>, sql: DemoSql, member: string): Ledger<Tx> {
   const record = async (kind: AuditKind, claim: Claim): Promise<void> => {
-    await sql(`INSERT INTO ${AUDIT_TABLE} (msg_key, attempt, owner, member, kind) VALUES (?, ?, ?, ?, ?)`, [
-      claim.key,
-      claim.attempt,
-      claim.owner,
-      member,
-      kind,
-    ]);
+    await sql(INSERT_AUDIT, [claim.key, claim.attempt, claim.owner, member, kind]);
   };
   const claim = async (request: ClaimRequest): Promise<ClaimResult> => {
     const claimed = await ledger.claim(request);
@@ -76,13 +73,7 @@ export function leasedConsumer(store: DemoStore, member: string, leaseMs: number
     logger: SILENT_LOGGER,
     handler: async (event, ctx) => {
       ctx.signal.throwIfAborted();
-      await sql(`INSERT INTO ${AUDIT_TABLE} (msg_key, attempt, owner, member, kind) VALUES (?, ?, ?, ?, ?)`, [
-        event.eventId,
-        ctx.attempt,
-        '',
-        member,
-        'apply',
-      ]);
+      await sql(INSERT_AUDIT, [event.eventId, ctx.attempt, '', member, 'apply']);
     },
   });
   return {
