@@ -2,7 +2,7 @@ import { ClosedError, ConfigError, errorText, LeaseLostError } from '../core/err
 import { toLogger, type Logger, type LoggerLike } from '../core/logger.js';
 import { checkResult, fitClaimRequest, fitRemark } from './claim-request.js';
 import { ledgerFailure } from './ledger-errors.js';
-import { capabilitiesOf, type LedgerBackend } from './ledger-backend.js';
+import { capabilitiesOf, type LeasedClaims, type LedgerBackend } from './ledger-backend.js';
 import { checkedBatchWork, checkedWork, WorkFailures } from './ledger-work.js';
 import type {
   BatchWork,
@@ -259,33 +259,24 @@ export class RuntimeLedger<Tx = unknown> implements Ledger<Tx> {
   }
 
   complete(claim: Claim, result: string | null): Promise<void> {
-    const leased = this.#backend.leased;
-    if (leased === undefined) return this.#missing('leased');
-    return this.#use(
-      'completing',
-      () => leased.complete(claim, checkResult(result)),
-      undefined,
-      (written) => owned(written, claim),
-    );
+    return this.#ownedStep('completing', claim, (leased) => leased.complete(claim, checkResult(result)));
   }
 
   fail(claim: Claim, remark: string): Promise<void> {
-    const leased = this.#backend.leased;
-    if (leased === undefined) return this.#missing('leased');
-    return this.#use(
-      'marking a failure',
-      () => leased.fail(claim, fitRemark(remark)),
-      undefined,
-      (written) => owned(written, claim),
-    );
+    return this.#ownedStep('marking a failure', claim, (leased) => leased.fail(claim, fitRemark(remark)));
   }
 
   release(claim: Claim): Promise<void> {
+    return this.#ownedStep('releasing', claim, (leased) => leased.release(claim));
+  }
+
+  /** A step of a held claim that the backend answers with whether the owner's row was written; refused: lease lost. */
+  #ownedStep(what: string, claim: Claim, step: (leased: LeasedClaims) => Promise<boolean>): Promise<void> {
     const leased = this.#backend.leased;
     if (leased === undefined) return this.#missing('leased');
     return this.#use(
-      'releasing',
-      () => leased.release(claim),
+      what,
+      () => step(leased),
       undefined,
       (written) => owned(written, claim),
     );
